@@ -1,0 +1,282 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SingletonName is the only accepted name of an APIGateway: the module is
+// configured once per cluster.
+const SingletonName = "default"
+
+// ControllerName names a controller of Portico's catalog.
+// +kubebuilder:validation:Enum=apirule;ratelimit
+type ControllerName string
+
+// The controllers of the catalog.
+const (
+	// ControllerAPIRule exposes Services through Istio with per-path access rules.
+	ControllerAPIRule ControllerName = "apirule"
+	// ControllerRateLimit applies local token-bucket rate limits to Istio gateways.
+	ControllerRateLimit ControllerName = "ratelimit"
+)
+
+// LogLevel is the verbosity of a controller's logs.
+// +kubebuilder:validation:Enum=debug;info;error
+type LogLevel string
+
+// The accepted log levels.
+const (
+	LogLevelDebug LogLevel = "debug"
+	LogLevelInfo  LogLevel = "info"
+	LogLevelError LogLevel = "error"
+)
+
+// APIGatewaySpec is the desired configuration of Portico's gateway controllers.
+type APIGatewaySpec struct {
+	// controllers configures the controllers of the catalog, one entry per
+	// controller name. A controller that is not listed runs with its defaults
+	// (enabled, one replica, the operator's default image).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Controllers []ControllerSpec `json:"controllers,omitempty"`
+}
+
+// ControllerSpec configures one controller of the catalog.
+type ControllerSpec struct {
+	// name of the controller in the catalog.
+	// +required
+	Name ControllerName `json:"name"`
+
+	// enabled runs the controller when its required CRDs are installed.
+	// Set it to false to remove the controller's Deployment.
+	// +optional
+	// +kubebuilder:default=true
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// image is a full image reference (registry/repository:tag or @digest)
+	// that replaces the default controller image, for example an air-gapped
+	// mirror. Empty means the operator's default.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self == '' || !self.contains(' ')",message="image must not contain spaces"
+	Image string `json:"image,omitempty"`
+
+	// replicas of the controller's Deployment. 0 keeps the controller
+	// installed but scaled down.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// logLevel of the controller: debug, info or error.
+	// +optional
+	// +kubebuilder:default=info
+	LogLevel LogLevel `json:"logLevel,omitempty"`
+
+	// resources of the controller container. Empty means the catalog's
+	// defaults.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// nodeSelector constrains the controller's pods to nodes with these labels.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations of the controller's pods.
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// affinity of the controller's pods.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// priorityClassName of the controller's pods.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// env adds environment variables to the controller container, for
+	// example HTTPS_PROXY. Variables the operator sets itself take precedence
+	// only where the names collide with reserved PORTICO_ names.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// podAnnotations are added to the controller's pod template.
+	// +optional
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+}
+
+// State summarises an APIGateway in one word.
+// +kubebuilder:validation:Enum=Ready;Processing;Warning;Error;Deleting
+type State string
+
+// The APIGateway states, from the most to the least severe as the operator
+// aggregates them.
+const (
+	// StateError means a controller is Degraded or a Deployment could not be applied.
+	StateError State = "Error"
+	// StateProcessing means a controller is rolling out.
+	StateProcessing State = "Processing"
+	// StateWarning means an enabled controller is Blocked by missing CRDs.
+	StateWarning State = "Warning"
+	// StateReady means every enabled controller is Ready.
+	StateReady State = "Ready"
+	// StateDeleting means the APIGateway is being deleted.
+	StateDeleting State = "Deleting"
+)
+
+// ControllerPhase is where one controller stands.
+// +kubebuilder:validation:Enum=Disabled;Blocked;Progressing;Ready;Degraded
+type ControllerPhase string
+
+// The controller phases.
+const (
+	// PhaseDisabled means the controller is disabled in the spec; it has no Deployment.
+	PhaseDisabled ControllerPhase = "Disabled"
+	// PhaseBlocked means a precondition (a required CRD, a dependency) is not
+	// met; the controller has no Deployment.
+	PhaseBlocked ControllerPhase = "Blocked"
+	// PhaseProgressing means the Deployment is applied and rolling out.
+	PhaseProgressing ControllerPhase = "Progressing"
+	// PhaseReady means the rollout is complete.
+	PhaseReady ControllerPhase = "Ready"
+	// PhaseDegraded means the rollout failed or pods are failing.
+	PhaseDegraded ControllerPhase = "Degraded"
+)
+
+// ControllerStatus is the observed state of one controller.
+type ControllerStatus struct {
+	// name of the controller in the catalog.
+	// +required
+	Name ControllerName `json:"name"`
+
+	// phase of the controller: Disabled, Blocked, Progressing, Ready or Degraded.
+	// +required
+	Phase ControllerPhase `json:"phase"`
+
+	// reason is a CamelCase word explaining the phase; the values are
+	// documented constants of this API.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Reason string `json:"reason,omitempty"`
+
+	// message explains the phase to a human: the missing CRD, the failing pod
+	// and container, the rollout progress.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
+
+	// missingCRDs lists the required CRDs, as name/version, that are absent,
+	// not Established or not serving that version.
+	// +optional
+	// +listType=atomic
+	MissingCRDs []string `json:"missingCRDs,omitempty"`
+
+	// image the controller's Deployment runs, when it has one.
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// replicas wanted for the controller's Deployment.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// readyReplicas of the controller's Deployment.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// updatedReplicas of the controller's Deployment: pods of the newest template.
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+
+	// lastTransitionTime is when phase last changed.
+	// +optional
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// APIGatewayStatus is the observed state of Portico's gateway controllers.
+type APIGatewayStatus struct {
+	// state summarises the gateway: Error if any controller is Degraded or an
+	// apply failed, else Processing if any is rolling out, else Warning if an
+	// enabled controller is Blocked, else Ready. Deleting while the
+	// APIGateway is being deleted.
+	// +optional
+	State State `json:"state,omitempty"`
+
+	// ready counts ready controllers over enabled controllers, as "1/2".
+	// +optional
+	Ready string `json:"ready,omitempty"`
+
+	// observedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions of the APIGateway. The Ready condition carries one of the
+	// documented Reason* constants.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// controllers reports every controller of the catalog, sorted by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Controllers []ControllerStatus `json:"controllers,omitempty"`
+}
+
+// APIGateway configures Portico, the API-gateway module, for the whole
+// cluster: which gateway controllers run and how. Only one APIGateway,
+// named "default", is accepted.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=apigw,categories=portico
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,description="Overall state"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`,description="Ready controllers / enabled controllers"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name == 'default'",message="only one APIGateway is allowed per cluster and it must be named 'default'"
+type APIGateway struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired configuration.
+	// +optional
+	Spec APIGatewaySpec `json:"spec,omitempty"`
+
+	// status is the observed state, written by the operator.
+	// +optional
+	Status APIGatewayStatus `json:"status,omitempty"`
+}
+
+// APIGatewayList is a list of APIGateways.
+//
+// +kubebuilder:object:root=true
+type APIGatewayList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []APIGateway `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&APIGateway{}, &APIGatewayList{})
+}
+
+// Labels the operator puts on every object it manages, and its field manager.
+const (
+	// LabelController names the catalog controller an object belongs to.
+	LabelController = "operator.portico.dev/controller"
+	// ManagedBy is the value of app.kubernetes.io/managed-by on managed objects.
+	ManagedBy = "portico-operator"
+	// PartOf is the value of app.kubernetes.io/part-of on managed objects.
+	PartOf = "portico"
+	// FieldManager is the operator's server-side apply field manager.
+	FieldManager = "portico-operator"
+)

@@ -1,0 +1,58 @@
+package v1alpha1
+
+// APIGateway's Ready condition and its reasons.
+const (
+	// ConditionReady is True when every enabled controller is Ready.
+	ConditionReady = "Ready"
+
+	// ReasonAllControllersReady: every enabled controller's rollout is complete.
+	ReasonAllControllersReady = "AllControllersReady"
+	// ReasonControllersProgressing: at least one controller is rolling out.
+	ReasonControllersProgressing = "ControllersProgressing"
+	// ReasonControllersBlocked: at least one enabled controller waits for CRDs
+	// or a dependency; the others are Ready.
+	ReasonControllersBlocked = "ControllersBlocked"
+	// ReasonControllersDegraded: at least one controller's rollout failed or
+	// its pods are failing.
+	ReasonControllersDegraded = "ControllersDegraded"
+	// ReasonApplyFailed: the operator could not write a controller's Deployment.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonNoControllersEnabled: every controller is disabled.
+	ReasonNoControllersEnabled = "NoControllersEnabled"
+	// ReasonDeleting: the APIGateway is being deleted.
+	ReasonDeleting = "Deleting"
+)
+
+// Reasons of a controller's phase, in ControllerStatus.Reason.
+const (
+	// ReasonDisabled (Disabled): the controller is disabled in the spec.
+	ReasonDisabled = "Disabled"
+	// ReasonCRDNotFound (Blocked): a required CRD is not installed.
+	ReasonCRDNotFound = "CRDNotFound"
+	// ReasonCRDNotEstablished (Blocked): a required CRD exists but is not
+	// Established yet, or is being deleted.
+	ReasonCRDNotEstablished = "CRDNotEstablished"
+	// ReasonCRDVersionNotServed (Blocked): a required CRD does not serve the
+	// required version.
+	ReasonCRDVersionNotServed = "CRDVersionNotServed"
+	// ReasonDependencyNotReady (Blocked): a controller this one depends on is
+	// not Ready.
+	ReasonDependencyNotReady = "DependencyNotReady"
+	// ReasonRolloutInProgress (Progressing): the Deployment is rolling out.
+	ReasonRolloutInProgress = "RolloutInProgress"
+	// ReasonRolloutComplete (Ready): the Deployment's rollout is complete.
+	ReasonRolloutComplete = "RolloutComplete"
+	// ReasonScaledToZero (Ready): replicas is 0; the Deployment exists with no pods.
+	ReasonScaledToZero = "ScaledToZero"
+	// ReasonProgressDeadlineExceeded (Degraded): the rollout did not progress
+	// within the Deployment's progress deadline.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	// ReasonCrashLoopBackOff (Degraded): a controller container keeps crashing.
+	ReasonCrashLoopBackOff = "CrashLoopBackOff"
+	// ReasonImagePullFailed (Degraded): a controller image cannot be pulled
+	// (ErrImagePull or ImagePullBackOff).
+	ReasonImagePullFailed = "ImagePullFailed"
+	// ReasonDeploymentApplyFailed (Degraded): the Deployment could not be
+	// written or deleted; the message has the API server's error.
+	ReasonDeploymentApplyFailed = "DeploymentApplyFailed"
+)

@@ -1,0 +1,207 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+)
+
+// CRD names a CustomResourceDefinition and the version a controller needs it
+// to serve.
+type CRD struct {
+	// Name is the CRD's metadata.name, <plural>.<group>.
+	Name string
+	// Version must be served by the CRD.
+	Version string
+}
+
+// String renders the CRD as name/version, the form used in status.
+func (c CRD) String() string { return c.Name + "/" + c.Version }
+
+// Entry describes one controller of the catalog.
+type Entry struct {
+	// Name is the controller's name in the APIGateway spec.
+	Name operatorv1alpha1.ControllerName
+	// Description is one line for `portico-operator catalog`.
+	Description string
+	// RequiredCRDs must all be Established and serve their version before
+	// the controller runs.
+	RequiredCRDs []CRD
+	// DependsOn names controllers that must be Ready before this one runs.
+	DependsOn []operatorv1alpha1.ControllerName
+	// Args are passed to the controller binary after the standard flags.
+	Args []string
+	// ProgressDeadlineSeconds of the controller's Deployment.
+	ProgressDeadlineSeconds int32
+}
+
+// Binary is the controller's binary and image name, <name>-controller.
+func (e Entry) Binary() string { return string(e.Name) + "-controller" }
+
+// RelatedImageEnv is the operator environment variable (OLM convention)
+// that overrides the controller's default image.
+func (e Entry) RelatedImageEnv() string {
+	return "RELATED_IMAGE_" + strings.ToUpper(strings.ReplaceAll(e.Binary(), "-", "_"))
+}
+
+// Catalog is an ordered set of entries.
+type Catalog []Entry
+
+// Builtin is the catalog compiled into the operator.
+var Builtin = Catalog{
+	{
+		Name:        operatorv1alpha1.ControllerAPIRule,
+		Description: "Exposes Services through Istio: APIRules become VirtualServices, AuthorizationPolicies and RequestAuthentications.",
+		RequiredCRDs: []CRD{
+			{Name: "apirules.gateway.portico.dev", Version: "v1alpha1"},
+			{Name: "virtualservices.networking.istio.io", Version: "v1"},
+			{Name: "authorizationpolicies.security.istio.io", Version: "v1"},
+			{Name: "requestauthentications.security.istio.io", Version: "v1"},
+		},
+		ProgressDeadlineSeconds: 600,
+	},
+	{
+		Name:        operatorv1alpha1.ControllerRateLimit,
+		Description: "Applies local token-bucket rate limits: RateLimits become one EnvoyFilter per Istio gateway workload.",
+		RequiredCRDs: []CRD{
+			{Name: "ratelimits.gateway.portico.dev", Version: "v1alpha1"},
+			{Name: "envoyfilters.networking.istio.io", Version: "v1alpha3"},
+		},
+		ProgressDeadlineSeconds: 600,
+	},
+}
+
+// Get returns the entry with the given name.
+func (c Catalog) Get(name operatorv1alpha1.ControllerName) (Entry, bool) {
+	for _, e := range c {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}
+
+// CRDNames returns the names of every CRD some entry requires, sorted and
+// without duplicates.
+func (c Catalog) CRDNames() []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, e := range c {
+		for _, crd := range e.RequiredCRDs {
+			if !seen[crd.Name] {
+				seen[crd.Name] = true
+				names = append(names, crd.Name)
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+var (
+	controllerNameRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,30}$`)
+	crdNameRE        = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$`)
+	versionRE        = regexp.MustCompile(`^v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?$`)
+)
+
+// Validate reports every problem of the catalog: malformed names, CRDs or
+// versions, duplicate entries, unknown dependencies and dependency cycles.
+func (c Catalog) Validate() error {
+	var errs []error
+	names := map[operatorv1alpha1.ControllerName]bool{}
+	for _, e := range c {
+		if !controllerNameRE.MatchString(string(e.Name)) {
+			errs = append(errs, fmt.Errorf("controller %q: name must be lower-case alphanumeric", e.Name))
+		}
+		if names[e.Name] {
+			errs = append(errs, fmt.Errorf("controller %q: listed twice", e.Name))
+		}
+		names[e.Name] = true
+		if len(e.RequiredCRDs) == 0 {
+			errs = append(errs, fmt.Errorf("controller %q: requires no CRD; every controller serves at least its own API", e.Name))
+		}
+		seen := map[string]bool{}
+		for _, crd := range e.RequiredCRDs {
+			if !crdNameRE.MatchString(crd.Name) || strings.Count(crd.Name, ".") < 2 {
+				errs = append(errs, fmt.Errorf("controller %q: CRD name %q is not <plural>.<group>", e.Name, crd.Name))
+			}
+			if !versionRE.MatchString(crd.Version) {
+				errs = append(errs, fmt.Errorf("controller %q: CRD %q: version %q is not a Kubernetes API version", e.Name, crd.Name, crd.Version))
+			}
+			if seen[crd.Name] {
+				errs = append(errs, fmt.Errorf("controller %q: CRD %q required twice", e.Name, crd.Name))
+			}
+			seen[crd.Name] = true
+		}
+		if e.ProgressDeadlineSeconds <= 0 {
+			errs = append(errs, fmt.Errorf("controller %q: progress deadline must be positive", e.Name))
+		}
+	}
+	for _, e := range c {
+		for _, dep := range e.DependsOn {
+			if !names[dep] {
+				errs = append(errs, fmt.Errorf("controller %q: depends on unknown controller %q", e.Name, dep))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		if _, err := c.Ordered(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Ordered returns the entries so that every controller comes after the
+// controllers it depends on; ties keep catalog order. It fails on a cycle,
+// naming the controllers in it.
+func (c Catalog) Ordered() (Catalog, error) {
+	index := map[operatorv1alpha1.ControllerName]int{}
+	for i, e := range c {
+		index[e.Name] = i
+	}
+	const (
+		unvisited = iota
+		visiting
+		done
+	)
+	state := make([]int, len(c))
+	ordered := make(Catalog, 0, len(c))
+	var visit func(i int, path []operatorv1alpha1.ControllerName) error
+	visit = func(i int, path []operatorv1alpha1.ControllerName) error {
+		switch state[i] {
+		case done:
+			return nil
+		case visiting:
+			cycle := append(path, c[i].Name)
+			parts := make([]string, len(cycle))
+			for k, n := range cycle {
+				parts[k] = string(n)
+			}
+			return fmt.Errorf("dependency cycle: %s", strings.Join(parts, " -> "))
+		}
+		state[i] = visiting
+		for _, dep := range c[i].DependsOn {
+			j, ok := index[dep]
+			if !ok {
+				continue // reported by Validate
+			}
+			if err := visit(j, append(path, c[i].Name)); err != nil {
+				return err
+			}
+		}
+		state[i] = done
+		ordered = append(ordered, c[i])
+		return nil
+	}
+	for i := range c {
+		if err := visit(i, nil); err != nil {
+			return nil, err
+		}
+	}
+	return ordered, nil
+}

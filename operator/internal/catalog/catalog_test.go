@@ -1,0 +1,130 @@
+package catalog
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+)
+
+func TestDefaultCatalogIsValid(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(Builtin.Validate()).To(Succeed())
+}
+
+func TestDefaultCatalogMatchesTheAPIEnum(t *testing.T) {
+	// Every catalog entry must be a value the APIGateway CRD accepts, and the
+	// other way round, or users could configure a controller that never runs.
+	g := NewWithT(t)
+	var names []operatorv1alpha1.ControllerName
+	for _, e := range Builtin {
+		names = append(names, e.Name)
+	}
+	g.Expect(names).To(ConsistOf(operatorv1alpha1.ControllerAPIRule, operatorv1alpha1.ControllerRateLimit))
+}
+
+func TestEntryNames(t *testing.T) {
+	g := NewWithT(t)
+	e, ok := Builtin.Get(operatorv1alpha1.ControllerRateLimit)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(e.Binary()).To(Equal("ratelimit-controller"))
+	g.Expect(e.RelatedImageEnv()).To(Equal("RELATED_IMAGE_RATELIMIT_CONTROLLER"))
+	g.Expect(e.RequiredCRDs[1].String()).To(Equal("envoyfilters.networking.istio.io/v1alpha3"))
+}
+
+func entry(name string, deps ...string) Entry {
+	e := Entry{
+		Name:                    operatorv1alpha1.ControllerName(name),
+		RequiredCRDs:            []CRD{{Name: name + "s.example.portico.dev", Version: "v1"}},
+		ProgressDeadlineSeconds: 60,
+	}
+	for _, d := range deps {
+		e.DependsOn = append(e.DependsOn, operatorv1alpha1.ControllerName(d))
+	}
+	return e
+}
+
+func TestValidate(t *testing.T) {
+	tests := map[string]struct {
+		catalog Catalog
+		wantErr string // substring; empty means valid
+	}{
+		"independent entries": {
+			catalog: Catalog{entry("a"), entry("b")},
+		},
+		"diamond of dependencies": {
+			catalog: Catalog{entry("d", "b", "c"), entry("b", "a"), entry("c", "a"), entry("a")},
+		},
+		"self dependency": {
+			catalog: Catalog{entry("a", "a")},
+			wantErr: "dependency cycle: a -> a",
+		},
+		"three-step cycle": {
+			catalog: Catalog{entry("a", "b"), entry("b", "c"), entry("c", "a")},
+			wantErr: "dependency cycle: a -> b -> c -> a",
+		},
+		"unknown dependency": {
+			catalog: Catalog{entry("a", "missing")},
+			wantErr: `depends on unknown controller "missing"`,
+		},
+		"duplicate controller": {
+			catalog: Catalog{entry("a"), entry("a")},
+			wantErr: "listed twice",
+		},
+		"bad controller name": {
+			catalog: Catalog{entry("Bad-Name")},
+			wantErr: "lower-case alphanumeric",
+		},
+		"no required CRD": {
+			catalog: Catalog{{Name: "a", ProgressDeadlineSeconds: 1}},
+			wantErr: "requires no CRD",
+		},
+		"CRD name without group": {
+			catalog: Catalog{{Name: "a", RequiredCRDs: []CRD{{Name: "things", Version: "v1"}}, ProgressDeadlineSeconds: 1}},
+			wantErr: "is not <plural>.<group>",
+		},
+		"bad CRD version": {
+			catalog: Catalog{{Name: "a", RequiredCRDs: []CRD{{Name: "things.example.dev", Version: "1.0"}}, ProgressDeadlineSeconds: 1}},
+			wantErr: "is not a Kubernetes API version",
+		},
+		"CRD required twice": {
+			catalog: Catalog{{Name: "a", RequiredCRDs: []CRD{{Name: "things.example.dev", Version: "v1"}, {Name: "things.example.dev", Version: "v2"}}, ProgressDeadlineSeconds: 1}},
+			wantErr: "required twice",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := tc.catalog.Validate()
+			if tc.wantErr == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+		})
+	}
+}
+
+func TestOrderedPutsDependenciesFirst(t *testing.T) {
+	g := NewWithT(t)
+	ordered, err := Catalog{entry("d", "b", "c"), entry("b", "a"), entry("c", "a"), entry("a")}.Ordered()
+	g.Expect(err).NotTo(HaveOccurred())
+	var names []string
+	for _, e := range ordered {
+		names = append(names, string(e.Name))
+	}
+	g.Expect(names).To(Equal([]string{"a", "b", "c", "d"}))
+}
+
+func TestCRDNames(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(Builtin.CRDNames()).To(Equal([]string{
+		"apirules.gateway.portico.dev",
+		"authorizationpolicies.security.istio.io",
+		"envoyfilters.networking.istio.io",
+		"ratelimits.gateway.portico.dev",
+		"requestauthentications.security.istio.io",
+		"virtualservices.networking.istio.io",
+	}))
+}

@@ -1,0 +1,235 @@
+package render
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/operator/internal/catalog"
+)
+
+// The controller container's contract, shared with controllers/runtime:
+// ports, probe paths and the flags the operator passes.
+const (
+	ContainerName = "manager"
+	MetricsPort   = 8080
+	HealthPort    = 8081
+
+	FlagMetricsAddress = "--metrics-bind-address"
+	FlagHealthAddress  = "--health-probe-bind-address"
+	FlagLeaderElect    = "--leader-elect"
+	FlagLogLevel       = "--log-level"
+
+	// EnvPodNamespace tells the controller its namespace (leader election).
+	EnvPodNamespace = "POD_NAMESPACE"
+)
+
+// Default resources of a controller container when the spec sets none.
+var defaultResources = corev1.ResourceRequirements{
+	Requests: corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("10m"),
+		corev1.ResourceMemory: resource.MustParse("64Mi"),
+	},
+	Limits: corev1.ResourceList{
+		corev1.ResourceMemory: resource.MustParse("256Mi"),
+	},
+}
+
+// ImageDefaults are the operator's image settings.
+type ImageDefaults struct {
+	// Registry prefixes the default image: <registry>/<name>-controller:<tag>.
+	Registry string
+	// Tag of the default image, normally the operator's version.
+	Tag string
+	// RelatedImages maps RELATED_IMAGE_<NAME>_CONTROLLER variables to images.
+	RelatedImages map[string]string
+}
+
+// Image resolves a controller's image: the spec override, else the
+// RELATED_IMAGE_* variable, else the registry default.
+func Image(entry catalog.Entry, spec operatorv1alpha1.ControllerSpec, defaults ImageDefaults) string {
+	if spec.Image != "" {
+		return spec.Image
+	}
+	if img := defaults.RelatedImages[entry.RelatedImageEnv()]; img != "" {
+		return img
+	}
+	registry := strings.TrimSuffix(defaults.Registry, "/")
+	if registry == "" {
+		return entry.Binary() + ":" + defaults.Tag
+	}
+	return fmt.Sprintf("%s/%s:%s", registry, entry.Binary(), defaults.Tag)
+}
+
+// Owner identifies the APIGateway that owns managed Deployments.
+type Owner struct {
+	Name string
+	UID  types.UID
+}
+
+// Input is everything a controller's Deployment is rendered from.
+type Input struct {
+	Entry     catalog.Entry
+	Spec      operatorv1alpha1.ControllerSpec
+	Namespace string
+	Image     string
+	Owner     Owner
+}
+
+// Labels returns the contract labels of a controller's managed objects.
+func Labels(name operatorv1alpha1.ControllerName) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":         string(name) + "-controller",
+		"app.kubernetes.io/part-of":      operatorv1alpha1.PartOf,
+		"app.kubernetes.io/managed-by":   operatorv1alpha1.ManagedBy,
+		operatorv1alpha1.LabelController: string(name),
+	}
+}
+
+// SelectorLabels are the immutable Deployment selector of a controller.
+func SelectorLabels(name operatorv1alpha1.ControllerName) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":         string(name) + "-controller",
+		operatorv1alpha1.LabelController: string(name),
+	}
+}
+
+// Replicas returns the spec's replicas, defaulting to 1.
+func Replicas(spec operatorv1alpha1.ControllerSpec) int32 {
+	if spec.Replicas == nil {
+		return 1
+	}
+	return *spec.Replicas
+}
+
+// Deployment renders the desired Deployment of one controller.
+func Deployment(in Input) *appsv1ac.DeploymentApplyConfiguration {
+	name := in.Entry.Binary()
+	labels := Labels(in.Entry.Name)
+	logLevel := in.Spec.LogLevel
+	if logLevel == "" {
+		logLevel = operatorv1alpha1.LogLevelInfo
+	}
+
+	args := []string{
+		fmt.Sprintf("%s=:%d", FlagMetricsAddress, MetricsPort),
+		fmt.Sprintf("%s=:%d", FlagHealthAddress, HealthPort),
+		FlagLeaderElect + "=true",
+		fmt.Sprintf("%s=%s", FlagLogLevel, logLevel),
+	}
+	args = append(args, in.Entry.Args...)
+
+	env := []*corev1ac.EnvVarApplyConfiguration{
+		corev1ac.EnvVar().WithName(EnvPodNamespace).WithValueFrom(
+			corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("metadata.namespace"))),
+	}
+	for i := range in.Spec.Env {
+		if in.Spec.Env[i].Name == EnvPodNamespace {
+			continue // reserved: leader election depends on it
+		}
+		env = append(env, envVar(in.Spec.Env[i]))
+	}
+
+	resources := defaultResources
+	if in.Spec.Resources != nil {
+		resources = *in.Spec.Resources
+	}
+
+	container := corev1ac.Container().
+		WithName(ContainerName).
+		WithImage(in.Image).
+		WithImagePullPolicy(corev1.PullIfNotPresent).
+		WithArgs(args...).
+		WithEnv(env...).
+		WithPorts(
+			corev1ac.ContainerPort().WithName("metrics").WithContainerPort(MetricsPort).WithProtocol(corev1.ProtocolTCP),
+			corev1ac.ContainerPort().WithName("health").WithContainerPort(HealthPort).WithProtocol(corev1.ProtocolTCP),
+		).
+		WithResources(resourcesApply(resources)).
+		WithLivenessProbe(probe("/healthz", 15, 20)).
+		WithReadinessProbe(probe("/readyz", 5, 10)).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithAllowPrivilegeEscalation(false).
+			WithReadOnlyRootFilesystem(true).
+			WithRunAsNonRoot(true).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+
+	podSpec := corev1ac.PodSpec().
+		WithServiceAccountName(name).
+		WithAutomountServiceAccountToken(true).
+		WithTerminationGracePeriodSeconds(10).
+		WithSecurityContext(corev1ac.PodSecurityContext().
+			WithRunAsNonRoot(true).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+		WithContainers(container)
+	if len(in.Spec.NodeSelector) > 0 {
+		podSpec.WithNodeSelector(in.Spec.NodeSelector)
+	}
+	for i := range in.Spec.Tolerations {
+		podSpec.WithTolerations(toleration(in.Spec.Tolerations[i]))
+	}
+	if in.Spec.Affinity != nil {
+		podSpec.WithAffinity(affinity(in.Spec.Affinity))
+	}
+	if in.Spec.PriorityClassName != "" {
+		podSpec.WithPriorityClassName(in.Spec.PriorityClassName)
+	}
+
+	template := corev1ac.PodTemplateSpec().
+		WithLabels(labels).
+		WithSpec(podSpec)
+	if len(in.Spec.PodAnnotations) > 0 {
+		template.WithAnnotations(in.Spec.PodAnnotations)
+	}
+
+	return appsv1ac.Deployment(name, in.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(metav1ac.OwnerReference().
+			WithAPIVersion(operatorv1alpha1.GroupVersion.String()).
+			WithKind("APIGateway").
+			WithName(in.Owner.Name).
+			WithUID(in.Owner.UID).
+			WithController(true).
+			WithBlockOwnerDeletion(true)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(Replicas(in.Spec)).
+			WithRevisionHistoryLimit(3).
+			WithProgressDeadlineSeconds(in.Entry.ProgressDeadlineSeconds).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(in.Entry.Name))).
+			WithStrategy(appsv1ac.DeploymentStrategy().
+				WithType(appsv1.RollingUpdateDeploymentStrategyType).
+				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
+					WithMaxUnavailable(intstr.FromInt32(0)).
+					WithMaxSurge(intstr.FromInt32(1)))).
+			WithTemplate(template))
+}
+
+func probe(path string, initialDelay, period int32) *corev1ac.ProbeApplyConfiguration {
+	return corev1ac.Probe().
+		WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString("health"))).
+		WithInitialDelaySeconds(initialDelay).
+		WithPeriodSeconds(period)
+}
+
+func resourcesApply(r corev1.ResourceRequirements) *corev1ac.ResourceRequirementsApplyConfiguration {
+	out := corev1ac.ResourceRequirements()
+	if len(r.Limits) > 0 {
+		out.WithLimits(r.Limits)
+	}
+	if len(r.Requests) > 0 {
+		out.WithRequests(r.Requests)
+	}
+	for _, c := range r.Claims {
+		out.WithClaims(corev1ac.ResourceClaim().WithName(c.Name).WithRequest(c.Request))
+	}
+	return out
+}
