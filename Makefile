@@ -18,7 +18,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 CONTROLLER_GEN := $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-GO_LDFLAGS := -s -w -X github.com/portico-dev/portico/internal/version.Version=$(VERSION)
+GO_LDFLAGS := -s -w -X github.com/portico-dev/portico/operator/internal/cli.version=$(VERSION) -X github.com/portico-dev/portico/controllers/runtime.version=$(VERSION)
 
 ##@ General
 

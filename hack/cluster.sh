@@ -216,7 +216,7 @@ cmd_down() {
 	# ours (deleted below) so it never touches ~/.kube/config.
 	log "deleting cluster $name"
 	kwokctl delete cluster --kubeconfig "$kubeconfig" >&2
-	rm -f "$kubeconfig" "$KWOK_WORKDIR/.$name.lock"
+	rm -f "$kubeconfig"
 }
 
 cmd_kubeconfig() {
@@ -236,6 +236,7 @@ cmd_smoke() {
 	kubectl --namespace "$ns" create deployment smoke --image nginx --replicas 1 \
 		--dry-run=client -o yaml | kubectl apply -f - >&2
 	kubectl --namespace "$ns" wait --for=condition=Available deployment/smoke --timeout "$wait_timeout" >&2
+	kubectl --namespace "$ns" wait --for=jsonpath='{.status.readyReplicas}'=1 deployment/smoke --timeout "$wait_timeout" >&2
 	kubectl --namespace "$ns" get deployment,pods --output wide >&2
 	kubectl delete namespace "$ns" --wait=false >&2
 	log "smoke test passed"

@@ -24,10 +24,10 @@ func TestImage(t *testing.T) {
 		defaults ImageDefaults
 		want     string
 	}{
-		"registry default":                  {defaults: defaults, want: "registry.example/portico/apirule-controller:v1.2.3"},
-		"related image overrides default":   {defaults: withRelated, want: "mirror.local/apirule@sha256:abc"},
+		"registry default":                   {defaults: defaults, want: "registry.example/portico/apirule-controller:v1.2.3"},
+		"related image overrides default":    {defaults: withRelated, want: "mirror.local/apirule@sha256:abc"},
 		"spec image overrides related image": {spec: operatorv1alpha1.ControllerSpec{Image: "air.gap/apirule:x"}, defaults: withRelated, want: "air.gap/apirule:x"},
-		"no registry":                       {defaults: ImageDefaults{Tag: "dev"}, want: "apirule-controller:dev"},
+		"no registry":                        {defaults: ImageDefaults{Tag: "dev"}, want: "apirule-controller:dev"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,113 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/hack/testenv"
+)
+
+var k8sClient client.Client
+
+func TestMain(m *testing.M) {
+	env, err := testenv.Environment()
+	if err != nil {
+		panic(err)
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		panic(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := operatorv1alpha1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+func gateway(name string, controllers ...operatorv1alpha1.ControllerSpec) *operatorv1alpha1.APIGateway {
+	return &operatorv1alpha1.APIGateway{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       operatorv1alpha1.APIGatewaySpec{Controllers: controllers},
+	}
+}
+
+func TestAPIGatewayValidation(t *testing.T) {
+	tests := map[string]struct {
+		obj     *operatorv1alpha1.APIGateway
+		wantErr string
+	}{
+		"a name other than default": {
+			obj:     gateway("production"),
+			wantErr: "only one APIGateway is allowed per cluster and it must be named 'default'",
+		},
+		"eleven replicas": {
+			obj:     gateway("default", operatorv1alpha1.ControllerSpec{Name: "apirule", Replicas: ptr.To[int32](11)}),
+			wantErr: "spec.controllers[0].replicas: Invalid value: 11: spec.controllers[0].replicas in body should be less than or equal to 10",
+		},
+		"negative replicas": {
+			obj:     gateway("default", operatorv1alpha1.ControllerSpec{Name: "apirule", Replicas: ptr.To[int32](-1)}),
+			wantErr: "should be greater than or equal to 0",
+		},
+		"unknown controller": {
+			obj:     gateway("default", operatorv1alpha1.ControllerSpec{Name: "oauth2"}),
+			wantErr: `spec.controllers[0].name: Unsupported value: "oauth2": supported values: "apirule", "ratelimit"`,
+		},
+		"unknown log level": {
+			obj:     gateway("default", operatorv1alpha1.ControllerSpec{Name: "apirule", LogLevel: "verbose"}),
+			wantErr: `spec.controllers[0].logLevel: Unsupported value: "verbose": supported values: "debug", "info", "error"`,
+		},
+		"the same controller twice": {
+			obj:     gateway("default", operatorv1alpha1.ControllerSpec{Name: "apirule"}, operatorv1alpha1.ControllerSpec{Name: "apirule"}),
+			wantErr: `spec.controllers[1]: Duplicate value: {"name":"apirule"}`,
+		},
+		"an image with a space": {
+			obj:     gateway("default", operatorv1alpha1.ControllerSpec{Name: "apirule", Image: "reg/apirule controller:1"}),
+			wantErr: "image must not contain spaces",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := k8sClient.Create(context.Background(), tc.obj)
+			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+		})
+	}
+}
+
+func TestSampleIsAcceptedAndDefaulted(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "samples", "operator_v1alpha1_apigateway.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	sample := &operatorv1alpha1.APIGateway{}
+	g.Expect(yaml.UnmarshalStrict(raw, sample)).To(Succeed())
+
+	g.Expect(k8sClient.Create(ctx, sample)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, sample) })
+
+	// A minimal entry gets the documented defaults from the API server.
+	got := &operatorv1alpha1.APIGateway{}
+	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "default"}, got)).To(Succeed())
+	got.Spec.Controllers = []operatorv1alpha1.ControllerSpec{{Name: "ratelimit"}}
+	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Expect(got.Spec.Controllers[0].Enabled).To(HaveValue(BeTrue()))
+	g.Expect(got.Spec.Controllers[0].Replicas).To(HaveValue(BeEquivalentTo(1)))
+	g.Expect(got.Spec.Controllers[0].LogLevel).To(Equal(operatorv1alpha1.LogLevelInfo))
+}

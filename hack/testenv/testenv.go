@@ -1,0 +1,132 @@
+package testenv
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+)
+
+// RepoRoot is the repository's top directory.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+var (
+	assetsOnce sync.Once
+	assetsDir  string
+	assetsErr  error
+)
+
+// AssetsDir returns the directory with etcd, kube-apiserver and kubectl:
+// $KUBEBUILDER_ASSETS when set, else what hack/testbin.sh prints (building
+// the binaries from Go modules on first use).
+func AssetsDir() (string, error) {
+	assetsOnce.Do(func() {
+		if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+			assetsDir = dir
+			return
+		}
+		cmd := exec.Command(filepath.Join(RepoRoot(), "hack", "testbin.sh"))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			assetsErr = fmt.Errorf("build control-plane binaries with hack/testbin.sh: %w", err)
+			return
+		}
+		assetsDir = strings.TrimSpace(string(out))
+	})
+	return assetsDir, assetsErr
+}
+
+// ModuleDir returns the directory of a Go module in the module cache, at the
+// version the main module requires (downloading it through the module proxy
+// if needed).
+func ModuleDir(module string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = RepoRoot()
+	out, err := cmd.Output()
+	dir := strings.TrimSpace(string(out))
+	if err == nil && dir == "" {
+		if dl := exec.Command("go", "mod", "download", module); dl.Run() == nil {
+			out, err = cmd.Output()
+			dir = strings.TrimSpace(string(out))
+		}
+	}
+	if err != nil || dir == "" {
+		return "", fmt.Errorf("locate module %s: %v", module, err)
+	}
+	return dir, nil
+}
+
+// IstioCRDs returns the real Istio CRDs shipped in the istio.io/api module.
+func IstioCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	dir, err := ModuleDir("istio.io/api")
+	if err != nil {
+		return nil, err
+	}
+	return ReadCRDs(filepath.Join(dir, "kubernetes", "customresourcedefinitions.gen.yaml"))
+}
+
+// ProjectCRDPaths are the CRDs generated into config/crd/bases.
+func ProjectCRDPaths() []string {
+	return []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}
+}
+
+// ReadCRDs parses every CustomResourceDefinition in a multi-document YAML file.
+func ReadCRDs(path string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(doc, crd); err != nil {
+			return nil, fmt.Errorf("parse %s: %w", path, err)
+		}
+		if crd.Kind != "CustomResourceDefinition" {
+			continue
+		}
+		crds = append(crds, crd)
+	}
+	return crds, nil
+}
+
+// Environment returns an envtest environment with the project's CRDs,
+// using the locally built binaries.
+func Environment() (*envtest.Environment, error) {
+	dir, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	return &envtest.Environment{
+		BinaryAssetsDirectory: dir,
+		CRDDirectoryPaths:     ProjectCRDPaths(),
+		ErrorIfCRDPathMissing: true,
+	}, nil
+}

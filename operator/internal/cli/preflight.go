@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/operator/internal/catalog"
+	"github.com/portico-dev/portico/operator/internal/gating"
+	"github.com/portico-dev/portico/operator/internal/reconciler"
+)
+
+func newPreflightCommand() *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "preflight",
+		Short: "Tell which controllers would run on this cluster and what the others miss",
+		Long: `preflight reads the cluster's CRDs and the APIGateway "default" (when present)
+and prints, for every controller of the catalog, whether it would run. It exits
+0 when every enabled controller can run and 1 otherwise.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			cfg, err := ctrl.GetConfig()
+			if err != nil {
+				return fmt.Errorf("load kubeconfig: %w", err)
+			}
+			scheme := runtime.NewScheme()
+			_ = apiextensionsv1.AddToScheme(scheme)
+			_ = operatorv1alpha1.AddToScheme(scheme)
+			c, err := client.New(cfg, client.Options{Scheme: scheme})
+			if err != nil {
+				return fmt.Errorf("create client: %w", err)
+			}
+			results, err := Preflight(ctx, c, catalog.Builtin)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "CONTROLLER\tWOULD RUN\tREASON\tDETAILS")
+			ok := true
+			for _, r := range results {
+				would, reason, details := "yes", "-", "all required CRDs are established"
+				if !r.Result.Run {
+					would, reason, details = "no", r.Result.Reason, r.Result.Message
+					if r.Enabled {
+						ok = false
+					}
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.Name, would, reason, details)
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if !ok {
+				return exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the API server")
+	return cmd
+}
+
+// PreflightResult is one controller's answer.
+type PreflightResult struct {
+	Name    operatorv1alpha1.ControllerName
+	Enabled bool
+	Result  gating.Result
+}
+
+// Preflight evaluates every controller's preconditions against the cluster,
+// reading CRDs and the APIGateway directly (no cache).
+func Preflight(ctx context.Context, c client.Reader, cat catalog.Catalog) ([]PreflightResult, error) {
+	crds := map[string]gating.CRDState{}
+	for _, name := range cat.CRDNames() {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("read CRD %s: %w", name, err)
+		}
+		crds[name] = reconciler.CRDStateOf(crd)
+	}
+	gw := &operatorv1alpha1.APIGateway{}
+	if err := c.Get(ctx, client.ObjectKey{Name: operatorv1alpha1.SingletonName}, gw); err != nil {
+		// No APIGateway (or not even its CRD): every controller has its defaults.
+		if !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+			return nil, fmt.Errorf("read APIGateway: %w", err)
+		}
+		gw = &operatorv1alpha1.APIGateway{}
+	}
+	ordered, err := cat.Ordered()
+	if err != nil {
+		return nil, err
+	}
+	// A dependency that would run is assumed to become Ready.
+	phases := map[operatorv1alpha1.ControllerName]operatorv1alpha1.ControllerPhase{}
+	var out []PreflightResult
+	for _, e := range ordered {
+		enabled := true
+		for _, s := range gw.Spec.Controllers {
+			if s.Name == e.Name && s.Enabled != nil {
+				enabled = *s.Enabled
+			}
+		}
+		res := gating.Evaluate(gating.Input{Entry: e, Enabled: enabled, Cluster: gating.Cluster{CRDs: crds, Phases: phases}})
+		phases[e.Name] = res.Phase
+		if res.Run {
+			phases[e.Name] = operatorv1alpha1.PhaseReady
+		}
+		out = append(out, PreflightResult{Name: e.Name, Enabled: enabled, Result: res})
+	}
+	return out, nil
+}

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/operator/internal/catalog"
+	"github.com/portico-dev/portico/operator/internal/reconciler"
+	"github.com/portico-dev/portico/operator/internal/render"
+)
+
+// LeaderElectionID names the operator's Lease.
+const LeaderElectionID = "portico-operator.operator.portico.dev"
+
+type runOptions struct {
+	metricsAddr   string
+	probeAddr     string
+	leaderElect   bool
+	namespace     string
+	imageRegistry string
+	imageTag      string
+	zap           zap.Options
+}
+
+func (o *runOptions) bindFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles (enable when running more than one)")
+	fs.StringVar(&o.namespace, "namespace", namespaceDefault(), "namespace of the operator and of every controller Deployment ($POD_NAMESPACE when set)")
+	fs.StringVar(&o.imageRegistry, "controller-image-registry", DefaultRegistry, "registry of the default controller images, <registry>/<name>-controller:<tag>")
+	fs.StringVar(&o.imageTag, "controller-image-tag", version, "tag of the default controller images; the operator version unless set")
+	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
+	o.zap.BindFlags(goFlags)
+	fs.AddGoFlagSet(goFlags)
+}
+
+// Scheme holds every type the operator reads or writes.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme, operatorv1alpha1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// relatedImages collects RELATED_IMAGE_* variables (OLM convention).
+func relatedImages(environ []string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && strings.HasPrefix(k, "RELATED_IMAGE_") && v != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func run(ctx context.Context, o *runOptions) error {
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	log := ctrl.Log.WithName("setup")
+	if err := catalog.Builtin.Validate(); err != nil {
+		return fmt.Errorf("invalid catalog: %w", err)
+	}
+	ordered, err := catalog.Builtin.Ordered()
+	if err != nil {
+		return err
+	}
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        Scheme(),
+		Cache:                         reconciler.CacheOptions(o.namespace, ordered.CRDNames()),
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              LeaderElectionID,
+		LeaderElectionNamespace:       o.namespace,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+
+	r := &reconciler.Reconciler{
+		Client:    mgr.GetClient(),
+		Catalog:   ordered,
+		Namespace: o.namespace,
+		Images: render.ImageDefaults{
+			Registry:      o.imageRegistry,
+			Tag:           o.imageTag,
+			RelatedImages: relatedImages(os.Environ()),
+		},
+		Recorder: mgr.GetEventRecorder(operatorv1alpha1.FieldManager),
+		Clock:    clock.RealClock{},
+		Metrics:  reconciler.DefaultMetrics(),
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up reconciler: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	// Ready once the caches have synced, so a new leader never acts on an
+	// empty view of the cluster.
+	if err := mgr.AddReadyzCheck("readyz", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return fmt.Errorf("caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	log.Info("Starting portico-operator", "version", version, "namespace", o.namespace,
+		"registry", o.imageRegistry, "tag", o.imageTag, "controllers", len(ordered))
+	return mgr.Start(ctx)
+}

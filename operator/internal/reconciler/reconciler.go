@@ -1,0 +1,247 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/operator/internal/catalog"
+	"github.com/portico-dev/portico/operator/internal/gating"
+	"github.com/portico-dev/portico/operator/internal/readiness"
+	"github.com/portico-dev/portico/operator/internal/render"
+	"github.com/portico-dev/portico/operator/internal/status"
+)
+
+// Reconciler runs the catalog's controllers for the APIGateway "default".
+type Reconciler struct {
+	// Client reads from the manager's caches and writes to the API server.
+	Client client.Client
+	// Catalog is the set of controllers; it must be valid.
+	Catalog catalog.Catalog
+	// Namespace holds the operator and every controller Deployment.
+	Namespace string
+	// Images are the default image settings.
+	Images render.ImageDefaults
+	// Recorder emits Events on phase transitions; nil disables Events.
+	Recorder events.EventRecorder
+	// Clock stamps transition times.
+	Clock clock.PassiveClock
+	// Metrics receives the phase and precondition series.
+	Metrics *Metrics
+}
+
+// Request is the single key every event maps to.
+var Request = ctrl.Request{NamespacedName: client.ObjectKey{Name: operatorv1alpha1.SingletonName}}
+
+// Reconcile converges every controller of the catalog to the APIGateway's
+// spec and the cluster's CRDs, then reports the outcome in status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	log := ctrl.LoggerFrom(ctx)
+	gw := &operatorv1alpha1.APIGateway{}
+	if err := r.Client.Get(ctx, req.NamespacedName, gw); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("read APIGateway %s: %w", req.Name, err)
+		}
+		gw = nil
+	}
+	if gw != nil {
+		log = log.WithValues("apigateway", klog.KObj(gw))
+		ctx = ctrl.LoggerInto(ctx, log)
+	}
+
+	snap, err := r.readSnapshot(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	if gw == nil || !gw.DeletionTimestamp.IsZero() {
+		// Owner references let the garbage collector remove the Deployments;
+		// deleting them here as well makes removal prompt and independent of
+		// the GC (and of clusters without kube-controller-manager).
+		retErr = r.deleteAll(ctx, snap)
+		if gw != nil {
+			retErr = errors.Join(retErr, r.writeStatus(ctx, gw, r.deletingStatus(gw)))
+		}
+		return ctrl.Result{}, retErr
+	}
+
+	results := make([]status.Controller, 0, len(r.Catalog))
+	phases := map[operatorv1alpha1.ControllerName]operatorv1alpha1.ControllerPhase{}
+	var errs []error
+	for _, entry := range r.Catalog {
+		res, err := r.reconcileController(ctx, gw, entry, snap, phases)
+		if err != nil {
+			errs = append(errs, err) // one controller's failure never stops the others
+		}
+		phases[entry.Name] = res.Phase
+		results = append(results, res)
+	}
+	errs = append(errs, r.deleteUnknown(ctx, snap))
+
+	newStatus := status.Compute(status.Input{
+		Generation:  gw.Generation,
+		Controllers: results,
+		Previous:    gw.Status,
+		Now:         metav1.NewTime(r.Clock.Now()),
+	})
+	r.recordTransitions(gw, newStatus)
+	errs = append(errs, r.writeStatus(ctx, gw, newStatus))
+	return ctrl.Result{}, errors.Join(errs...)
+}
+
+func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alpha1.APIGateway, entry catalog.Entry, snap *snapshot,
+	phases map[operatorv1alpha1.ControllerName]operatorv1alpha1.ControllerPhase) (status.Controller, error) {
+	spec := specFor(gw, entry.Name)
+	enabled := spec.Enabled == nil || *spec.Enabled
+	res := status.Controller{Enabled: enabled, ControllerStatus: operatorv1alpha1.ControllerStatus{Name: entry.Name}}
+	live := snap.deployments[entry.Binary()]
+
+	gate := gating.Evaluate(gating.Input{Entry: entry, Enabled: enabled, Cluster: gating.Cluster{CRDs: snap.crds, Phases: phases}})
+	r.recordPreconditions(entry, snap, gate)
+	if !gate.Run {
+		res.Phase, res.Reason, res.Message, res.MissingCRDs = gate.Phase, gate.Reason, gate.Message, gate.MissingCRDs
+		if err := r.deleteDeployment(ctx, entry.Name, live); err != nil {
+			setDegraded(&res, err)
+			return res, err
+		}
+		return res, nil
+	}
+
+	image := render.Image(entry, spec, r.Images)
+	res.Image = image
+	res.Replicas = render.Replicas(spec)
+	desired := render.Deployment(render.Input{
+		Entry: entry, Spec: spec, Namespace: r.Namespace, Image: image,
+		Owner: render.Owner{Name: gw.Name, UID: gw.UID},
+	})
+	if live != nil && !live.DeletionTimestamp.IsZero() {
+		res.Phase, res.Reason = operatorv1alpha1.PhaseProgressing, operatorv1alpha1.ReasonRolloutInProgress
+		res.Message = fmt.Sprintf("waiting for the old deployment %s to be deleted before recreating it", live.Name)
+		return res, nil
+	}
+	wrote, err := r.applyDeployment(ctx, entry.Name, desired, live)
+	if err != nil {
+		setDegraded(&res, err)
+		return res, err
+	}
+	if wrote || live == nil {
+		res.Phase, res.Reason = operatorv1alpha1.PhaseProgressing, operatorv1alpha1.ReasonRolloutInProgress
+		res.Message = fmt.Sprintf("deployment %s applied; waiting for the rollout", entry.Binary())
+		if live != nil {
+			res.ReadyReplicas, res.UpdatedReplicas = live.Status.ReadyReplicas, live.Status.UpdatedReplicas
+		}
+		return res, nil
+	}
+	ready := readiness.Evaluate(live, snap.pods[entry.Name])
+	res.Phase, res.Reason, res.Message = ready.Phase, ready.Reason, ready.Message
+	res.Replicas, res.ReadyReplicas, res.UpdatedReplicas = ready.Replicas, ready.ReadyReplicas, ready.UpdatedReplicas
+	return res, nil
+}
+
+func setDegraded(res *status.Controller, err error) {
+	res.Phase = operatorv1alpha1.PhaseDegraded
+	res.Reason = operatorv1alpha1.ReasonDeploymentApplyFailed
+	res.Message = err.Error()
+}
+
+// specFor returns the spec entry of a controller, or an empty one (all
+// defaults) when the controller is not listed.
+func specFor(gw *operatorv1alpha1.APIGateway, name operatorv1alpha1.ControllerName) operatorv1alpha1.ControllerSpec {
+	for _, c := range gw.Spec.Controllers {
+		if c.Name == name {
+			return c
+		}
+	}
+	return operatorv1alpha1.ControllerSpec{Name: name}
+}
+
+// deleteUnknown removes managed Deployments that no catalog entry claims,
+// for example after a controller was dropped from the catalog.
+func (r *Reconciler) deleteUnknown(ctx context.Context, snap *snapshot) error {
+	var errs []error
+	for name, d := range snap.deployments {
+		if !slices.ContainsFunc(r.Catalog, func(e catalog.Entry) bool { return e.Binary() == name }) {
+			errs = append(errs, r.deleteDeployment(ctx, operatorv1alpha1.ControllerName(d.Labels[operatorv1alpha1.LabelController]), d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Reconciler) deleteAll(ctx context.Context, snap *snapshot) error {
+	var errs []error
+	for _, d := range snap.deployments {
+		errs = append(errs, r.deleteDeployment(ctx, operatorv1alpha1.ControllerName(d.Labels[operatorv1alpha1.LabelController]), d))
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Reconciler) deletingStatus(gw *operatorv1alpha1.APIGateway) operatorv1alpha1.APIGatewayStatus {
+	var controllers []status.Controller
+	for _, c := range gw.Status.Controllers {
+		controllers = append(controllers, status.Controller{ControllerStatus: c, Enabled: c.Phase != operatorv1alpha1.PhaseDisabled})
+	}
+	return status.Compute(status.Input{
+		Generation: gw.Generation, Deleting: true, Controllers: controllers,
+		Previous: gw.Status, Now: metav1.NewTime(r.Clock.Now()),
+	})
+}
+
+// writeStatus sends the status only when it differs from what is stored.
+func (r *Reconciler) writeStatus(ctx context.Context, gw *operatorv1alpha1.APIGateway, newStatus operatorv1alpha1.APIGatewayStatus) error {
+	if equality.Semantic.DeepEqual(gw.Status, newStatus) {
+		return nil
+	}
+	patched := gw.DeepCopy()
+	patched.Status = newStatus
+	r.Metrics.Writes.WithLabelValues("status").Inc()
+	if err := r.Client.Status().Patch(ctx, patched, client.MergeFrom(gw)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		r.Metrics.Errors.WithLabelValues("", "status").Inc()
+		return fmt.Errorf("write APIGateway status: %w", err)
+	}
+	return nil
+}
+
+func (r *Reconciler) recordPreconditions(entry catalog.Entry, snap *snapshot, gate gating.Result) {
+	for _, crd := range entry.RequiredCRDs {
+		state, ok := snap.crds[crd.Name]
+		available := ok && state.Established && !state.Terminating && slices.Contains(state.ServedVersions, crd.Version)
+		r.Metrics.CRDAvailable.WithLabelValues(string(entry.Name), crd.String()).Set(boolGauge(available))
+	}
+	r.Metrics.PreconditionsMet.WithLabelValues(string(entry.Name)).Set(boolGauge(gate.Run))
+}
+
+// recordTransitions emits one Event per controller whose phase changed and
+// updates the phase series.
+func (r *Reconciler) recordTransitions(gw *operatorv1alpha1.APIGateway, newStatus operatorv1alpha1.APIGatewayStatus) {
+	previous := map[operatorv1alpha1.ControllerName]operatorv1alpha1.ControllerPhase{}
+	for _, c := range gw.Status.Controllers {
+		previous[c.Name] = c.Phase
+	}
+	for _, c := range newStatus.Controllers {
+		r.Metrics.setPhase(c.Name, c.Phase)
+		if r.Recorder == nil || previous[c.Name] == c.Phase {
+			continue
+		}
+		eventType := corev1.EventTypeNormal
+		if c.Phase == operatorv1alpha1.PhaseDegraded || c.Phase == operatorv1alpha1.PhaseBlocked {
+			eventType = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(gw, nil, eventType, c.Reason, "Controller"+string(c.Phase),
+			"%s is %s: %s", c.Name, c.Phase, c.Message)
+	}
+}

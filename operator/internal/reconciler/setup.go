@@ -1,0 +1,58 @@
+package reconciler
+
+import (
+	"context"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+)
+
+// RBAC of the operator: read APIGateways and write their status, read CRDs,
+// manage Deployments and read pods in its own namespace, write Events and
+// Leases. Nothing else.
+//
+// +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways,verbs=get;list;watch
+// +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=apps,namespace=portico-system,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",namespace=portico-system,resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=portico-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// SetupWithManager registers the reconciler. Every watched event maps to
+// the one key "default", so the workqueue collapses bursts into a single
+// reconcile.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	toDefault := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{Request}
+	})
+	required := r.Catalog.CRDNames()
+	requiredCRD := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return slices.Contains(required, o.GetName())
+	})
+	managed := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetNamespace() == r.Namespace && o.GetLabels()["app.kubernetes.io/managed-by"] == operatorv1alpha1.ManagedBy
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("apigateway").
+		For(&operatorv1alpha1.APIGateway{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetName() == operatorv1alpha1.SingletonName
+		}))).
+		Watches(&apiextensionsv1.CustomResourceDefinition{}, toDefault, builder.WithPredicates(requiredCRD)).
+		Watches(&appsv1.Deployment{}, toDefault, builder.WithPredicates(managed)).
+		Watches(&corev1.Pod{}, toDefault, builder.WithPredicates(managed)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		Complete(r)
+}
