@@ -3,6 +3,7 @@ package testenv
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -52,24 +53,37 @@ func AssetsDir() (string, error) {
 	return assetsDir, assetsErr
 }
 
-// ModuleDir returns the directory of a Go module in the module cache, at the
-// version the main module requires (downloading it through the module proxy
-// if needed).
+// Versions of the modules whose CRDs the tests install, used when the main
+// module does not require them (yet).
+var moduleVersions = map[string]string{
+	"istio.io/api":            "v1.31.1",
+	"sigs.k8s.io/gateway-api": "v1.6.3",
+}
+
+// ModuleDir returns the directory of a Go module in the module cache: the
+// version the main module requires, else the pinned one, downloading it
+// through the module proxy when needed.
 func ModuleDir(module string) (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
-	cmd.Dir = RepoRoot()
-	out, err := cmd.Output()
-	dir := strings.TrimSpace(string(out))
-	if err == nil && dir == "" {
-		if dl := exec.Command("go", "mod", "download", module); dl.Run() == nil {
-			out, err = cmd.Output()
-			dir = strings.TrimSpace(string(out))
-		}
+	list := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	list.Dir = RepoRoot()
+	if out, err := list.Output(); err == nil && strings.TrimSpace(string(out)) != "" {
+		return strings.TrimSpace(string(out)), nil
 	}
-	if err != nil || dir == "" {
-		return "", fmt.Errorf("locate module %s: %v", module, err)
+	version, ok := moduleVersions[module]
+	if !ok {
+		return "", fmt.Errorf("module %s is neither required by go.mod nor pinned in testenv", module)
 	}
-	return dir, nil
+	download := exec.Command("go", "mod", "download", "-json", module+"@"+version)
+	download.Dir = RepoRoot()
+	out, err := download.Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download %s@%s: %w", module, version, err)
+	}
+	var info struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
+		return "", fmt.Errorf("go mod download %s@%s: no directory (%s)", module, version, info.Error)
+	}
+	return info.Dir, nil
 }
 
 // IstioCRDs returns the real Istio CRDs shipped in the istio.io/api module.

@@ -28,9 +28,7 @@ func CacheOptions(namespace string, requiredCRDs []string) cache.Options {
 		Label:      ManagedSelector,
 	}
 	deployments := managed
-	// The reconciler compares what it owns through managedFields; there are
-	// at most a handful of these objects.
-	deployments.Transform = nil
+	deployments.Transform = TransformDeployment
 	pods := managed
 	pods.Transform = TransformPod
 	return cache.Options{
@@ -81,6 +79,24 @@ func TransformCRD(required []string) toolscache.TransformFunc {
 		}
 		return out, nil
 	}
+}
+
+// TransformDeployment keeps only the operator's own managedFields entries:
+// the reconciler compares what it owns through them (a nil transform would
+// fall back to the default one, which strips them all).
+func TransformDeployment(in any) (any, error) {
+	d, ok := in.(*appsv1.Deployment)
+	if !ok {
+		return in, nil
+	}
+	owned := d.ManagedFields[:0:0]
+	for _, f := range d.ManagedFields {
+		if f.Manager == operatorv1alpha1.FieldManager {
+			owned = append(owned, f)
+		}
+	}
+	d.ManagedFields = owned
+	return d, nil
 }
 
 // TransformPod keeps what readiness reads of a pod: identity, labels,

@@ -1,0 +1,153 @@
+package reconciler_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/operator/internal/catalog"
+)
+
+var (
+	gatewayCRDs = []string{"apirules.gateway.portico.dev", "ratelimits.gateway.portico.dev"}
+	allCRDs     = catalog.Builtin.CRDNames()
+)
+
+// setCRDs makes exactly the named catalog CRDs installed and Established,
+// removing the other catalog CRDs.
+func setCRDs(t *testing.T, present ...string) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	for _, name := range allCRDs {
+		if slices.Contains(present, name) {
+			installCRD(t, name)
+			continue
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Name: name}, crd); err == nil {
+			g.Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, crd))).To(Succeed())
+		}
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Name: name}, &apiextensionsv1.CustomResourceDefinition{}))
+		}, eventually).Should(BeTrue(), "CRD %s should be gone", name)
+	}
+}
+
+func installCRD(t *testing.T, name string) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	crd := sourceCRDs[name].DeepCopy()
+	err := k8sClient.Create(ctx, crd)
+	g.Expect(err == nil || apierrors.IsAlreadyExists(err)).To(BeTrue(), "create CRD %s: %v", name, err)
+	g.Eventually(func(g Gomega) {
+		got := &apiextensionsv1.CustomResourceDefinition{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: name}, got)).To(Succeed())
+		g.Expect(got.DeletionTimestamp).To(BeNil())
+		established := false
+		for _, c := range got.Status.Conditions {
+			established = established || (c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue)
+		}
+		g.Expect(established).To(BeTrue())
+	}, eventually).Should(Succeed())
+}
+
+// createGateway creates the APIGateway "default"; cleanup deletes it and
+// waits until the operator removed every controller Deployment.
+func createGateway(t *testing.T, controllers ...operatorv1alpha1.ControllerSpec) *operatorv1alpha1.APIGateway {
+	t.Helper()
+	g := NewWithT(t)
+	gw := &operatorv1alpha1.APIGateway{
+		ObjectMeta: metav1.ObjectMeta{Name: operatorv1alpha1.SingletonName},
+		Spec:       operatorv1alpha1.APIGatewaySpec{Controllers: controllers},
+	}
+	g.Expect(k8sClient.Create(context.Background(), gw)).To(Succeed())
+	t.Cleanup(func() { deleteGateway(t) })
+	return gw
+}
+
+func deleteGateway(t *testing.T) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	gw := &operatorv1alpha1.APIGateway{ObjectMeta: metav1.ObjectMeta{Name: operatorv1alpha1.SingletonName}}
+	g.Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, gw))).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(gw), gw))
+	}, eventually).Should(BeTrue())
+	g.Eventually(func(g Gomega) {
+		var list appsv1.DeploymentList
+		g.Expect(k8sClient.List(ctx, &list, client.InNamespace(namespace))).To(Succeed())
+		g.Expect(list.Items).To(BeEmpty())
+	}, eventually).Should(Succeed(), "the operator removes every Deployment when the APIGateway is gone")
+}
+
+func updateGateway(t *testing.T, mutate func(*operatorv1alpha1.APIGateway)) {
+	t.Helper()
+	NewWithT(t).Eventually(func() error {
+		gw := &operatorv1alpha1.APIGateway{}
+		if err := k8sClient.Get(context.Background(), client.ObjectKey{Name: operatorv1alpha1.SingletonName}, gw); err != nil {
+			return err
+		}
+		mutate(gw)
+		return k8sClient.Update(context.Background(), gw)
+	}, eventually).Should(Succeed())
+}
+
+func gatewayStatus(g Gomega) operatorv1alpha1.APIGatewayStatus {
+	gw := &operatorv1alpha1.APIGateway{}
+	g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Name: operatorv1alpha1.SingletonName}, gw)).To(Succeed())
+	return gw.Status
+}
+
+func controllerStatus(g Gomega, name operatorv1alpha1.ControllerName) operatorv1alpha1.ControllerStatus {
+	for _, c := range gatewayStatus(g).Controllers {
+		if c.Name == name {
+			return c
+		}
+	}
+	g.Expect(name).To(BeEmpty(), "controller %s has no status", name)
+	return operatorv1alpha1.ControllerStatus{}
+}
+
+func getDeployment(g Gomega, name string) *appsv1.Deployment {
+	d := &appsv1.Deployment{}
+	g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, d)).To(Succeed())
+	return d
+}
+
+func deploymentGone(name string) func() bool {
+	return func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &appsv1.Deployment{}))
+	}
+}
+
+// setRollout writes a Deployment status as kube-controller-manager would.
+func setRollout(t *testing.T, name string, mutate func(d *appsv1.Deployment)) {
+	t.Helper()
+	NewWithT(t).Eventually(func() error {
+		d := &appsv1.Deployment{}
+		if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, d); err != nil {
+			return err
+		}
+		mutate(d)
+		return k8sClient.Status().Update(context.Background(), d)
+	}, eventually).Should(Succeed())
+}
+
+// rolledOut marks the Deployment's current generation as fully available.
+func rolledOut(d *appsv1.Deployment) {
+	n := *d.Spec.Replicas
+	d.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
+	}
+}

@@ -1,0 +1,189 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/hack/testenv"
+	"github.com/portico-dev/portico/operator/internal/catalog"
+	"github.com/portico-dev/portico/operator/internal/reconciler"
+	"github.com/portico-dev/portico/operator/internal/render"
+)
+
+const namespace = "portico-system"
+
+var (
+	k8sClient client.Client
+	// operatorWrites counts every mutating request the operator sends,
+	// except Events: the recorder sends those asynchronously, with retries,
+	// after the reconcile that emitted them.
+	operatorWrites atomic.Int64
+	// sourceCRDs holds every CRD a catalog entry requires, ready to install.
+	sourceCRDs = map[string]*apiextensionsv1.CustomResourceDefinition{}
+)
+
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme, operatorv1alpha1.AddToScheme, eventsv1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+type countingTransport struct{ next http.RoundTripper }
+
+func (c countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet && !strings.HasPrefix(req.URL.Path, "/apis/events.k8s.io/") {
+		operatorWrites.Add(1)
+		if os.Getenv("PORTICO_TEST_LOGS") != "" {
+			fmt.Fprintf(os.Stderr, "operator write: %s %s\n", req.Method, req.URL.Path)
+		}
+	}
+	return c.next.RoundTrip(req)
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	// PORTICO_TEST_LOGS=1 shows the operator's logs.
+	if os.Getenv("PORTICO_TEST_LOGS") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+	env, err := testenv.Environment()
+	if err != nil {
+		panic(err)
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = env.Stop() }()
+
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme()})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+		panic(err)
+	}
+	if err := loadSourceCRDs(); err != nil {
+		panic(err)
+	}
+
+	operatorCfg := rest.CopyConfig(cfg)
+	operatorCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt} }
+	mgr, err := ctrl.NewManager(operatorCfg, ctrl.Options{
+		Scheme:                 scheme(),
+		Cache:                  reconciler.CacheOptions(namespace, catalog.Builtin.CRDNames()),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		panic(err)
+	}
+	r := &reconciler.Reconciler{
+		Client:    mgr.GetClient(),
+		Catalog:   catalog.Builtin,
+		Namespace: namespace,
+		Images: render.ImageDefaults{
+			Registry:      "registry.test/portico",
+			Tag:           "v9.9.9",
+			RelatedImages: map[string]string{"RELATED_IMAGE_RATELIMIT_CONTROLLER": "mirror.test/ratelimit-controller@sha256:0123"},
+		},
+		Recorder: mgr.GetEventRecorder(operatorv1alpha1.FieldManager),
+		Clock:    clock.RealClock{},
+		Metrics:  reconciler.NewMetrics(prometheus.NewRegistry()),
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		panic(err)
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			panic(err)
+		}
+	}()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		panic("cache did not sync")
+	}
+	return m.Run()
+}
+
+// loadSourceCRDs reads the real Istio CRDs from the istio.io/api module and
+// the gateway.portico.dev CRDs the catalog requires.
+func loadSourceCRDs() error {
+	istio, err := testenv.IstioCRDs()
+	if err != nil {
+		return err
+	}
+	for _, crd := range istio {
+		sourceCRDs[crd.Name] = crd
+	}
+	// The gateway.portico.dev types arrive with the controllers; until their
+	// generated CRDs exist, the operator's gating only needs a served,
+	// established CRD of that name.
+	for _, gw := range []struct{ plural, kind string }{{"apirules", "APIRule"}, {"ratelimits", "RateLimit"}} {
+		if _, ok := sourceCRDs[gw.plural+".gateway.portico.dev"]; !ok {
+			sourceCRDs[gw.plural+".gateway.portico.dev"] = portableCRD("gateway.portico.dev", gw.plural, gw.kind, "v1alpha1")
+		}
+	}
+	for _, name := range catalog.Builtin.CRDNames() {
+		if _, ok := sourceCRDs[name]; !ok {
+			return fmt.Errorf("no source for required CRD %s", name)
+		}
+	}
+	return nil
+}
+
+func portableCRD(group, plural, kind, version string) *apiextensionsv1.CustomResourceDefinition {
+	preserve := true
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: kind, ListKind: kind + "List"},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: version, Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: &preserve,
+				}},
+			}},
+		},
+	}
+}
+
+// eventually is the polling budget for what the operator does; it reacts
+// in milliseconds, the margin is for a loaded CI machine.
+const eventually = 20 * time.Second
