@@ -68,8 +68,19 @@ use_bins() {
 	export KWOK_KUBECTL_BINARY="$bin/kubectl"
 }
 
-kwokctl() { "$bin/kwokctl" --name "$name" "$@"; }
-kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
+# Both close the lock descriptor (see lock): kwokctl starts the control plane
+# as background daemons, which would otherwise inherit it and hold the lock
+# for as long as the cluster runs.
+kwokctl() { "$bin/kwokctl" --name "$name" "$@" 9>&-; }
+kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@" 9>&-; }
+
+# lock serialises "up" and "down" of the same cluster name (held on fd 9
+# until the script exits).
+lock() {
+	mkdir -p "$KWOK_WORKDIR"
+	exec 9>"$KWOK_WORKDIR/.$name.lock"
+	flock --wait 600 9 || die "timed out waiting for $KWOK_WORKDIR/.$name.lock"
+}
 
 cluster_exists() { [[ -f "$KWOK_WORKDIR/clusters/$name/kwok.yaml" ]]; }
 
@@ -143,10 +154,7 @@ apply_nodes() {
 cmd_up() {
 	use_bins build
 
-	# Serialise concurrent "up"/"down" of the same cluster.
-	mkdir -p "$KWOK_WORKDIR"
-	exec 9>"$KWOK_WORKDIR/.$name.lock"
-	flock 9
+	lock
 
 	if cluster_exists; then
 		log "reusing cluster $name (kwokctl restarts it if it is stopped)"
@@ -209,8 +217,7 @@ cmd_down() {
 	use_bins
 	[[ -x "$bin/kwokctl" ]] || die "kwokctl missing; run hack/testbin.sh first"
 
-	exec 9>"$KWOK_WORKDIR/.$name.lock"
-	flock 9
+	lock
 
 	# kwokctl removes its context from the given kubeconfig; point it at
 	# ours (deleted below) so it never touches ~/.kube/config.

@@ -265,10 +265,6 @@ type APIGatewayList struct {
 	Items           []APIGateway `json:"items"`
 }
 
-func init() {
-	SchemeBuilder.Register(&APIGateway{}, &APIGatewayList{})
-}
-
 // Labels the operator puts on every object it manages, and its field manager.
 const (
 	// LabelController names the catalog controller an object belongs to.

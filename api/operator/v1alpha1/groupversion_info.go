@@ -1,8 +1,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -10,8 +11,14 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "operator.portico.dev", Version: "v1alpha1"}
 
 	// SchemeBuilder registers this package's types with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds this package's types to a runtime.Scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &APIGateway{}, &APIGatewayList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

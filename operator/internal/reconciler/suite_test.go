@@ -36,6 +36,7 @@ const namespace = "portico-system"
 
 var (
 	k8sClient client.Client
+	testCfg   *rest.Config
 	// operatorWrites counts every mutating request the operator sends,
 	// except Events: the recorder sends those asynchronously, with retries,
 	// after the reconcile that emitted them.
@@ -89,6 +90,7 @@ func runSuite(m *testing.M) int {
 	}
 	defer func() { _ = env.Stop() }()
 
+	testCfg = cfg
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme()})
 	if err != nil {
 		panic(err)
