@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -143,7 +144,7 @@ func runSuite(m *testing.M) int {
 }
 
 // loadSourceCRDs reads the real Istio CRDs from the istio.io/api module and
-// the gateway.portico.dev CRDs the catalog requires.
+// the project's generated gateway.portico.dev CRDs.
 func loadSourceCRDs() error {
 	istio, err := testenv.IstioCRDs()
 	if err != nil {
@@ -152,12 +153,13 @@ func loadSourceCRDs() error {
 	for _, crd := range istio {
 		sourceCRDs[crd.Name] = crd
 	}
-	// The gateway.portico.dev types arrive with the controllers; until their
-	// generated CRDs exist, the operator's gating only needs a served,
-	// established CRD of that name.
-	for _, gw := range []struct{ plural, kind string }{{"apirules", "APIRule"}, {"ratelimits", "RateLimit"}} {
-		if _, ok := sourceCRDs[gw.plural+".gateway.portico.dev"]; !ok {
-			sourceCRDs[gw.plural+".gateway.portico.dev"] = portableCRD("gateway.portico.dev", gw.plural, gw.kind, "v1alpha1")
+	for _, plural := range []string{"apirules", "ratelimits"} {
+		crds, err := testenv.ReadCRDs(filepath.Join(testenv.ProjectCRDPaths()[0], "gateway.portico.dev_"+plural+".yaml"))
+		if err != nil {
+			return err
+		}
+		for _, crd := range crds {
+			sourceCRDs[crd.Name] = crd
 		}
 	}
 	for _, name := range catalog.Builtin.CRDNames() {
@@ -166,24 +168,6 @@ func loadSourceCRDs() error {
 		}
 	}
 	return nil
-}
-
-func portableCRD(group, plural, kind, version string) *apiextensionsv1.CustomResourceDefinition {
-	preserve := true
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: kind, ListKind: kind + "List"},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: version, Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: &preserve,
-				}},
-			}},
-		},
-	}
 }
 
 // eventually is the polling budget for what the operator does; it reacts

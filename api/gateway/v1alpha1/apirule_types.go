@@ -1,0 +1,223 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Hostname is a fully qualified DNS name, optionally with a leading "*." wildcard.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=253
+// +kubebuilder:validation:XValidation:rule="self.matches('^(\\\\*\\\\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$')",message="must be a lower-case DNS name such as api.example.com or *.example.com"
+type Hostname string
+
+// HTTPMethod is an HTTP request method.
+// +kubebuilder:validation:Enum=GET;HEAD;POST;PUT;PATCH;DELETE;OPTIONS
+type HTTPMethod string
+
+// ServiceReference points at a port of a Kubernetes Service.
+type ServiceReference struct {
+	// name of the Service.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// namespace of the Service; defaults to the APIRule's namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace,omitempty"`
+
+	// port of the Service to route to.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+}
+
+// CORSPolicy is the cross-origin resource sharing policy of the exposed hosts.
+type CORSPolicy struct {
+	// allowOrigins are the origins allowed to call the API, matched exactly
+	// ("https://app.example.com") or "*" for any.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
+	AllowOrigins []string `json:"allowOrigins,omitempty"`
+
+	// allowMethods may be used in cross-origin requests.
+	// +optional
+	// +listType=set
+	AllowMethods []HTTPMethod `json:"allowMethods,omitempty"`
+
+	// allowHeaders may be sent in cross-origin requests.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=128
+	AllowHeaders []string `json:"allowHeaders,omitempty"`
+
+	// exposeHeaders the browser may read from responses.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=128
+	ExposeHeaders []string `json:"exposeHeaders,omitempty"`
+
+	// allowCredentials lets cross-origin requests carry credentials.
+	// +optional
+	AllowCredentials *bool `json:"allowCredentials,omitempty"`
+
+	// maxAge is how long a preflight response may be cached.
+	// +optional
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+}
+
+// JWTAuthentication requires a valid JSON Web Token on matching requests.
+type JWTAuthentication struct {
+	// issuer the token's iss claim must equal.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Issuer string `json:"issuer"`
+
+	// jwksUri is the https URL of the issuer's JSON Web Key Set.
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() == 'https'",message="jwksUri must be an https URL"
+	JWKSURI string `json:"jwksUri"`
+
+	// audiences of which the token's aud claim must contain at least one.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=256
+	Audiences []string `json:"audiences,omitempty"`
+
+	// requiredScopes the token's scope claim must all contain.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=128
+	RequiredScopes []string `json:"requiredScopes,omitempty"`
+}
+
+// Rule exposes one path of the API with its access control.
+// +kubebuilder:validation:XValidation:rule="(has(self.noAuth) && self.noAuth) != has(self.jwt)",message="each rule needs exactly one of noAuth: true or jwt"
+type Rule struct {
+	// path of the request: exact ("/orders"), or a prefix when it ends
+	// with "/*" ("/orders/*"); "/*" matches every path.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="path must start with '/'"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^/[-a-zA-Z0-9._~%!$&()+,;=:@/]*(\\\\*)?$')",message="path may only contain URL path characters, with '*' allowed only at the end after '/'"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('*') || self.endsWith('/*')",message="a wildcard path must end with '/*'"
+	Path string `json:"path"`
+
+	// methods this rule allows; empty allows every method.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=7
+	Methods []HTTPMethod `json:"methods,omitempty"`
+
+	// service overrides spec.service for this path.
+	// +optional
+	Service *ServiceReference `json:"service,omitempty"`
+
+	// timeout of requests on this path; overrides spec.timeout.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// noAuth: true lets every request through without authentication.
+	// +optional
+	NoAuth *bool `json:"noAuth,omitempty"`
+
+	// jwt requires a valid JSON Web Token.
+	// +optional
+	JWT *JWTAuthentication `json:"jwt,omitempty"`
+}
+
+// APIRuleSpec is the desired exposure of a Service.
+// +kubebuilder:validation:XValidation:rule="has(self.service) || self.rules.all(r, has(r.service))",message="set spec.service, or a service on every rule"
+type APIRuleSpec struct {
+	// hosts the API is served on.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Hosts []Hostname `json:"hosts"`
+
+	// gateway is the Istio Gateway, as <namespace>/<name>, that serves the hosts.
+	// +required
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="gateway must be <namespace>/<name> of an Istio Gateway"
+	Gateway string `json:"gateway"`
+
+	// service receives the requests of every rule that names no service.
+	// +optional
+	Service *ServiceReference `json:"service,omitempty"`
+
+	// timeout of requests; Istio's default when empty.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// cors policy of the hosts.
+	// +optional
+	CORS *CORSPolicy `json:"cors,omitempty"`
+
+	// rules are the exposed paths. Two rules may not share a path and a
+	// method (a rule without methods has them all).
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.filter(b, b.path == a.path && (!has(a.methods) || !has(b.methods) || a.methods.exists(m, m in b.methods))).size() == 1)",message="two rules have the same path and a method in common"
+	Rules []Rule `json:"rules"`
+}
+
+// APIRuleStatus is the observed state of an APIRule.
+type APIRuleStatus struct {
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions of the APIRule; Ready carries one of the documented reasons.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// APIRule exposes a Service through an Istio Gateway with per-path access
+// rules. The apirule controller turns it into one VirtualService, one
+// AuthorizationPolicy and, when a rule uses JWT, one RequestAuthentication.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=portico
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Hosts",type=string,JSONPath=`.spec.hosts`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type APIRule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired exposure.
+	// +required
+	Spec APIRuleSpec `json:"spec"`
+
+	// status is written by the apirule controller.
+	// +optional
+	Status APIRuleStatus `json:"status,omitempty"`
+}
+
+// APIRuleList is a list of APIRules.
+//
+// +kubebuilder:object:root=true
+type APIRuleList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []APIRule `json:"items"`
+}
