@@ -173,7 +173,9 @@ func TestRateLimitValidation(t *testing.T) {
 			wantErr: "spec.local.maxTokens: Invalid value: 0",
 		},
 		"fill interval under a second": {
-			mutate:  func(r *gatewayv1alpha1.RateLimit) { r.Spec.Local.FillInterval = metav1.Duration{Duration: 500 * time.Millisecond} },
+			mutate: func(r *gatewayv1alpha1.RateLimit) {
+				r.Spec.Local.FillInterval = metav1.Duration{Duration: 500 * time.Millisecond}
+			},
 			wantErr: "fillInterval must be at least 1s",
 		},
 		"fill above capacity": {
