@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/portico-dev/portico/hack/testenv"
+)
+
+func TestCatalogAndVersion(t *testing.T) {
+	g := NewWithT(t)
+	var out bytes.Buffer
+	cmd := NewRootCommand(&out)
+	cmd.SetArgs([]string{"catalog"})
+	g.Expect(cmd.Execute()).To(Succeed())
+	g.Expect(out.String()).To(ContainSubstring("ratelimit-controller"))
+	g.Expect(out.String()).To(ContainSubstring("envoyfilters.networking.istio.io/v1alpha3"))
+
+	out.Reset()
+	cmd = NewRootCommand(&out)
+	cmd.SetArgs([]string{"version"})
+	g.Expect(cmd.Execute()).To(Succeed())
+	g.Expect(out.String()).To(Equal(version + "\n"))
+}
+
+func TestRelatedImages(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(relatedImages([]string{
+		"RELATED_IMAGE_APIRULE_CONTROLLER=mirror/apirule:1", "RELATED_IMAGE_EMPTY=", "PATH=/bin",
+	})).To(Equal(map[string]string{"RELATED_IMAGE_APIRULE_CONTROLLER": "mirror/apirule:1"}))
+}
+
+func TestPreflight(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	env, err := testenv.Environment()
+	g.Expect(err).NotTo(HaveOccurred())
+	cfg, err := env.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+
+	user, err := env.AddUser(envtest.User{Name: "preflight-admin", Groups: []string{"system:masters"}}, cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	kubeconfig, err := user.KubeConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(os.WriteFile(path, kubeconfig, 0o600)).To(Succeed())
+
+	preflight := func() (string, error) {
+		var out bytes.Buffer
+		cmd := NewRootCommand(&out)
+		cmd.SetArgs([]string{"preflight", "--kubeconfig", path})
+		err := cmd.ExecuteContext(ctx)
+		return out.String(), err
+	}
+
+	// Portico's own CRDs are installed, Istio's are not.
+	out, err := preflight()
+	var exit exitError
+	g.Expect(errors.As(err, &exit)).To(BeTrue(), "preflight fails when an enabled controller is blocked: %v", err)
+	g.Expect(exit.code).To(Equal(1))
+	g.Expect(out).To(ContainSubstring("apirule"))
+	g.Expect(out).To(ContainSubstring("not installed: virtualservices.networking.istio.io/v1, authorizationpolicies.security.istio.io/v1, requestauthentications.security.istio.io/v1"))
+	g.Expect(out).To(ContainSubstring("not installed: envoyfilters.networking.istio.io/v1alpha3"))
+
+	s := runtime.NewScheme()
+	_ = apiextensionsv1.AddToScheme(s)
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	g.Expect(err).NotTo(HaveOccurred())
+	istio, err := testenv.IstioCRDs()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, crd := range istio {
+		if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+	}
+	g.Eventually(func(g Gomega) {
+		out, err := preflight()
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).NotTo(ContainSubstring(" no "))
+	}, "30s").Should(Succeed())
+}
