@@ -1,0 +1,241 @@
+package runtime
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// version is stamped at build time (-ldflags -X).
+var version = "v0.0.0-dev"
+
+// Version of the controller binaries.
+func Version() string { return version }
+
+// Controller describes one gateway controller binary.
+type Controller struct {
+	// Name is the catalog name, e.g. "apirule"; the binary is <name>-controller.
+	Name string
+	// Short is the one-line description of the command.
+	Short string
+	// RequiredCRDs must all be usable for the workers to run.
+	RequiredCRDs []CRD
+	// OptionalCRDs are watched when present; their coming and going restarts
+	// the workers so their watches match the cluster.
+	OptionalCRDs []CRD
+	// AddToScheme registers the types the controller reads and writes.
+	AddToScheme []func(*runtime.Scheme) error
+	// Setup registers the controller's reconcilers with the workers' manager.
+	Setup func(mgr ctrl.Manager, env Environment) error
+}
+
+// Environment is what Setup may need to know about the process.
+type Environment struct {
+	// Namespace is the only namespace watched, or "" for all.
+	Namespace string
+	// Optional holds the usable optional CRDs, as name/version.
+	Optional []string
+}
+
+// HasOptional reports whether an optional CRD is usable.
+func (e Environment) HasOptional(c CRD) bool {
+	for _, o := range e.Optional {
+		if o == c.String() {
+			return true
+		}
+	}
+	return false
+}
+
+// Options are the standard flags of every controller; the operator passes
+// them in each controller Deployment.
+type Options struct {
+	MetricsAddr       string
+	ProbeAddr         string
+	LeaderElect       bool
+	LeaderElectionNS  string
+	LogLevel          string
+	Namespace         string
+	ShutdownTimeout   time.Duration
+
+	// Tests substitute the cluster and the log destination.
+	restConfig *rest.Config
+	logOutput  io.Writer
+}
+
+// NewCommand returns the cobra command of a controller binary.
+func NewCommand(c Controller) *cobra.Command {
+	o := &Options{}
+	cmd := &cobra.Command{
+		Use:           c.Name + "-controller",
+		Short:         c.Short,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return Run(cmd.Context(), c, *o)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "elect a leader so only one replica runs workers")
+	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "", "namespace of the leader Lease ($POD_NAMESPACE when empty)")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "log verbosity: debug, info or error")
+	fs.StringVar(&o.Namespace, "namespace", "", "watch only this namespace (all namespaces when empty)")
+	fs.DurationVar(&o.ShutdownTimeout, "graceful-shutdown-timeout", 10*time.Second, "how long workers may take to finish on shutdown")
+	if kubeconfig := flag.CommandLine.Lookup("kubeconfig"); kubeconfig != nil {
+		fs.AddGoFlag(kubeconfig)
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print the controller version",
+		Args:  cobra.NoArgs,
+		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version) },
+	})
+	return cmd
+}
+
+// Main runs a controller binary's command line and exits.
+func Main(c Controller) {
+	if err := NewCommand(c).ExecuteContext(ctrl.SetupSignalHandler()); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(1)
+	}
+}
+
+func logLevel(name string) (zapcore.Level, error) {
+	switch strings.ToLower(name) {
+	case "debug":
+		return zapcore.DebugLevel, nil
+	case "info", "":
+		return zapcore.InfoLevel, nil
+	case "error":
+		return zapcore.ErrorLevel, nil
+	}
+	return 0, fmt.Errorf("--log-level must be debug, info or error, not %q", name)
+}
+
+// Run runs the controller until ctx ends.
+func Run(ctx context.Context, c Controller, o Options) error {
+	level, err := logLevel(o.LogLevel)
+	if err != nil {
+		return err
+	}
+	zapOpts := []zap.Opts{zap.Level(level)}
+	if o.logOutput != nil {
+		zapOpts = append(zapOpts, zap.WriteTo(o.logOutput))
+	}
+	ctrl.SetLogger(zap.New(zapOpts...))
+	log := ctrl.Log.WithName(c.Name + "-controller")
+
+	cfg := o.restConfig
+	if cfg == nil {
+		if cfg, err = ctrl.GetConfig(); err != nil {
+			return fmt.Errorf("load kubeconfig: %w", err)
+		}
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range append([]func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme}, c.AddToScheme...) {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	leaderNS := o.LeaderElectionNS
+	if leaderNS == "" {
+		leaderNS = os.Getenv("POD_NAMESPACE")
+	}
+	if o.LeaderElect && leaderNS == "" {
+		return fmt.Errorf("leader election needs --leader-election-namespace or $POD_NAMESPACE")
+	}
+
+	var watched []string
+	for _, crd := range append(append([]CRD{}, c.RequiredCRDs...), c.OptionalCRDs...) {
+		watched = append(watched, crd.Name)
+	}
+	outer, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&apiextensionsv1.CustomResourceDefinition{}: {Transform: stripCRD(watched)},
+			},
+		},
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.ProbeAddr,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              c.Name + "-controller.gateway.portico.dev",
+		LeaderElectionNamespace:       leaderNS,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &o.ShutdownTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+
+	env := Environment{Namespace: o.Namespace}
+	factory := func(optional []string) (ctrl.Manager, error) {
+		cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+		if o.Namespace != "" {
+			cacheOpts.DefaultNamespaces = map[string]cache.Config{o.Namespace: {}}
+		}
+		inner, err := ctrl.NewManager(cfg, ctrl.Options{
+			Scheme:                  scheme,
+			Cache:                   cacheOpts,
+			Metrics:                 metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress:  "0",
+			GracefulShutdownTimeout: &o.ShutdownTimeout,
+			// Workers are rebuilt whenever CRDs come back; their controller
+			// names repeat within the process by design.
+			Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+			Logger:     log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		e := env
+		e.Optional = optional
+		if err := c.Setup(inner, e); err != nil {
+			return nil, fmt.Errorf("set up %s workers: %w", c.Name, err)
+		}
+		return inner, nil
+	}
+	dog := newWatchdog(log.WithName("watchdog"), outer.GetCache(),
+		func(ctx context.Context) (cache.Informer, error) {
+			return outer.GetCache().GetInformer(ctx, &apiextensionsv1.CustomResourceDefinition{})
+		}, c.RequiredCRDs, c.OptionalCRDs, factory)
+	if err := outer.Add(dog); err != nil {
+		return err
+	}
+	if err := outer.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := outer.AddReadyzCheck("readyz", dog.readyz); err != nil {
+		return err
+	}
+	log.Info("Starting", "version", version, "namespace", o.Namespace, "required", c.RequiredCRDs)
+	return outer.Start(ctx)
+}
+
+var _ manager.LeaderElectionRunnable = &watchdog{}

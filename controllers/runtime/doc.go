@@ -1,0 +1,18 @@
+// Package runtime is what every Portico gateway controller binary shares:
+// the cobra command with the standard flags the operator passes (metrics and
+// health addresses, leader election, log level, namespace to watch),
+// manager set-up, /healthz and /readyz, metrics, graceful shutdown, and the
+// CRD watchdog.
+//
+// The watchdog keeps a controller from crash-looping or spamming errors when
+// a CRD it needs is missing: an outer manager (leader election, probes,
+// metrics, a schema-less CRD cache) runs the controller's workers in an inner
+// manager only while every required CRD is Established and serves the
+// required version. When one disappears the inner manager is stopped
+// cleanly, /readyz fails and one line names the CRD; when it returns the
+// workers start again without a process restart. Optional CRDs (watched when
+// present) restart the workers when they come or go so their watches match
+// the cluster.
+//
+// The package must not contain controller-specific logic.
+package runtime

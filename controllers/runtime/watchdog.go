@@ -1,0 +1,192 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// innerFactory builds the manager that runs a controller's workers.
+type innerFactory func(optional []string) (ctrl.Manager, error)
+
+// watchdog starts the workers while every required CRD is usable and stops
+// them when one is not. It runs as a leader-election runnable of the outer
+// manager, so only the leader has workers.
+type watchdog struct {
+	log      logr.Logger
+	reader   client.Reader // the outer manager's CRD cache
+	informer func(ctx context.Context) (cache.Informer, error)
+	required []CRD
+	optional []CRD
+	newInner innerFactory
+	// retryAfter is the pause before restarting workers that failed on
+	// their own (not because of a CRD); CRD changes act at once.
+	retryAfter time.Duration
+
+	wake    chan struct{}
+	elected atomic.Bool
+	running atomic.Bool // workers started and their caches synced
+
+	mu      sync.Mutex
+	current availability
+}
+
+func newWatchdog(log logr.Logger, reader client.Reader, informer func(context.Context) (cache.Informer, error),
+	required, optional []CRD, factory innerFactory) *watchdog {
+	return &watchdog{
+		log: log, reader: reader, informer: informer, required: required, optional: optional,
+		newInner: factory, retryAfter: 5 * time.Second, wake: make(chan struct{}, 1),
+	}
+}
+
+// NeedLeaderElection makes the workers run on the leader only.
+func (w *watchdog) NeedLeaderElection() bool { return true }
+
+func (w *watchdog) notify() {
+	select {
+	case w.wake <- struct{}{}:
+	default: // a wake-up is already pending; it will read the latest state
+	}
+}
+
+func (w *watchdog) availability(ctx context.Context) availability {
+	return evaluate(w.required, w.optional, func(name string) *apiextensionsv1.CustomResourceDefinition {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := w.reader.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			return nil
+		}
+		return crd
+	})
+}
+
+// Start runs until ctx ends, starting and stopping the workers as the
+// required CRDs come and go.
+func (w *watchdog) Start(ctx context.Context) error {
+	w.elected.Store(true)
+	informer, err := w.informer(ctx)
+	if err != nil {
+		return fmt.Errorf("watch CRDs: %w", err)
+	}
+	handle := func(any) { w.notify() }
+	reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    handle,
+		UpdateFunc: func(any, any) { w.notify() },
+		DeleteFunc: handle,
+	})
+	if err != nil {
+		return fmt.Errorf("watch CRDs: %w", err)
+	}
+	defer func() { _ = informer.RemoveEventHandler(reg) }()
+
+	var (
+		stopInner context.CancelFunc
+		innerDone chan error
+		running   *availability
+		retry     <-chan time.Time
+		announced *availability
+	)
+	stop := func(why string) {
+		if stopInner == nil {
+			return
+		}
+		w.log.Info("Stopping workers", "reason", why)
+		w.running.Store(false)
+		stopInner()
+		<-innerDone
+		stopInner, innerDone, running = nil, nil, nil
+	}
+	defer stop("shutting down")
+	w.notify()
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-innerDone:
+			if ctx.Err() != nil {
+				return nil
+			}
+			// The workers ended on their own: report once, retry later.
+			w.running.Store(false)
+			stopInner()
+			stopInner, innerDone, running = nil, nil, nil
+			w.log.Error(err, "Workers stopped unexpectedly; restarting", "after", w.retryAfter)
+			retry = time.After(w.retryAfter)
+			continue
+		case <-retry:
+			retry = nil
+		case <-w.wake:
+		}
+
+		now := w.availability(ctx)
+		w.mu.Lock()
+		w.current = now
+		w.mu.Unlock()
+		if running != nil && running.equal(now) {
+			continue
+		}
+		if running != nil {
+			if !now.ready() {
+				stop("required CRD not available: " + fmt.Sprint(now.missing))
+			} else {
+				stop("optional CRDs changed")
+			}
+		}
+		if !now.ready() {
+			if announced == nil || !announced.equal(now) {
+				w.log.Info("Waiting for required CRDs; workers are stopped and the controller reports not ready", "missing", now.missing)
+				announced = &now
+			}
+			continue
+		}
+		if retry != nil {
+			continue // a failed start is retried by the timer
+		}
+		inner, err := w.newInner(now.optional)
+		if err != nil {
+			w.log.Error(err, "Cannot set up workers; retrying", "after", w.retryAfter)
+			retry = time.After(w.retryAfter)
+			continue
+		}
+		innerCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			err := inner.Start(innerCtx)
+			if err == nil && innerCtx.Err() == nil {
+				err = errors.New("manager returned without error")
+			}
+			done <- err
+		}()
+		stopInner, innerDone, running, announced = cancel, done, &now, nil
+		go func() {
+			if inner.GetCache().WaitForCacheSync(innerCtx) {
+				w.running.Store(true)
+				w.log.Info("All required CRDs are available; workers started", "optional", now.optional)
+			}
+		}()
+	}
+}
+
+// readyz fails while a required CRD is missing and, on the leader, until
+// the workers' caches have synced.
+func (w *watchdog) readyz(req *http.Request) error {
+	now := w.availability(req.Context())
+	if !now.ready() {
+		return fmt.Errorf("required CRDs not available: %v", now.missing)
+	}
+	if w.elected.Load() && !w.running.Load() {
+		return errors.New("workers not running yet")
+	}
+	return nil
+}
