@@ -71,13 +71,13 @@ func (e Environment) HasOptional(c CRD) bool {
 // Options are the standard flags of every controller; the operator passes
 // them in each controller Deployment.
 type Options struct {
-	MetricsAddr       string
-	ProbeAddr         string
-	LeaderElect       bool
-	LeaderElectionNS  string
-	LogLevel          string
-	Namespace         string
-	ShutdownTimeout   time.Duration
+	MetricsAddr      string
+	ProbeAddr        string
+	LeaderElect      bool
+	LeaderElectionNS string
+	LogLevel         string
+	Namespace        string
+	ShutdownTimeout  time.Duration
 
 	// Tests substitute the cluster and the log destination.
 	restConfig *rest.Config
