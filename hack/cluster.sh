@@ -157,6 +157,8 @@ cmd_up() {
 	lock
 
 	if cluster_exists; then
+		# The flags below only take effect on creation; an existing cluster
+		# keeps its saved configuration (run "down" first to change it).
 		log "reusing cluster $name (kwokctl restarts it if it is stopped)"
 	else
 		log "creating cluster $name"
@@ -171,6 +173,14 @@ cmd_up() {
 	# Every binary is a local file, so kwokctl symlinks instead of
 	# downloading. Optional components (prometheus, jaeger, metrics-server,
 	# dashboard, ...) stay off because none of their ports/--enable is set.
+	# --node-lease-duration-seconds=0: node leases only matter for sharding
+	# nodes between several kwok-controllers. With them on (default 40s x
+	# heartbeat factor 5 = 200s), a restarted kwok-controller gets a new
+	# identity and ignores its nodes, and so every pod on them, until the
+	# lease the old process held expires, i.e. for up to ~4 minutes.
+	# leader-elect=false: there is one controller-manager and one scheduler;
+	# with leader election on, after a restart both wait out the lease of
+	# their previous process (~15s) before doing anything.
 	# --kubeconfig= (empty) stops kwokctl from editing ~/.kube/config.
 	kwokctl create cluster \
 		--config "$config" \
@@ -180,6 +190,9 @@ cmd_up() {
 		--kube-controller-manager-binary "$bin/kube-controller-manager" \
 		--kube-scheduler-binary "$bin/kube-scheduler" \
 		--kwok-controller-binary "$bin/kwok" \
+		--node-lease-duration-seconds 0 \
+		--extra-args kube-controller-manager=leader-elect=false \
+		--extra-args kube-scheduler=leader-elect=false \
 		--quiet-pull \
 		--kubeconfig= \
 		--wait "$wait_timeout" >&2
@@ -209,6 +222,7 @@ cmd_up() {
 }
 
 cmd_down() {
+	lock
 	if ! cluster_exists; then
 		log "cluster $name does not exist"
 		rm -f "$kubeconfig"
@@ -216,8 +230,6 @@ cmd_down() {
 	fi
 	use_bins
 	[[ -x "$bin/kwokctl" ]] || die "kwokctl missing; run hack/testbin.sh first"
-
-	lock
 
 	# kwokctl removes its context from the given kubeconfig; point it at
 	# ours (deleted below) so it never touches ~/.kube/config.
@@ -239,12 +251,16 @@ cmd_smoke() {
 	[[ -f "$kubeconfig" ]] || die "cluster $name has no kubeconfig; run: hack/cluster.sh up $name"
 	use_bins
 	local ns=portico-smoke
-	kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >&2
-	kubectl --namespace "$ns" create deployment smoke --image nginx --replicas 1 \
-		--dry-run=client -o yaml | kubectl apply -f - >&2
+	# A leftover namespace from an earlier run may still be terminating.
+	kubectl delete namespace "$ns" --ignore-not-found --timeout "$wait_timeout" >&2
+	kubectl create namespace "$ns" >&2
+	kubectl --namespace "$ns" create deployment smoke --image nginx --replicas 1 >&2
 	kubectl --namespace "$ns" wait --for=condition=Available deployment/smoke --timeout "$wait_timeout" >&2
 	kubectl --namespace "$ns" wait --for=jsonpath='{.status.readyReplicas}'=1 deployment/smoke --timeout "$wait_timeout" >&2
 	kubectl --namespace "$ns" get deployment,pods --output wide >&2
+	# Removing the pods first lets the namespace go in one pass; not waiting
+	# for it saves ~5s (the next run waits if it is still terminating).
+	kubectl --namespace "$ns" delete deployment smoke --cascade=foreground --timeout "$wait_timeout" >&2
 	kubectl delete namespace "$ns" --wait=false >&2
 	log "smoke test passed"
 }

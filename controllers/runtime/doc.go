@@ -16,3 +16,9 @@
 //
 // The package must not contain controller-specific logic.
 package runtime
+
+// RBAC every controller needs: read CRDs (the watchdog) and hold its leader
+// Lease in the namespace it runs in.
+//
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=portico-system,resources=leases,verbs=get;list;watch;create;update;patch;delete

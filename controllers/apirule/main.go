@@ -1,0 +1,42 @@
+// Command apirule-controller turns APIRules into Istio VirtualServices,
+// AuthorizationPolicies and RequestAuthentications. The Portico operator
+// runs it while the CRDs it needs are installed.
+package main
+
+import (
+	"context"
+
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/controllers/apirule/internal/controller"
+	controllerruntime "github.com/portico-dev/portico/controllers/runtime"
+)
+
+// istioGateways is optional: when installed, APIRules naming a missing
+// Gateway are reported instead of applied.
+var istioGateways = controllerruntime.CRD{Name: "gateways.networking.istio.io", Version: "v1"}
+
+func main() {
+	controllerruntime.Main(controllerruntime.Controller{
+		Name:  "apirule",
+		Short: "Exposes Services through Istio according to APIRules",
+		RequiredCRDs: []controllerruntime.CRD{
+			{Name: "apirules.gateway.portico.dev", Version: "v1alpha1"},
+			{Name: "virtualservices.networking.istio.io", Version: "v1"},
+			{Name: "authorizationpolicies.security.istio.io", Version: "v1"},
+			{Name: "requestauthentications.security.istio.io", Version: "v1"},
+		},
+		OptionalCRDs: []controllerruntime.CRD{istioGateways},
+		AddToScheme: []func(*runtime.Scheme) error{
+			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme,
+		},
+		Setup: func(mgr ctrl.Manager, env controllerruntime.Environment) error {
+			r := &controller.Reconciler{Client: mgr.GetClient(), CheckGateways: env.HasOptional(istioGateways)}
+			return r.SetupWithManager(context.Background(), mgr)
+		},
+	})
+}
