@@ -39,7 +39,7 @@ install-istio)
 	exit 0
 	;;
 remove-istio)
-	kubectl delete --ignore-not-found -f "$(istio_crds)" >/dev/null
+	kubectl delete --ignore-not-found --wait=false -f "$(istio_crds)" >/dev/null
 	log "Istio CRDs deleted; the operator removes the controllers"
 	exit 0
 	;;
