@@ -48,6 +48,9 @@ type Controller struct {
 	AddToScheme []func(*runtime.Scheme) error
 	// Setup registers the controller's reconcilers with the workers' manager.
 	Setup func(mgr ctrl.Manager, env Environment) error
+	// Cache, when set, narrows what the workers cache (label selectors,
+	// transforms) before their manager is created.
+	Cache func(opts *cache.Options, env Environment)
 }
 
 // Environment is what Setup may need to know about the process.
@@ -196,9 +199,14 @@ func Run(ctx context.Context, c Controller, o Options) error {
 
 	env := Environment{Namespace: o.Namespace}
 	factory := func(optional []string) (ctrl.Manager, error) {
+		e := env
+		e.Optional = optional
 		cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 		if o.Namespace != "" {
 			cacheOpts.DefaultNamespaces = map[string]cache.Config{o.Namespace: {}}
+		}
+		if c.Cache != nil {
+			c.Cache(&cacheOpts, e)
 		}
 		inner, err := ctrl.NewManager(cfg, ctrl.Options{
 			Scheme:                  scheme,
@@ -214,8 +222,6 @@ func Run(ctx context.Context, c Controller, o Options) error {
 		if err != nil {
 			return nil, err
 		}
-		e := env
-		e.Optional = optional
 		if err := c.Setup(inner, e); err != nil {
 			return nil, fmt.Errorf("set up %s workers: %w", c.Name, err)
 		}

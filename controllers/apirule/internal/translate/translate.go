@@ -103,14 +103,13 @@ func Translate(in Input) (Output, error) {
 		AuthorizationPolicy: authorizationPolicy(r, in.Selector),
 	}
 	if len(jwtRules) > 0 {
-		out.RequestAuthentication = &securityv1.RequestAuthentication{
+		ra := &securityv1.RequestAuthentication{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "security.istio.io/v1", Kind: "RequestAuthentication"},
 			ObjectMeta: objectMeta(r),
-			Spec: securityv1beta1.RequestAuthentication{
-				Selector: &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(in.Selector)},
-				JwtRules: jwtRules,
-			},
 		}
+		ra.Spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(in.Selector)}
+		ra.Spec.JwtRules = jwtRules
+		out.RequestAuthentication = ra
 	}
 	return out, nil
 }
@@ -177,7 +176,13 @@ func virtualService(r *gatewayv1alpha1.APIRule, clusterDomain string) *networkin
 	for i, h := range r.Spec.Hosts {
 		hosts[i] = string(h)
 	}
-	spec := networkingv1alpha3.VirtualService{Hosts: hosts, Gateways: []string{r.Spec.Gateway}}
+	vs := &networkingv1.VirtualService{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.istio.io/v1", Kind: "VirtualService"},
+		ObjectMeta: objectMeta(r),
+	}
+	// Proto messages must not be copied: fill the object's spec in place.
+	spec := &vs.Spec
+	spec.Hosts, spec.Gateways = hosts, []string{r.Spec.Gateway}
 	for _, rule := range orderedRules(r) {
 		svc := serviceOf(r, rule)
 		match := &networkingv1alpha3.HTTPMatchRequest{Uri: uriMatch(rule.Path)}
@@ -201,11 +206,7 @@ func virtualService(r *gatewayv1alpha1.APIRule, clusterDomain string) *networkin
 			CorsPolicy: corsPolicy(r.Spec.CORS),
 		})
 	}
-	return &networkingv1.VirtualService{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.istio.io/v1", Kind: "VirtualService"},
-		ObjectMeta: objectMeta(r),
-		Spec:       spec,
-	}
+	return vs
 }
 
 func corsPolicy(c *gatewayv1alpha1.CORSPolicy) *networkingv1alpha3.CorsPolicy {
@@ -232,33 +233,32 @@ func corsPolicy(c *gatewayv1alpha1.CORSPolicy) *networkingv1alpha3.CorsPolicy {
 }
 
 func authorizationPolicy(r *gatewayv1alpha1.APIRule, selector map[string]string) *securityv1.AuthorizationPolicy {
-	spec := securityv1beta1.AuthorizationPolicy{
-		Selector: &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(selector)},
-		Action:   securityv1beta1.AuthorizationPolicy_ALLOW,
-	}
-	for _, rule := range orderedRules(r) {
-		ap := &securityv1beta1.Rule{To: []*securityv1beta1.Rule_To{{Operation: &securityv1beta1.Operation{
-			Paths:   []string{rule.Path},
-			Methods: methodStrings(rule.Methods),
-		}}}}
-		if rule.JWT != nil {
-			ap.From = []*securityv1beta1.Rule_From{{Source: &securityv1beta1.Source{
-				RequestPrincipals: []string{rule.JWT.Issuer + "/*"},
-			}}}
-			if len(rule.JWT.Audiences) > 0 {
-				ap.When = append(ap.When, &securityv1beta1.Condition{Key: "request.auth.claims[aud]", Values: slices.Sorted(slices.Values(rule.JWT.Audiences))})
-			}
-			for _, scope := range slices.Sorted(slices.Values(rule.JWT.RequiredScopes)) {
-				ap.When = append(ap.When, &securityv1beta1.Condition{Key: "request.auth.claims[scope]", Values: []string{scope}})
-			}
-		}
-		spec.Rules = append(spec.Rules, ap)
-	}
-	return &securityv1.AuthorizationPolicy{
+	ap := &securityv1.AuthorizationPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "security.istio.io/v1", Kind: "AuthorizationPolicy"},
 		ObjectMeta: objectMeta(r),
-		Spec:       spec,
 	}
+	spec := &ap.Spec
+	spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(selector)}
+	spec.Action = securityv1beta1.AuthorizationPolicy_ALLOW
+	for _, exposed := range orderedRules(r) {
+		rule := &securityv1beta1.Rule{To: []*securityv1beta1.Rule_To{{Operation: &securityv1beta1.Operation{
+			Paths:   []string{exposed.Path},
+			Methods: methodStrings(exposed.Methods),
+		}}}}
+		if jwt := exposed.JWT; jwt != nil {
+			rule.From = []*securityv1beta1.Rule_From{{Source: &securityv1beta1.Source{
+				RequestPrincipals: []string{jwt.Issuer + "/*"},
+			}}}
+			if len(jwt.Audiences) > 0 {
+				rule.When = append(rule.When, &securityv1beta1.Condition{Key: "request.auth.claims[aud]", Values: slices.Sorted(slices.Values(jwt.Audiences))})
+			}
+			for _, scope := range slices.Sorted(slices.Values(jwt.RequiredScopes)) {
+				rule.When = append(rule.When, &securityv1beta1.Condition{Key: "request.auth.claims[scope]", Values: []string{scope}})
+			}
+		}
+		spec.Rules = append(spec.Rules, rule)
+	}
+	return ap
 }
 
 // jwtRules collects one JWT rule per issuer. Two rules naming the same

@@ -1,0 +1,168 @@
+package topology
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/types/known/structpb"
+	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+)
+
+// Envoy names used in the patches.
+const (
+	filterName       = "envoy.filters.http.local_ratelimit"
+	localRateLimitV3 = "type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit"
+	typedStruct      = "type.googleapis.com/udpa.type.v1.TypedStruct"
+	statPrefix       = "portico_local_ratelimit"
+	descriptorKey    = "portico_descriptor"
+)
+
+func tokenBucket(b gatewayv1alpha1.TokenBucket) map[string]any {
+	return map[string]any{
+		"max_tokens":      float64(b.MaxTokens),
+		"tokens_per_fill": float64(b.TokensPerFill),
+		"fill_interval":   fmt.Sprintf("%gs", b.FillInterval.Seconds()),
+	}
+}
+
+func percent(n float64) map[string]any {
+	return map[string]any{"numerator": n, "denominator": "HUNDRED"}
+}
+
+// localRateLimit is the LocalRateLimit configuration of one claim: its
+// bucket, enforcement, response headers and descriptor buckets.
+func localRateLimit(spec gatewayv1alpha1.RateLimitSpec) map[string]any {
+	enforced := 100.0
+	if spec.Enforce != nil && !*spec.Enforce {
+		enforced = 0 // shadow mode: counted, never rejected
+	}
+	cfg := map[string]any{
+		"stat_prefix":     statPrefix,
+		"token_bucket":    tokenBucket(spec.Local),
+		"filter_enabled":  map[string]any{"runtime_key": "portico_local_rate_limit_enabled", "default_value": percent(100)},
+		"filter_enforced": map[string]any{"runtime_key": "portico_local_rate_limit_enforced", "default_value": percent(enforced)},
+	}
+	if spec.ResponseHeaders != nil && *spec.ResponseHeaders {
+		cfg["enable_x_ratelimit_headers"] = "DRAFT_VERSION_03"
+		cfg["response_headers_to_add"] = []any{map[string]any{
+			"append_action": "OVERWRITE_IF_EXISTS_OR_ADD",
+			"header":        map[string]any{"key": "x-local-rate-limit", "value": "true"},
+		}}
+	}
+	if len(spec.Descriptors) > 0 {
+		var descriptors []any
+		for i, d := range spec.Descriptors {
+			bucket := spec.Local
+			if d.Bucket != nil {
+				bucket = *d.Bucket
+			}
+			descriptors = append(descriptors, map[string]any{
+				"entries":      []any{map[string]any{"key": descriptorKey, "value": descriptorValue(i)}},
+				"token_bucket": tokenBucket(bucket),
+			})
+		}
+		cfg["descriptors"] = descriptors
+	}
+	return cfg
+}
+
+func descriptorValue(i int) string { return fmt.Sprintf("d%d", i) }
+
+// rateLimitActions produce one descriptor entry per matching descriptor.
+func rateLimitActions(spec gatewayv1alpha1.RateLimitSpec) []any {
+	var limits []any
+	for i, d := range spec.Descriptors {
+		var headers []any
+		if d.Path != "" {
+			headers = append(headers, map[string]any{"name": ":path", "string_match": map[string]any{"prefix": d.Path}})
+		}
+		if d.Header != nil {
+			headers = append(headers, map[string]any{"name": d.Header.Name, "string_match": map[string]any{"exact": d.Header.Value}})
+		}
+		limits = append(limits, map[string]any{"actions": []any{map[string]any{"header_value_match": map[string]any{
+			"descriptor_key":   descriptorKey,
+			"descriptor_value": descriptorValue(i),
+			"headers":          headers,
+		}}}})
+	}
+	return limits
+}
+
+func typed(cfg map[string]any) map[string]any {
+	return map[string]any{"@type": typedStruct, "type_url": localRateLimitV3, "value": cfg}
+}
+
+func mustStruct(v map[string]any) *structpb.Struct {
+	s, err := structpb.NewStruct(v)
+	if err != nil {
+		panic(fmt.Sprintf("build patch value: %v", err)) // only JSON-like values are built here
+	}
+	return s
+}
+
+// listenerFilterPatch inserts the local rate limit filter before the router
+// of every gateway listener. With a gateway-wide claim it carries the bucket;
+// otherwise it is inert and routes activate it with per-route config.
+func listenerFilterPatch(gatewayClaim *claim) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch {
+	cfg := map[string]any{"stat_prefix": statPrefix}
+	if gatewayClaim != nil {
+		cfg = localRateLimit(gatewayClaim.spec)
+	}
+	return &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch{
+		ApplyTo: networkingv1alpha3.EnvoyFilter_HTTP_FILTER,
+		Match: &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectMatch{
+			Context: networkingv1alpha3.EnvoyFilter_GATEWAY,
+			ObjectTypes: &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectMatch_Listener{Listener: &networkingv1alpha3.EnvoyFilter_ListenerMatch{
+				FilterChain: &networkingv1alpha3.EnvoyFilter_ListenerMatch_FilterChainMatch{
+					Filter: &networkingv1alpha3.EnvoyFilter_ListenerMatch_FilterMatch{
+						Name:      "envoy.filters.network.http_connection_manager",
+						SubFilter: &networkingv1alpha3.EnvoyFilter_ListenerMatch_SubFilterMatch{Name: "envoy.filters.http.router"},
+					},
+				},
+			}},
+		},
+		Patch: &networkingv1alpha3.EnvoyFilter_Patch{
+			Operation: networkingv1alpha3.EnvoyFilter_Patch_INSERT_BEFORE,
+			Value:     mustStruct(map[string]any{"name": filterName, "typed_config": typed(cfg)}),
+		},
+	}
+}
+
+// virtualHostPatch adds the descriptor actions of a gateway-wide claim to
+// every virtual host of the gateway.
+func virtualHostPatch(c *claim) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch {
+	return &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch{
+		ApplyTo: networkingv1alpha3.EnvoyFilter_VIRTUAL_HOST,
+		Match: &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectMatch{
+			Context: networkingv1alpha3.EnvoyFilter_GATEWAY,
+		},
+		Patch: &networkingv1alpha3.EnvoyFilter_Patch{
+			Operation: networkingv1alpha3.EnvoyFilter_Patch_MERGE,
+			Value:     mustStruct(map[string]any{"rate_limits": rateLimitActions(c.spec)}),
+		},
+	}
+}
+
+// routePatch gives one APIRule route its own bucket (and descriptor actions).
+func routePatch(c claim) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch {
+	value := map[string]any{"typed_per_filter_config": map[string]any{filterName: typed(localRateLimit(c.spec))}}
+	if len(c.spec.Descriptors) > 0 {
+		value["route"] = map[string]any{"rate_limits": rateLimitActions(c.spec)}
+	}
+	return &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch{
+		ApplyTo: networkingv1alpha3.EnvoyFilter_HTTP_ROUTE,
+		Match: &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectMatch{
+			Context: networkingv1alpha3.EnvoyFilter_GATEWAY,
+			ObjectTypes: &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectMatch_RouteConfiguration{RouteConfiguration: &networkingv1alpha3.EnvoyFilter_RouteConfigurationMatch{
+				Vhost: &networkingv1alpha3.EnvoyFilter_RouteConfigurationMatch_VirtualHostMatch{
+					Route: &networkingv1alpha3.EnvoyFilter_RouteConfigurationMatch_RouteMatch{Name: c.route},
+				},
+			}},
+		},
+		Patch: &networkingv1alpha3.EnvoyFilter_Patch{
+			Operation: networkingv1alpha3.EnvoyFilter_Patch_MERGE,
+			Value:     mustStruct(value),
+		},
+	}
+}

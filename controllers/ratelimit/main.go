@@ -1,0 +1,55 @@
+// Command ratelimit-controller computes one EnvoyFilter per Istio gateway
+// workload from every RateLimit that reaches it. The Portico operator runs
+// it while the CRDs it needs are installed.
+package main
+
+import (
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/controllers/ratelimit/internal/controller"
+	"github.com/portico-dev/portico/controllers/ratelimit/internal/topology"
+	controllerruntime "github.com/portico-dev/portico/controllers/runtime"
+)
+
+// Optional CRDs: without them the targets of that kind cannot be resolved
+// and RateLimits naming them report TargetNotFound.
+var (
+	istioGateways = controllerruntime.CRD{Name: "gateways.networking.istio.io", Version: "v1"}
+	apiRules      = controllerruntime.CRD{Name: "apirules.gateway.portico.dev", Version: "v1alpha1"}
+)
+
+func main() {
+	controllerruntime.Main(controllerruntime.Controller{
+		Name:  "ratelimit",
+		Short: "Enforces RateLimits with one EnvoyFilter per Istio gateway workload",
+		RequiredCRDs: []controllerruntime.CRD{
+			{Name: "ratelimits.gateway.portico.dev", Version: "v1alpha1"},
+			{Name: "envoyfilters.networking.istio.io", Version: "v1alpha3"},
+		},
+		OptionalCRDs: []controllerruntime.CRD{istioGateways, apiRules},
+		AddToScheme: []func(*runtime.Scheme) error{
+			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, networkingv1alpha3.AddToScheme,
+		},
+		Cache: func(opts *cache.Options, _ controllerruntime.Environment) {
+			// Only the EnvoyFilters this controller writes are cached.
+			opts.ByObject = map[client.Object]cache.ByObject{
+				&networkingv1alpha3.EnvoyFilter{}: {Label: labels.SelectorFromSet(labels.Set{topology.LabelManagedBy: topology.ManagedBy})},
+			}
+		},
+		Setup: func(mgr ctrl.Manager, env controllerruntime.Environment) error {
+			r := &controller.Reconciler{
+				Client:        mgr.GetClient(),
+				GatewaysKnown: env.HasOptional(istioGateways),
+				APIRulesKnown: env.HasOptional(apiRules),
+			}
+			return r.SetupWithManager(mgr)
+		},
+	})
+}
