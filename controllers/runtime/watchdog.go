@@ -103,7 +103,9 @@ func (w *watchdog) Start(ctx context.Context) error {
 		w.log.Info("Stopping workers", "reason", why)
 		w.running.Store(false)
 		stopInner()
-		<-innerDone
+		if err := <-innerDone; err != nil {
+			w.log.Error(err, "Workers did not stop cleanly")
+		}
 		stopInner, innerDone, running = nil, nil, nil
 	}
 	defer stop("shutting down")
