@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 )
@@ -83,6 +85,21 @@ func (c Catalog) Get(name operatorv1alpha1.ControllerName) (Entry, bool) {
 		}
 	}
 	return Entry{}, false
+}
+
+// WithProgressDeadline returns a copy of the catalog whose Deployments use
+// the given progress deadline (rounded up to whole seconds); 0 keeps each
+// entry's own.
+func (c Catalog) WithProgressDeadline(d time.Duration) Catalog {
+	out := slices.Clone(c)
+	if d <= 0 {
+		return out
+	}
+	seconds := int32((d + time.Second - 1) / time.Second)
+	for i := range out {
+		out[i].ProgressDeadlineSeconds = seconds
+	}
+	return out
 }
 
 // CRDNames returns the names of every CRD some entry requires, sorted and

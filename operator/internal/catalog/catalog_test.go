@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
@@ -127,4 +128,12 @@ func TestCRDNames(t *testing.T) {
 		"requestauthentications.security.istio.io",
 		"virtualservices.networking.istio.io",
 	}))
+}
+
+func TestWithProgressDeadline(t *testing.T) {
+	g := NewWithT(t)
+	short := Builtin.WithProgressDeadline(1500 * time.Millisecond)
+	g.Expect(short[0].ProgressDeadlineSeconds).To(BeEquivalentTo(2))
+	g.Expect(Builtin[0].ProgressDeadlineSeconds).To(BeEquivalentTo(600), "the built-in catalog is not modified")
+	g.Expect(Builtin.WithProgressDeadline(0)[0].ProgressDeadlineSeconds).To(BeEquivalentTo(600))
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
@@ -35,7 +36,9 @@ type runOptions struct {
 	namespace     string
 	imageRegistry string
 	imageTag      string
-	zap           zap.Options
+	// progressDeadline overrides the catalog's rollout deadline (0 keeps it).
+	progressDeadline time.Duration
+	zap              zap.Options
 }
 
 func (o *runOptions) bindFlags(cmd *cobra.Command) {
@@ -46,6 +49,7 @@ func (o *runOptions) bindFlags(cmd *cobra.Command) {
 	fs.StringVar(&o.namespace, "namespace", namespaceDefault(), "namespace of the operator and of every controller Deployment ($POD_NAMESPACE when set)")
 	fs.StringVar(&o.imageRegistry, "controller-image-registry", DefaultRegistry, "registry of the default controller images, <registry>/<name>-controller:<tag>")
 	fs.StringVar(&o.imageTag, "controller-image-tag", version, "tag of the default controller images; the operator version unless set")
+	fs.DurationVar(&o.progressDeadline, "controller-progress-deadline", 0, "progress deadline of every controller Deployment, after which a stuck rollout is Degraded (0: the catalog's, 10m)")
 	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.zap.BindFlags(goFlags)
 	fs.AddGoFlagSet(goFlags)
@@ -86,6 +90,10 @@ func run(ctx context.Context, o *runOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.progressDeadline < 0 {
+		return fmt.Errorf("--controller-progress-deadline must not be negative")
+	}
+	ordered = ordered.WithProgressDeadline(o.progressDeadline)
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
