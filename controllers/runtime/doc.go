@@ -18,7 +18,9 @@
 package runtime
 
 // RBAC every controller needs: read CRDs (the watchdog) and hold its leader
-// Lease in the namespace it runs in.
+// Lease in the namespace it runs in (leader election records a core Event on
+// the Lease).
 //
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=portico-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",namespace=portico-system,resources=events,verbs=create;patch

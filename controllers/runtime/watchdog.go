@@ -76,6 +76,9 @@ func (w *watchdog) Start(ctx context.Context) error {
 	w.elected.Store(true)
 	informer, err := w.informer(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before the CRD cache synced
+		}
 		return fmt.Errorf("watch CRDs: %w", err)
 	}
 	handle := func(any) { w.notify() }

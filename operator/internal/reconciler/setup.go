@@ -20,13 +20,15 @@ import (
 
 // RBAC of the operator: read APIGateways and write their status, read CRDs,
 // manage Deployments and read pods in its own namespace, write Events and
-// Leases. Nothing else.
+// Leases (leader election also records a core Event on its Lease). Nothing
+// else.
 //
 // +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",namespace=portico-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=apps,namespace=portico-system,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",namespace=portico-system,resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=portico-system,resources=leases,verbs=get;list;watch;create;update;patch;delete

@@ -1,0 +1,332 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	networkingapi "istio.io/api/networking/v1alpha3"
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/e2e/framework"
+	"github.com/portico-dev/portico/hack/testenv"
+)
+
+const (
+	timeout  = 90 * time.Second
+	interval = 250 * time.Millisecond
+	apirule  = operatorv1alpha1.ControllerAPIRule
+	ratelimt = operatorv1alpha1.ControllerRateLimit
+)
+
+func gatewayStatus(g Gomega) operatorv1alpha1.APIGatewayStatus {
+	gw := &operatorv1alpha1.APIGateway{}
+	g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Name: "default"}, gw)).To(Succeed())
+	return gw.Status
+}
+
+func controllerStatus(g Gomega, name operatorv1alpha1.ControllerName) operatorv1alpha1.ControllerStatus {
+	for _, c := range gatewayStatus(g).Controllers {
+		if c.Name == name {
+			return c
+		}
+	}
+	g.Expect(string(name)).To(BeEmpty(), "no status for controller")
+	return operatorv1alpha1.ControllerStatus{}
+}
+
+func deployment(g Gomega, name string) *appsv1.Deployment {
+	d := &appsv1.Deployment{}
+	g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, d)).To(Succeed())
+	return d
+}
+
+func isGone(obj client.Object) func() bool {
+	return func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
+	}
+}
+
+func updateGateway(mutate func(*operatorv1alpha1.APIGateway)) {
+	Eventually(func() error {
+		gw := &operatorv1alpha1.APIGateway{}
+		if err := k8sClient.Get(context.Background(), client.ObjectKey{Name: "default"}, gw); err != nil {
+			return err
+		}
+		mutate(gw)
+		return k8sClient.Update(context.Background(), gw)
+	}, timeout, interval).Should(Succeed())
+}
+
+func setController(spec operatorv1alpha1.ControllerSpec) {
+	updateGateway(func(gw *operatorv1alpha1.APIGateway) {
+		gw.Spec.Controllers = slices.DeleteFunc(gw.Spec.Controllers, func(c operatorv1alpha1.ControllerSpec) bool { return c.Name == spec.Name })
+		gw.Spec.Controllers = append(gw.Spec.Controllers, spec)
+	})
+}
+
+// processReady asks a controller's host process for /readyz (local target).
+func processReady(deploymentName string) func() int {
+	return func() int {
+		addr := hostlet.ProbeAddr(deploymentName)
+		if addr == "" {
+			return 0
+		}
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return 0
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode
+	}
+}
+
+func istioCRDs() []*apiextensionsv1.CustomResourceDefinition {
+	crds, err := testenv.IstioCRDs()
+	Expect(err).NotTo(HaveOccurred())
+	return crds
+}
+
+func installIstioCRDs(ctx context.Context) {
+	for _, crd := range istioCRDs() {
+		err := k8sClient.Create(ctx, crd)
+		Expect(err == nil || apierrors.IsAlreadyExists(err)).To(BeTrue(), "create %s: %v", crd.Name, err)
+	}
+}
+
+var _ = Describe("Portico", Ordered, func() {
+	shop := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}
+	orders := &gatewayv1alpha1.APIRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop"},
+		Spec: gatewayv1alpha1.APIRuleSpec{
+			Hosts:   []gatewayv1alpha1.Hostname{"orders.example.com"},
+			Gateway: "istio-system/public",
+			Service: &gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080},
+			Rules: []gatewayv1alpha1.Rule{
+				{Path: "/health", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
+				{Path: "/orders/*", JWT: &gatewayv1alpha1.JWTAuthentication{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"}},
+			},
+		},
+	}
+
+	It("reports Warning and names the missing CRDs when Istio is not installed", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, &operatorv1alpha1.APIGateway{ObjectMeta: metav1.ObjectMeta{Name: "default"}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			st := gatewayStatus(g)
+			g.Expect(st.State).To(Equal(operatorv1alpha1.StateWarning))
+			rule := controllerStatus(g, apirule)
+			g.Expect(rule.Phase).To(Equal(operatorv1alpha1.PhaseBlocked))
+			g.Expect(rule.MissingCRDs).To(ContainElements("virtualservices.networking.istio.io/v1", "authorizationpolicies.security.istio.io/v1"))
+			limit := controllerStatus(g, ratelimt)
+			g.Expect(limit.Phase).To(Equal(operatorv1alpha1.PhaseBlocked))
+			g.Expect(limit.Message).To(ContainSubstring("envoyfilters.networking.istio.io/v1alpha3"))
+		}, timeout, interval).Should(Succeed())
+	})
+
+	It("rolls the controllers out once Istio's CRDs are installed", func(ctx SpecContext) {
+		installIstioCRDs(ctx)
+		Eventually(func(g Gomega) {
+			st := gatewayStatus(g)
+			g.Expect(st.State).To(Equal(operatorv1alpha1.StateReady))
+			g.Expect(st.Ready).To(Equal("2/2"))
+			g.Expect(deployment(g, "apirule-controller").Status.AvailableReplicas).To(BeEquivalentTo(1))
+		}, timeout, interval).Should(Succeed())
+		if target == framework.TargetLocal {
+			Eventually(processReady("apirule-controller"), timeout, interval).Should(Equal(http.StatusOK))
+			Eventually(processReady("ratelimit-controller"), timeout, interval).Should(Equal(http.StatusOK))
+		}
+	})
+
+	It("turns an APIRule into Istio objects", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, shop)).To(Succeed())
+		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "istio-system"}})).To(Succeed())
+		Expect(k8sClient.Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop"},
+			Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "orders"}, Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}},
+		})).To(Succeed())
+		public := &networkingv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "public", Namespace: "istio-system"}}
+		public.Spec.Selector = map[string]string{"istio": "ingressgateway"}
+		public.Spec.Servers = []*networkingapi.Server{{Port: &networkingapi.Port{Number: 80, Name: "http", Protocol: "HTTP"}, Hosts: []string{"*"}}}
+		Expect(k8sClient.Create(ctx, public)).To(Succeed())
+		Expect(k8sClient.Create(ctx, orders.DeepCopy())).To(Succeed())
+
+		Eventually(func(g Gomega) {
+			vs := &networkingv1.VirtualService{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, vs)).To(Succeed())
+			g.Expect(vs.Spec.Hosts).To(Equal([]string{"orders.example.com"}))
+			g.Expect(vs.Spec.Http).To(HaveLen(2))
+			ap := &securityv1.AuthorizationPolicy{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, ap)).To(Succeed())
+			g.Expect(ap.Spec.Selector.MatchLabels).To(Equal(map[string]string{"app": "orders"}))
+			ra := &securityv1.RequestAuthentication{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, ra)).To(Succeed())
+			g.Expect(ra.Spec.JwtRules[0].Issuer).To(Equal("https://idp.example.com"))
+		}, timeout, interval).Should(Succeed())
+	})
+
+	It("enforces a RateLimit with an EnvoyFilter on the gateway workload", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, &gatewayv1alpha1.RateLimit{
+			ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop"},
+			Spec: gatewayv1alpha1.RateLimitSpec{
+				TargetRef: gatewayv1alpha1.TargetReference{Kind: gatewayv1alpha1.TargetAPIRule, Name: "orders"},
+				Local:     gatewayv1alpha1.TokenBucket{MaxTokens: 100, TokensPerFill: 10, FillInterval: metav1.Duration{Duration: time.Second}},
+			},
+		})).To(Succeed())
+		Eventually(func(g Gomega) {
+			var filters networkingv1alpha3.EnvoyFilterList
+			g.Expect(k8sClient.List(ctx, &filters, client.InNamespace("istio-system"))).To(Succeed())
+			g.Expect(filters.Items).To(HaveLen(1))
+			g.Expect(filters.Items[0].Spec.WorkloadSelector.Labels).To(Equal(map[string]string{"istio": "ingressgateway"}))
+			g.Expect(filters.Items[0].Spec.ConfigPatches).To(HaveLen(3), "the local rate limit filter and one patch per APIRule route")
+		}, timeout, interval).Should(Succeed())
+	})
+
+	It("removes only the ratelimit controller when the EnvoyFilter CRD is deleted; apirule keeps serving", func(ctx SpecContext) {
+		before := deployment(Default, "apirule-controller")
+		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "envoyfilters.networking.istio.io"}}
+		Expect(k8sClient.Delete(ctx, crd)).To(Succeed())
+		Eventually(isGone(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "ratelimit-controller"}}), timeout, interval).Should(BeTrue())
+		Eventually(func(g Gomega) {
+			limit := controllerStatus(g, ratelimt)
+			g.Expect(limit.Phase).To(Equal(operatorv1alpha1.PhaseBlocked))
+			g.Expect(limit.MissingCRDs).To(Equal([]string{"envoyfilters.networking.istio.io/v1alpha3"}))
+		}, timeout, interval).Should(Succeed())
+		Expect(deployment(Default, "apirule-controller").UID).To(Equal(before.UID))
+
+		By("changing the APIRule, which the apirule controller still applies")
+		Eventually(func() error {
+			r := &gatewayv1alpha1.APIRule{}
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(orders), r); err != nil {
+				return err
+			}
+			r.Spec.Hosts = append(r.Spec.Hosts, "shop.example.com")
+			return k8sClient.Update(ctx, r)
+		}, timeout, interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			vs := &networkingv1.VirtualService{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, vs)).To(Succeed())
+			g.Expect(vs.Spec.Hosts).To(ContainElement("shop.example.com"))
+		}, timeout, interval).Should(Succeed())
+
+		By("installing the EnvoyFilter CRD again")
+		Eventually(isGone(crd), timeout, interval).Should(BeTrue())
+		installIstioCRDs(ctx)
+		Eventually(func(g Gomega) { g.Expect(gatewayStatus(g).State).To(Equal(operatorv1alpha1.StateReady)) }, timeout, interval).Should(Succeed())
+	})
+
+	It("recreates a controller Deployment deleted by hand", func(ctx SpecContext) {
+		old := deployment(Default, "ratelimit-controller")
+		Expect(k8sClient.Delete(ctx, old)).To(Succeed())
+		Eventually(func(g Gomega) { g.Expect(deployment(g, "ratelimit-controller").UID).NotTo(Equal(old.UID)) }, timeout, interval).Should(Succeed())
+	})
+
+	It("reverts an image edited by hand", func(ctx SpecContext) {
+		want := deployment(Default, "apirule-controller").Spec.Template.Spec.Containers[0].Image
+		Eventually(func() error {
+			d := deployment(Default, "apirule-controller")
+			d.Spec.Template.Spec.Containers[0].Image = "evil.example/apirule:latest"
+			return k8sClient.Update(ctx, d, client.FieldOwner("kubectl-edit"))
+		}, timeout, interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(deployment(g, "apirule-controller").Spec.Template.Spec.Containers[0].Image).To(Equal(want))
+		}, timeout, interval).Should(Succeed())
+	})
+
+	It("rolls out a new image set in the APIGateway: Progressing, then Ready", func(ctx SpecContext) {
+		var list operatorv1alpha1.APIGatewayList
+		w, err := k8sClient.Watch(ctx, &list)
+		Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
+		const image = "e2e.local/portico/apirule-controller:e2e-next"
+		setController(operatorv1alpha1.ControllerSpec{Name: apirule, Image: image})
+
+		seen := []operatorv1alpha1.ControllerPhase{}
+		Eventually(func() []operatorv1alpha1.ControllerPhase {
+			for {
+				select {
+				case ev := <-w.ResultChan():
+					if ev.Type != watch.Modified {
+						continue
+					}
+					for _, c := range ev.Object.(*operatorv1alpha1.APIGateway).Status.Controllers {
+						if c.Name == apirule && c.Image == image && (len(seen) == 0 || seen[len(seen)-1] != c.Phase) {
+							seen = append(seen, c.Phase)
+						}
+					}
+				default:
+					return seen
+				}
+			}
+		}, timeout, 50*time.Millisecond).Should(ContainElement(operatorv1alpha1.PhaseReady))
+		Expect(seen[0]).To(Equal(operatorv1alpha1.PhaseProgressing), "phases seen: %v", seen)
+		Expect(deployment(Default, "apirule-controller").Spec.Template.Spec.Containers[0].Image).To(Equal(image))
+	})
+
+	It("reports Degraded naming the cause when a rollout cannot progress", func(ctx SpecContext) {
+		if target == framework.TargetKind {
+			setController(operatorv1alpha1.ControllerSpec{Name: ratelimt, Image: "e2e.local/portico/does-not-exist:never"})
+			Eventually(func(g Gomega) {
+				limit := controllerStatus(g, ratelimt)
+				g.Expect(limit.Phase).To(Equal(operatorv1alpha1.PhaseDegraded))
+				g.Expect(limit.Reason).To(Equal(operatorv1alpha1.ReasonImagePullFailed))
+				g.Expect(limit.Message).To(ContainSubstring("container manager"))
+			}, 3*timeout, interval).Should(Succeed())
+		} else {
+			// No node matches: the new pod stays Pending past the deadline.
+			setController(operatorv1alpha1.ControllerSpec{Name: ratelimt, NodeSelector: map[string]string{"portico.dev/e2e": "nowhere"}})
+			Eventually(func(g Gomega) {
+				limit := controllerStatus(g, ratelimt)
+				g.Expect(limit.Phase).To(Equal(operatorv1alpha1.PhaseDegraded))
+				g.Expect(limit.Reason).To(Equal(operatorv1alpha1.ReasonProgressDeadlineExceeded))
+				g.Expect(limit.Message).To(ContainSubstring("ratelimit-controller exceeded its progress deadline"))
+				g.Expect(gatewayStatus(g).State).To(Equal(operatorv1alpha1.StateError))
+			}, timeout, interval).Should(Succeed())
+		}
+		By("undoing the change, which recovers")
+		setController(operatorv1alpha1.ControllerSpec{Name: ratelimt})
+		Eventually(func(g Gomega) { g.Expect(controllerStatus(g, ratelimt).Phase).To(Equal(operatorv1alpha1.PhaseReady)) }, 2*timeout, interval).Should(Succeed())
+	})
+
+	It("removes every controller when the APIGateway is deleted, leaving users' objects", func(ctx SpecContext) {
+		Expect(k8sClient.Delete(ctx, &operatorv1alpha1.APIGateway{ObjectMeta: metav1.ObjectMeta{Name: "default"}})).To(Succeed())
+		for _, name := range []string{"apirule-controller", "ratelimit-controller"} {
+			Eventually(isGone(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}), timeout, interval).Should(BeTrue())
+		}
+		if target == framework.TargetLocal {
+			Eventually(hostlet.Running, timeout, interval).Should(BeEmpty(), "the hostlet stopped the controller processes")
+		}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(orders), &gatewayv1alpha1.APIRule{})).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, &networkingv1.VirtualService{})).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, &gatewayv1alpha1.RateLimit{})).To(Succeed())
+	})
+
+	It("keeps the CRDs and users' objects on helm uninstall", func(ctx SpecContext) {
+		if target == framework.TargetLocal {
+			operator.Stop() // uninstalling removes the operator's Deployment and RBAC
+		}
+		_, err := framework.Run(ctx, root, testbin+"/helm", "uninstall", release, "--kubeconfig", kubeconfig, "--namespace", namespace, "--wait")
+		Expect(err).NotTo(HaveOccurred())
+		for _, name := range []string{"apigateways.operator.portico.dev", "apirules.gateway.portico.dev", "ratelimits.gateway.portico.dev"} {
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Name: name}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed(), name)
+		}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(orders), &gatewayv1alpha1.APIRule{})).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, &networkingv1.VirtualService{})).To(Succeed())
+	})
+})

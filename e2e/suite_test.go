@@ -1,0 +1,213 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/e2e/framework"
+	"github.com/portico-dev/portico/hack/testenv"
+)
+
+const (
+	namespace   = "portico-system"
+	clusterName = "portico-e2e"
+	release     = "portico"
+	// progressDeadline is short on the local target so a stuck rollout is
+	// reported within the suite's time.
+	progressDeadline = "10s"
+)
+
+var (
+	target     framework.Target
+	root       string
+	artifacts  string
+	kubeconfig string
+	testbin    string
+	k8sClient  client.WithWatch
+	restConfig *rest.Config
+	hostlet    *framework.Hostlet
+	operator   *framework.Process
+	stopSuite  context.CancelFunc
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Portico e2e")
+}
+
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		corev1.AddToScheme, appsv1.AddToScheme, eventsv1.AddToScheme, apiextensionsv1.AddToScheme,
+		operatorv1alpha1.AddToScheme, gatewayv1alpha1.AddToScheme,
+		networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
+	} {
+		Expect(add(s)).To(Succeed())
+	}
+	return s
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return l.Addr().String()
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	var err error
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
+	target, err = framework.TargetFromEnv()
+	Expect(err).NotTo(HaveOccurred())
+	root = testenv.RepoRoot()
+	artifacts = filepath.Join(root, "e2e", "_artifacts")
+	Expect(os.RemoveAll(artifacts)).To(Succeed())
+	Expect(os.MkdirAll(artifacts, 0o755)).To(Succeed())
+	out, err := framework.Run(ctx, root, "hack/testbin.sh")
+	Expect(err).NotTo(HaveOccurred())
+	testbin = framework.LastLine(out)
+
+	switch target {
+	case framework.TargetLocal:
+		setUpLocal(ctx)
+	case framework.TargetKind:
+		setUpKind(ctx)
+	}
+}, NodeTimeout(10*time.Minute))
+
+// setUpLocal starts a fresh kwok cluster, installs the chart with the
+// operator scaled to zero, and runs the operator and the hostlet as host
+// processes impersonating the chart's ServiceAccounts.
+func setUpLocal(ctx context.Context) {
+	By("starting a local control plane with kwok nodes")
+	_, _ = framework.Run(ctx, root, "hack/cluster.sh", "down", clusterName)
+	out, err := framework.Run(ctx, root, "hack/cluster.sh", "up", clusterName)
+	Expect(err).NotTo(HaveOccurred())
+	kubeconfig = framework.LastLine(out)
+	connect()
+
+	By("installing the chart with the operator Deployment scaled to zero")
+	_, err = framework.Run(ctx, root, filepath.Join(testbin, "helm"), "upgrade", "--install", release, "charts/portico",
+		"--kubeconfig", kubeconfig, "--namespace", namespace, "--create-namespace", "--set", "replicas=0", "--wait", "--timeout", "2m")
+	Expect(err).NotTo(HaveOccurred())
+
+	By("running the operator as a host process with the chart's ServiceAccount")
+	operatorKubeconfig, err := framework.ImpersonatingKubeconfig(kubeconfig, artifacts, namespace, "portico-operator")
+	Expect(err).NotTo(HaveOccurred())
+	operator, err = framework.StartProcess(filepath.Join(root, "bin", "portico-operator"), []string{
+		"--kubeconfig=" + operatorKubeconfig, "--namespace=" + namespace, "--leader-elect",
+		"--controller-image-registry=e2e.local/portico", "--controller-image-tag=e2e",
+		"--controller-progress-deadline=" + progressDeadline,
+		"--metrics-bind-address=" + freeAddr(), "--health-probe-bind-address=" + freeAddr(),
+	}, []string{"POD_NAMESPACE=" + namespace}, filepath.Join(artifacts, "portico-operator.log"))
+	Expect(err).NotTo(HaveOccurred())
+
+	By("running controller Deployments as host processes (the hostlet)")
+	hostlet = &framework.Hostlet{AdminKubeconfig: kubeconfig, BinDir: filepath.Join(root, "bin"), Namespace: namespace, WorkDir: artifacts}
+	hostCtx, cancel := context.WithCancel(context.Background())
+	stopSuite = cancel
+	go func() {
+		defer GinkgoRecover()
+		Expect(hostlet.Start(hostCtx, restConfig)).To(Succeed())
+	}()
+}
+
+// setUpKind creates a kind cluster, builds and loads every image and
+// installs the chart: the same specs then run against real pods. It needs
+// Docker and kind on the PATH.
+func setUpKind(ctx context.Context) {
+	By("creating a kind cluster")
+	_, _ = framework.Run(ctx, root, "kind", "delete", "cluster", "--name", clusterName)
+	_, err := framework.Run(ctx, root, "kind", "create", "cluster", "--name", clusterName, "--wait", "2m")
+	Expect(err).NotTo(HaveOccurred())
+	kubeconfig = filepath.Join(artifacts, "kind.kubeconfig")
+	out, err := framework.Run(ctx, root, "kind", "get", "kubeconfig", "--name", clusterName)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(os.WriteFile(kubeconfig, []byte(out), 0o600)).To(Succeed())
+	connect()
+
+	By("building and loading every image")
+	const registry, tag = "e2e.local/portico", "e2e"
+	_, err = framework.Run(ctx, root, "make", "docker-build", "REGISTRY="+registry, "VERSION="+tag)
+	Expect(err).NotTo(HaveOccurred())
+	for _, image := range []string{"portico-operator", "apirule-controller", "ratelimit-controller"} {
+		_, err = framework.Run(ctx, root, "kind", "load", "docker-image", "--name", clusterName, registry+"/"+image+":"+tag)
+		Expect(err).NotTo(HaveOccurred())
+	}
+
+	By("installing the chart")
+	_, err = framework.Run(ctx, root, filepath.Join(testbin, "helm"), "upgrade", "--install", release, "charts/portico",
+		"--kubeconfig", kubeconfig, "--namespace", namespace, "--create-namespace",
+		"--set", "image.repository="+registry+"/portico-operator", "--set", "image.tag="+tag,
+		"--set", "controllerImages.registry="+registry, "--set", "controllerImages.tag="+tag,
+		"--set", "controllerImages.pullPolicy=IfNotPresent", "--wait", "--timeout", "3m")
+	Expect(err).NotTo(HaveOccurred())
+}
+
+func connect() {
+	var err error
+	restConfig, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	restConfig.QPS, restConfig.Burst = 100, 200
+	k8sClient, err = client.NewWithWatch(restConfig, client.Options{Scheme: scheme()})
+	Expect(err).NotTo(HaveOccurred())
+}
+
+var _ = AfterSuite(func(ctx SpecContext) {
+	if stopSuite != nil {
+		stopSuite()
+	}
+	operator.Stop()
+	if os.Getenv("E2E_KEEP_CLUSTER") != "" {
+		fmt.Fprintf(GinkgoWriter, "keeping the cluster: KUBECONFIG=%s\n", kubeconfig)
+		return
+	}
+	switch target {
+	case framework.TargetLocal:
+		_, _ = framework.Run(ctx, root, "hack/cluster.sh", "down", clusterName)
+	case framework.TargetKind:
+		_, _ = framework.Run(ctx, root, "kind", "delete", "cluster", "--name", clusterName)
+	}
+}, NodeTimeout(2*time.Minute))
+
+// dumpOnFailure writes what a failing spec needs for diagnosis.
+var _ = ReportAfterEach(func(report SpecReport) {
+	if !report.Failed() || k8sClient == nil {
+		return
+	}
+	ctx := context.Background()
+	gw := &operatorv1alpha1.APIGateway{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Name: "default"}, gw); err == nil {
+		fmt.Fprintf(GinkgoWriter, "APIGateway status: %+v\n", gw.Status)
+	}
+	if hostlet != nil {
+		fmt.Fprintf(GinkgoWriter, "host processes: %s\n", strings.Join(hostlet.Running(), ", "))
+	}
+	fmt.Fprintf(GinkgoWriter, "logs in %s\n", artifacts)
+})
