@@ -35,7 +35,7 @@ generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods (zz_generated.deepcopy.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths="./api/..."
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs (config/crd/bases) and RBAC (config/rbac).
+manifests: $(CONTROLLER_GEN) ## Generate CRDs (config/crd/bases), RBAC (config/rbac) and the chart's copies of both.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=portico-operator paths="./operator/..." output:rbac:artifacts:config=config/rbac/operator
 	@for c in $(CONTROLLERS); do \
@@ -43,6 +43,11 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs (config/crd/bases) and RBAC (confi
 		echo "controller-gen rbac $$c-controller"; \
 		$(CONTROLLER_GEN) rbac:roleName=$$c-controller paths="./controllers/$$c/...;./controllers/runtime/..." \
 			output:rbac:artifacts:config=config/rbac/$$c-controller; done
+	@$(MAKE) --no-print-directory chart
+
+.PHONY: chart
+chart: ## Copy the CRDs and RBAC rules in config/ into charts/portico (templates/crds, files/rbac).
+	go run ./hack/chartsync --config config --chart charts/portico
 
 .PHONY: fmt
 fmt: ## Run gofmt on the tree.
@@ -113,11 +118,24 @@ testbin: ## Build the local control plane from Go modules (cached) and print its
 envtest-assets: ## Print the envtest assets path (KUBEBUILDER_ASSETS), building it if needed.
 	@hack/testbin.sh
 
+.PHONY: helm-lint
+helm-lint: ## Lint charts/portico with the helm CLI (go test ./charts/... lints it with the Helm SDK too).
+	"$$(hack/testbin.sh)/helm" lint --strict --namespace portico-system charts/portico
+
 .PHONY: test
-test: generate manifests fmt vet lint build ## Run unit and envtest integration tests (builds what it needs).
+test: generate manifests fmt vet lint build ## Run unit, envtest and local e2e tests (builds what it needs).
 	@# In CI the tree must be exactly what was committed after regeneration.
 	@if [ -n "$$CI" ]; then $(MAKE) --no-print-directory check-clean; fi
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh)" go test ./... -count=1
+	$(MAKE) --no-print-directory test-e2e
+
+.PHONY: test-e2e
+test-e2e: build ## Run the e2e suite on a local kwok control plane (operator and controllers as host processes).
+	E2E_TARGET=local go test -tags e2e ./e2e/ -count=1 -timeout 15m -v -ginkgo.v
+
+.PHONY: test-e2e-kind
+test-e2e-kind: ## Run the e2e suite on kind with real images (needs Docker and kind).
+	E2E_TARGET=kind go test -tags e2e ./e2e/ -count=1 -timeout 30m -v -ginkgo.v
 
 ##@ Benchmarks
 
@@ -130,6 +148,10 @@ bench: build ## Measure the operator's reaction times and idle writes on the loc
 .PHONY: bench-memory
 bench-memory: ## Measure the heap of the operator's CRD cache with 0 and 500 large CRDs (envtest).
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh)" go test ./operator/internal/reconciler/ -run '^$$' -bench BenchmarkCRDCacheMemory -benchtime 1x
+
+.PHONY: bench-controllers
+bench-controllers: build ## Measure how long the apirule/ratelimit controllers take to converge 1,000 APIRules and 1,000 RateLimits over 50 gateways, and their peak memory, on the local kwok cluster portico-bench-ctrl (BENCH_ARGS="--apirules 1000 --ratelimits 1000 --gateways 50 --down").
+	go run ./hack/bench/controllers --bin $(LOCALBIN) $(BENCH_ARGS)
 
 ##@ Run
 

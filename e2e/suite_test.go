@@ -166,7 +166,7 @@ func setUpKind(ctx context.Context) {
 		"--kubeconfig", kubeconfig, "--namespace", namespace, "--create-namespace",
 		"--set", "image.repository="+registry+"/portico-operator", "--set", "image.tag="+tag,
 		"--set", "controllerImages.registry="+registry, "--set", "controllerImages.tag="+tag,
-		"--set", "controllerImages.pullPolicy=IfNotPresent", "--wait", "--timeout", "3m")
+		"--wait", "--timeout", "3m")
 	Expect(err).NotTo(HaveOccurred())
 }
 

@@ -1,0 +1,309 @@
+// Command chartsync copies what controller-gen writes into config/ into the
+// Helm chart, so the chart never carries a hand-edited CRD or RBAC rule:
+//
+//   - every config/crd/bases/*.yaml becomes templates/crds/<same name>, the
+//     CRD verbatim below a metadata block that adds the chart's labels and,
+//     with crds.keep, the helm.sh/resource-policy: keep annotation; the whole
+//     object renders only with crds.install;
+//   - config/rbac/operator/role.yaml and every config/rbac/*-controller/role.yaml
+//     become files/rbac/<dir>.yaml, the ClusterRole and Role rules the chart's
+//     RBAC templates read. controller-gen pins the Role to portico-system; the
+//     chart puts it in the release namespace instead.
+//
+// chartsync owns templates/crds and files/rbac: it removes files there that
+// config/ no longer produces and leaves everything else in the chart alone.
+// Its output depends only on config/, so running it twice changes nothing.
+//
+//	go run ./hack/chartsync --config config --chart charts/portico
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// generatedNamespace is the namespace the kubebuilder RBAC markers name; the
+// chart replaces it with the release namespace.
+const generatedNamespace = "portico-system"
+
+// Chart directories chartsync owns.
+const (
+	crdTemplateDir = "templates/crds"
+	rbacFileDir    = "files/rbac"
+)
+
+func main() {
+	configDir := flag.String("config", "config", "directory controller-gen writes CRDs (crd/bases) and RBAC (rbac/<binary>) into")
+	chartDir := flag.String("chart", "charts/portico", "chart to update")
+	flag.Parse()
+
+	files, err := render(os.DirFS(*configDir))
+	if err == nil {
+		err = write(*chartDir, files)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chartsync:", err)
+		os.Exit(1)
+	}
+}
+
+// origin names config/ in errors and in the headers of generated files,
+// the same whatever --config is, so the output does not depend on where the
+// repository is checked out.
+const origin = "config"
+
+// render returns the chart files generated from config, keyed by their path
+// in the chart.
+func render(config fs.FS) (map[string][]byte, error) {
+	out := map[string][]byte{}
+
+	crds, err := fs.Glob(config, "crd/bases/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	if len(crds) == 0 {
+		return nil, fmt.Errorf("no CRDs in %s/crd/bases: run controller-gen first", origin)
+	}
+	for _, p := range crds {
+		raw, err := fs.ReadFile(config, p)
+		if err != nil {
+			return nil, err
+		}
+		tmpl, err := crdTemplate(raw, origin+"/"+p)
+		if err != nil {
+			return nil, fmt.Errorf("%s/%s: %w", origin, p, err)
+		}
+		out[crdTemplateDir+"/"+filepath.Base(p)] = tmpl
+	}
+
+	roles, err := fs.Glob(config, "rbac/*/role.yaml")
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range roles {
+		binary := filepath.Base(filepath.Dir(p))
+		if binary != "operator" && !strings.HasSuffix(binary, "-controller") {
+			continue // not a Portico binary's RBAC
+		}
+		raw, err := fs.ReadFile(config, p)
+		if err != nil {
+			return nil, err
+		}
+		rules, err := rbacRules(raw, origin+"/"+p)
+		if err != nil {
+			return nil, fmt.Errorf("%s/%s: %w", origin, p, err)
+		}
+		out[rbacFileDir+"/"+binary+".yaml"] = rules
+	}
+	if _, ok := out[rbacFileDir+"/operator.yaml"]; !ok {
+		return nil, fmt.Errorf("no %s/rbac/operator/role.yaml: run controller-gen first", origin)
+	}
+	return out, nil
+}
+
+// crdTemplate wraps one controller-gen CRD in the chart's conditionals.
+func crdTemplate(raw []byte, source string) ([]byte, error) {
+	var crd struct {
+		metav1.TypeMeta `json:",inline"`
+		Metadata        metav1.ObjectMeta `json:"metadata"`
+		Spec            map[string]any    `json:"spec"`
+		Status          map[string]any    `json:"status"`
+	}
+	if n := len(splitDocuments(raw)); n != 1 {
+		return nil, fmt.Errorf("want one CRD per file, got %d YAML documents", n)
+	}
+	if err := yaml.UnmarshalStrict(raw, &crd); err != nil {
+		return nil, fmt.Errorf("parse CRD: %w", err)
+	}
+	if crd.APIVersion != "apiextensions.k8s.io/v1" || crd.Kind != "CustomResourceDefinition" {
+		return nil, fmt.Errorf("want one apiextensions.k8s.io/v1 CustomResourceDefinition, got %s %s", crd.APIVersion, crd.Kind)
+	}
+	if crd.Metadata.Name == "" || len(crd.Spec) == 0 || len(crd.Status) > 0 {
+		return nil, errors.New("want a CRD with a name, a spec and no status")
+	}
+	// The spec is copied as text, so the chart's CRD is byte for byte the
+	// one in config/. controller-gen sorts keys, so spec is the last one.
+	_, spec, ok := bytes.Cut(raw, []byte("\nspec:\n"))
+	if !ok {
+		return nil, errors.New("want a top-level spec key, as controller-gen writes it")
+	}
+	for _, line := range bytes.Split(spec, []byte("\n")) {
+		if len(line) > 0 && line[0] != ' ' {
+			return nil, fmt.Errorf("want spec as the last top-level key, as controller-gen writes it; found %q after it", line)
+		}
+	}
+
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "{{- /* Code generated by hack/chartsync from %s. DO NOT EDIT. */}}\n", source)
+	b.WriteString("{{- if .Values.crds.install }}\n")
+	b.WriteString("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n")
+	fmt.Fprintf(&b, "  name: %s\n", crd.Metadata.Name)
+	b.WriteString("  annotations:\n")
+	b.WriteString("    {{- if .Values.crds.keep }}\n")
+	b.WriteString("    helm.sh/resource-policy: keep\n")
+	b.WriteString("    {{- end }}\n")
+	if err := writeMap(&b, crd.Metadata.Annotations, "    "); err != nil {
+		return nil, err
+	}
+	b.WriteString("  labels:\n")
+	b.WriteString("    {{- include \"portico.labels\" . | nindent 4 }}\n")
+	if err := writeMap(&b, crd.Metadata.Labels, "    "); err != nil {
+		return nil, err
+	}
+	b.WriteString("spec:\n")
+	// Descriptions are Go doc comments; one that shows a template must stay
+	// text. Only "{{" opens an action, so it is the only thing to escape.
+	b.Write(bytes.ReplaceAll(spec, []byte("{{"), []byte(`{{ "{{" }}`)))
+	if !bytes.HasSuffix(spec, []byte("\n")) {
+		b.WriteString("\n")
+	}
+	b.WriteString("{{- end }}\n")
+	return b.Bytes(), nil
+}
+
+// writeMap writes a string map as YAML lines with the given indent.
+func writeMap(b *bytes.Buffer, m map[string]string, indent string) error {
+	if len(m) == 0 {
+		return nil
+	}
+	out, err := yaml.Marshal(m)
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.SplitAfter(strings.TrimSuffix(string(out), "\n"), "\n") {
+		b.WriteString(indent + line)
+	}
+	b.WriteString("\n")
+	return nil
+}
+
+// Rules is the content of files/rbac/<binary>.yaml: what the chart binds to
+// the binary's ServiceAccount.
+type Rules struct {
+	// Name of the ClusterRole and the Role.
+	Name string `json:"name"`
+	// ClusterRules are the rules of the ClusterRole.
+	ClusterRules []rbacv1.PolicyRule `json:"clusterRules,omitempty"`
+	// NamespacedRules are the rules of the Role in the release namespace.
+	NamespacedRules []rbacv1.PolicyRule `json:"namespacedRules,omitempty"`
+}
+
+// rbacRules reads controller-gen's role.yaml (a ClusterRole, a Role in
+// portico-system, or both, of the same name) into Rules.
+func rbacRules(raw []byte, source string) ([]byte, error) {
+	var rules Rules
+	var seenCluster, seenRole bool
+	for _, doc := range splitDocuments(raw) {
+		var obj struct {
+			metav1.TypeMeta `json:",inline"`
+			Metadata        metav1.ObjectMeta   `json:"metadata"`
+			Rules           []rbacv1.PolicyRule `json:"rules"`
+		}
+		if err := yaml.UnmarshalStrict(doc, &obj); err != nil {
+			return nil, fmt.Errorf("parse RBAC: %w", err)
+		}
+		if obj.APIVersion != rbacv1.SchemeGroupVersion.String() {
+			return nil, fmt.Errorf("%s %q: want apiVersion %s", obj.Kind, obj.Metadata.Name, rbacv1.SchemeGroupVersion)
+		}
+		if rules.Name != "" && obj.Metadata.Name != rules.Name {
+			return nil, fmt.Errorf("%s %q: want the name %q of the other role", obj.Kind, obj.Metadata.Name, rules.Name)
+		}
+		rules.Name = obj.Metadata.Name
+		switch obj.Kind {
+		case "ClusterRole":
+			if seenCluster {
+				return nil, fmt.Errorf("more than one ClusterRole")
+			}
+			seenCluster = true
+			rules.ClusterRules = obj.Rules
+		case "Role":
+			if seenRole {
+				// A marker with another namespace= would land here too: the
+				// chart installs into a single namespace.
+				return nil, fmt.Errorf("more than one Role; the chart has one namespace, the release namespace")
+			}
+			if obj.Metadata.Namespace != generatedNamespace {
+				return nil, fmt.Errorf("the Role %q is in namespace %q; the RBAC markers must use namespace=%s, which the chart replaces with the release namespace",
+					obj.Metadata.Name, obj.Metadata.Namespace, generatedNamespace)
+			}
+			seenRole = true
+			rules.NamespacedRules = obj.Rules
+		default:
+			return nil, fmt.Errorf("unexpected %s %q", obj.Kind, obj.Metadata.Name)
+		}
+	}
+	if !seenCluster && !seenRole {
+		return nil, errors.New("no ClusterRole or Role")
+	}
+	out, err := yaml.Marshal(rules)
+	if err != nil {
+		return nil, err
+	}
+	header := fmt.Sprintf("# Code generated by hack/chartsync from %s. DO NOT EDIT.\n", source)
+	return append([]byte(header), out...), nil
+}
+
+// splitDocuments splits a multi-document YAML stream, dropping empty ones.
+func splitDocuments(raw []byte) [][]byte {
+	var docs [][]byte
+	for _, doc := range bytes.Split(append([]byte("\n"), raw...), []byte("\n---")) {
+		doc = bytes.TrimPrefix(doc, []byte("\n"))
+		if len(bytes.TrimSpace(doc)) > 0 {
+			docs = append(docs, doc)
+		}
+	}
+	return docs
+}
+
+// write makes the owned directories of chart hold exactly files, touching
+// only what differs.
+func write(chart string, files map[string][]byte) error {
+	if _, err := os.Stat(filepath.Join(chart, "Chart.yaml")); err != nil {
+		return fmt.Errorf("%s is not a chart: %w", chart, err)
+	}
+	for _, dir := range []string{crdTemplateDir, rbacFileDir} {
+		entries, err := os.ReadDir(filepath.Join(chart, dir))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		for _, e := range entries {
+			if _, keep := files[dir+"/"+e.Name()]; !keep {
+				if err := os.RemoveAll(filepath.Join(chart, dir, e.Name())); err != nil {
+					return err
+				}
+				fmt.Printf("chartsync: removed %s\n", filepath.Join(chart, dir, e.Name()))
+			}
+		}
+	}
+
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		target := filepath.Join(chart, filepath.FromSlash(p))
+		if old, err := os.ReadFile(target); err == nil && bytes.Equal(old, files[p]) {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(target, files[p], 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("chartsync: wrote %s\n", target)
+	}
+	return nil
+}
