@@ -43,7 +43,7 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs (config/crd/bases), RBAC (config/r
 		echo "controller-gen rbac $$c-controller"; \
 		$(CONTROLLER_GEN) rbac:roleName=$$c-controller paths="./controllers/$$c/...;./controllers/runtime/..." \
 			output:rbac:artifacts:config=config/rbac/$$c-controller; done
-	@$(MAKE) --no-print-directory chart
+	@$(MAKE) --no-print-directory chart bundle
 
 .PHONY: chart
 chart: ## Copy the CRDs and RBAC rules in config/ into charts/portico (templates/crds, files/rbac).
@@ -107,6 +107,18 @@ docker-buildx: ## Build and push multi-arch images for the operator and every co
 docker-push: ## Push the images built by docker-build.
 	$(CONTAINER_TOOL) push $(REGISTRY)/portico-operator:$(VERSION)
 	@for c in $(CONTROLLERS); do $(CONTAINER_TOOL) push $(REGISTRY)/$$c-controller:$(VERSION); done
+
+# BUNDLE_VERSION is the operator version `make bundle` packages, as the images
+# are tagged: VERSION when given (make bundle VERSION=v1.2.3), else empty for
+# the chart's appVersion, which the checked-in bundle/ is generated for so
+# that it is reproducible. The bundle's semver drops a leading v; a version
+# that is not semver (git describe of an untagged commit) becomes 0.0.0-dev.
+BUNDLE_VERSION ?= $(if $(filter command line environment%,$(origin VERSION)),$(VERSION))
+
+.PHONY: bundle
+bundle: ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from the rendered chart (VERSION=v1.2.3 for a release).
+	go run ./hack/bundle $(if $(BUNDLE_VERSION),--version $(BUNDLE_VERSION)) --registry $(REGISTRY) \
+		--output bundle --dockerfile bundle.Dockerfile
 
 ##@ Test
 

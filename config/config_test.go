@@ -87,7 +87,8 @@ func mustJSON(t *testing.T, doc []byte) []byte {
 func applyDryRun(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
 	for _, u := range objs {
-		err := k8sClient.Patch(context.Background(), u, client.Apply, client.FieldOwner("config-test"), client.ForceOwnership, client.DryRunAll)
+		err := k8sClient.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u),
+			client.FieldOwner("config-test"), client.ForceOwnership, client.DryRunAll)
 		NewWithT(t).Expect(err).NotTo(HaveOccurred(), "%s %s", u.GetKind(), u.GetName())
 	}
 }
