@@ -333,7 +333,7 @@ func TestCSVMetadata(t *testing.T) {
 		modes[m.Type] = m.Supported
 	}
 	g.Expect(modes).To(Equal(map[string]bool{
-		"OwnNamespace": true, "SingleNamespace": false, "MultiNamespace": false, "AllNamespaces": true,
+		"OwnNamespace": true, "SingleNamespace": false, "MultiNamespace": false, "AllNamespaces": false,
 	}))
 
 	// The checked-in bundle is the chart's appVersion.
