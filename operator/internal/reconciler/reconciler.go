@@ -40,6 +40,15 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 	// Metrics receives the phase and precondition series.
 	Metrics *Metrics
+
+	// lastWrite remembers the status this reconciler last wrote and the
+	// resourceVersion it was written over: until the cache catches up with
+	// the write, the next reconcile compares with what was written, so it
+	// neither writes the same status again nor repeats a transition Event.
+	lastWrite struct {
+		overRV string
+		status operatorv1alpha1.APIGatewayStatus
+	}
 }
 
 // Request is the single key every event maps to.
@@ -59,6 +68,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if gw != nil {
 		log = log.WithValues("apigateway", klog.KObj(gw))
 		ctx = ctrl.LoggerInto(ctx, log)
+		if r.lastWrite.overRV != "" && gw.ResourceVersion == r.lastWrite.overRV {
+			gw.Status = *r.lastWrite.status.DeepCopy() // the cache has not seen our write yet
+		}
 	}
 
 	snap, err := r.readSnapshot(ctx)
@@ -213,6 +225,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, gw *operatorv1alpha1.APIGa
 		r.Metrics.Errors.WithLabelValues("", "status").Inc()
 		return fmt.Errorf("write APIGateway status: %w", err)
 	}
+	r.lastWrite.overRV, r.lastWrite.status = gw.ResourceVersion, *newStatus.DeepCopy()
 	return nil
 }
 
