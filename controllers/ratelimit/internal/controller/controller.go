@@ -58,7 +58,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	out := topology.Compute(in)
 
 	var existing networkingv1alpha3.EnvoyFilterList
-	if err := r.Client.List(ctx, &existing, ManagedSelector); err != nil {
+	if err := r.Client.List(ctx, &existing, ManagedSelector, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("list EnvoyFilters: %w", err)
 	}
 	live := map[string]*networkingv1alpha3.EnvoyFilter{}
@@ -97,8 +97,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 
 func (r *Reconciler) read(ctx context.Context) (topology.Input, []gatewayv1alpha1.RateLimit, error) {
 	in := topology.Input{GatewaysKnown: r.GatewaysKnown, APIRulesKnown: r.APIRulesKnown}
+	// The world is only read here (statuses are patched from copies), so the
+	// lists share the cache's objects instead of deep-copying thousands.
 	var limits gatewayv1alpha1.RateLimitList
-	if err := r.Client.List(ctx, &limits); err != nil {
+	if err := r.Client.List(ctx, &limits, client.UnsafeDisableDeepCopy); err != nil {
 		return in, nil, fmt.Errorf("list RateLimits: %w", err)
 	}
 	for _, l := range limits.Items {
@@ -109,7 +111,7 @@ func (r *Reconciler) read(ctx context.Context) (topology.Input, []gatewayv1alpha
 	}
 	if r.GatewaysKnown {
 		var gateways networkingv1.GatewayList
-		if err := r.Client.List(ctx, &gateways); err != nil {
+		if err := r.Client.List(ctx, &gateways, client.UnsafeDisableDeepCopy); err != nil {
 			return in, nil, fmt.Errorf("list Gateways: %w", err)
 		}
 		for _, g := range gateways.Items {
@@ -118,7 +120,7 @@ func (r *Reconciler) read(ctx context.Context) (topology.Input, []gatewayv1alpha
 	}
 	if r.APIRulesKnown {
 		var rules gatewayv1alpha1.APIRuleList
-		if err := r.Client.List(ctx, &rules); err != nil {
+		if err := r.Client.List(ctx, &rules, client.UnsafeDisableDeepCopy); err != nil {
 			return in, nil, fmt.Errorf("list APIRules: %w", err)
 		}
 		for _, a := range rules.Items {
