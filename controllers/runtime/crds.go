@@ -1,12 +1,18 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // CRD names a CustomResourceDefinition and the version a controller needs.
@@ -85,10 +91,36 @@ func stripCRD(watched []string) func(any) (any, error) {
 		if !slices.Contains(watched, crd.Name) {
 			return out, nil
 		}
+		out.Spec.Group = crd.Spec.Group
+		out.Spec.Names.Kind = crd.Spec.Names.Kind
 		for _, v := range crd.Spec.Versions {
 			out.Spec.Versions = append(out.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: v.Name, Served: v.Served})
 		}
 		out.Status.Conditions = crd.Status.Conditions
 		return out, nil
 	}
+}
+
+// awaitDiscovery waits until every required CRD's kind resolves through the
+// workers' REST mapper. A CRD is Established a moment before API discovery
+// lists it; starting the workers in that moment would make their watches
+// log errors until discovery catches up. The wait is bounded and only runs
+// when workers are about to start.
+func awaitDiscovery(ctx context.Context, reader client.Reader, mapper meta.RESTMapper, required []CRD) error {
+	for _, c := range required {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := reader.Get(ctx, client.ObjectKey{Name: c.Name}, crd); err != nil {
+			return fmt.Errorf("read CRD %s: %w", c.Name, err)
+		}
+		gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
+		err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Steps: 10, Cap: 2 * time.Second},
+			func(context.Context) (bool, error) {
+				_, err := mapper.RESTMapping(gk, c.Version)
+				return err == nil, nil
+			})
+		if err != nil {
+			return fmt.Errorf("%s is established but API discovery does not serve %s/%s yet: %w", c.Name, gk, c.Version, err)
+		}
+	}
+	return nil
 }

@@ -107,7 +107,8 @@ func (w *watchdog) Start(ctx context.Context) error {
 		w.running.Store(false)
 		stopInner()
 		if err := <-innerDone; err != nil {
-			w.log.Error(err, "Workers did not stop cleanly")
+			// A stop we asked for, possibly mid-start: not a failure.
+			w.log.V(1).Info("Workers stopped with an error", "error", err.Error())
 		}
 		stopInner, innerDone, running = nil, nil, nil
 	}
