@@ -222,6 +222,9 @@ func Run(ctx context.Context, c Controller, o Options) error {
 		if err != nil {
 			return nil, err
 		}
+		if err := awaitDiscovery(ctx, outer.GetCache(), inner.GetRESTMapper(), c.RequiredCRDs); err != nil {
+			return nil, err
+		}
 		if err := c.Setup(inner, e); err != nil {
 			return nil, fmt.Errorf("set up %s workers: %w", c.Name, err)
 		}
