@@ -69,9 +69,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/portico-dev/portico/hack/bench/benchkit"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -193,13 +193,9 @@ func main() {
 	}
 }
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
-}
-
 // run does the whole bench; errors mean the run broke.
 func run(ctx context.Context, o options) (retErr error) {
-	root, err := repoRoot()
+	root, err := benchkit.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -214,13 +210,13 @@ func run(ctx context.Context, o options) (retErr error) {
 
 	kubeconfig := o.kubeconfig
 	if kubeconfig == "" {
-		if kubeconfig, err = clusterUp(ctx, root, o.cluster); err != nil {
+		if kubeconfig, err = benchkit.ClusterUp(ctx, root, o.cluster); err != nil {
 			return err
 		}
 		if o.down {
 			defer func() {
 				// The run's context may be cancelled; the cluster goes anyway.
-				retErr = errors.Join(retErr, clusterDown(root, o.cluster))
+				retErr = errors.Join(retErr, benchkit.ClusterDown(root, o.cluster))
 			}()
 		}
 	}
@@ -294,62 +290,6 @@ func run(ctx context.Context, o options) (retErr error) {
 		return err
 	}
 	printTable(os.Stdout, header, ruleResult, limitResult)
-	return nil
-}
-
-// repoRoot finds the module root from the working directory, falling back
-// to the source location testenv knows.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		if raw, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && bytes.HasPrefix(raw, []byte("module github.com/portico-dev/portico\n")) {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if d := testenv.RepoRoot(); fileExists(filepath.Join(d, "hack", "cluster.sh")) {
-		return d, nil
-	}
-	return "", fmt.Errorf("run the bench from the portico repository (no go.mod of github.com/portico-dev/portico above %s)", dir)
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
-
-// clusterUp creates or reuses the kwok cluster; hack/cluster.sh prints the
-// kubeconfig path as its last stdout line and logs to stderr.
-func clusterUp(ctx context.Context, root, name string) (string, error) {
-	logf("bringing up cluster %s (hack/cluster.sh up %s)", name, name)
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "cluster.sh"), "up", name)
-	cmd.Dir = root
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("hack/cluster.sh up %s: %w", name, err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	kubeconfig := strings.TrimSpace(lines[len(lines)-1])
-	if kubeconfig == "" || !fileExists(kubeconfig) {
-		return "", fmt.Errorf("hack/cluster.sh up %s: last output line %q is not a kubeconfig file", name, kubeconfig)
-	}
-	return kubeconfig, nil
-}
-
-func clusterDown(root, name string) error {
-	logf("deleting cluster %s", name)
-	cmd := exec.Command(filepath.Join(root, "hack", "cluster.sh"), "down", name)
-	cmd.Dir = root
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("hack/cluster.sh down %s: %w", name, err)
-	}
 	return nil
 }
 
@@ -564,7 +504,7 @@ func (b *bench) installCRDs(ctx context.Context) error {
 		return err
 	}
 	crds = append(crds, istio...)
-	logf("applying %d CRDs", len(crds))
+	benchkit.Logf("applying %d CRDs", len(crds))
 	for _, crd := range crds {
 		raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd)
 		if err != nil {
@@ -643,7 +583,7 @@ func (b *bench) cleanup(ctx context.Context) error {
 	if len(nss.Items) == 0 {
 		return nil
 	}
-	logf("deleting the bench's %d namespaces", len(nss.Items))
+	benchkit.Logf("deleting the bench's %d namespaces", len(nss.Items))
 	for i := range nss.Items {
 		if err := b.c.Delete(ctx, &nss.Items[i]); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete namespace %s: %w", nss.Items[i].Name, err)
@@ -680,7 +620,7 @@ func (b *bench) createNamespaces(ctx context.Context) error {
 // createFixtures creates what the APIRules refer to: the Gateways and the
 // Services.
 func (b *bench) createFixtures(ctx context.Context) error {
-	logf("creating %d Gateways and %d Services", len(b.plan.gateways), len(b.plan.services))
+	benchkit.Logf("creating %d Gateways and %d Services", len(b.plan.gateways), len(b.plan.services))
 	var objs []client.Object
 	for _, gw := range b.plan.gateways {
 		objs = append(objs, gw)
@@ -702,7 +642,7 @@ func (b *bench) createFixtures(ctx context.Context) error {
 // only, so it polls.
 func (b *bench) waitEndpoints(ctx context.Context) error {
 	want := len(b.plan.services)
-	logf("waiting for kube-controller-manager to write the Endpoints and EndpointSlices of %d Services", want)
+	benchkit.Logf("waiting for kube-controller-manager to write the Endpoints and EndpointSlices of %d Services", want)
 	count := func(ctx context.Context, gvk schema.GroupVersionKind, opts ...client.ListOption) (int, error) {
 		n := 0
 		for _, ns := range b.plan.namespaces {
@@ -726,7 +666,7 @@ func (b *bench) waitEndpoints(ctx context.Context) error {
 			return false, err
 		}
 		if time.Since(last) > 10*time.Second {
-			logf("  Endpoints %d/%d, EndpointSlices %d/%d", endpoints, want, endpointSlices, want)
+			benchkit.Logf("  Endpoints %d/%d, EndpointSlices %d/%d", endpoints, want, endpointSlices, want)
 			last = time.Now()
 		}
 		return endpoints >= want && endpointSlices >= want, nil
@@ -884,7 +824,7 @@ func (b *bench) startInformers(ctx context.Context) (func(), error) {
 	go func() {
 		defer close(stopped)
 		if err := b.cache.Start(cacheCtx); err != nil {
-			logf("informers stopped: %v", err)
+			benchkit.Logf("informers stopped: %v", err)
 		}
 	}()
 	stopAndWait := func() {
@@ -1129,7 +1069,7 @@ type result struct {
 
 func (b *bench) phaseAPIRules(ctx context.Context, p *controllerProcess) (result, error) {
 	n := len(b.plan.apiRules)
-	logf("(1) creating %d APIRules (%d workers)", n, b.opts.workers)
+	benchkit.Logf("(1) creating %d APIRules (%d workers)", n, b.opts.workers)
 	tr := newAPIRuleTracker(b.plan)
 	b.setTracker(tr)
 	objs := make([]client.Object, 0, n)
@@ -1142,7 +1082,7 @@ func (b *bench) phaseAPIRules(ctx context.Context, p *controllerProcess) (result
 	if err != nil {
 		return result{}, err
 	}
-	logf("(1) created in %s; waiting for convergence", secs(created))
+	benchkit.Logf("(1) created in %s; waiting for convergence", secs(created))
 	if err := b.awaitConverged(ctx, tr, p, "(1)"); err != nil {
 		return result{}, err
 	}
@@ -1151,7 +1091,7 @@ func (b *bench) phaseAPIRules(ctx context.Context, p *controllerProcess) (result
 		create: created, converge: tr.done.at.Sub(t0),
 	}
 	res.notes = append(res.notes, "CPU until converged: "+b.cpu(p).since(cpu0))
-	logf("(1) converged after %s", secs(res.converge))
+	benchkit.Logf("(1) converged after %s", secs(res.converge))
 	if err := b.finish(ctx, p, &res); err != nil {
 		return result{}, err
 	}
@@ -1160,7 +1100,7 @@ func (b *bench) phaseAPIRules(ctx context.Context, p *controllerProcess) (result
 
 func (b *bench) phaseRateLimits(ctx context.Context, p *controllerProcess) (result, error) {
 	n := len(b.plan.rateLimits)
-	logf("(2) creating %d RateLimits over %d gateways (%d workers)", n, len(b.plan.gateways), b.opts.workers)
+	benchkit.Logf("(2) creating %d RateLimits over %d gateways (%d workers)", n, len(b.plan.gateways), b.opts.workers)
 	tr := newRateLimitTracker(b.plan)
 	b.setTracker(tr)
 	objs := make([]client.Object, 0, n)
@@ -1173,7 +1113,7 @@ func (b *bench) phaseRateLimits(ctx context.Context, p *controllerProcess) (resu
 	if err != nil {
 		return result{}, err
 	}
-	logf("(2) created in %s; waiting for convergence", secs(created))
+	benchkit.Logf("(2) created in %s; waiting for convergence", secs(created))
 	if err := b.awaitConverged(ctx, tr, p, "(2)"); err != nil {
 		return result{}, err
 	}
@@ -1182,7 +1122,7 @@ func (b *bench) phaseRateLimits(ctx context.Context, p *controllerProcess) (resu
 		create: created, converge: tr.done.at.Sub(t0),
 	}
 	res.notes = append(res.notes, "CPU until converged: "+b.cpu(p).since(cpu0))
-	logf("(2) converged after %s", secs(res.converge))
+	benchkit.Logf("(2) converged after %s", secs(res.converge))
 	b.mu.Lock()
 	res.notes = append(res.notes, fmt.Sprintf("verdicts at convergence: %s; %d EnvoyFilters", tr.verdicts(), len(tr.presentEF)))
 	b.mu.Unlock()
@@ -1207,7 +1147,7 @@ func (b *bench) awaitConverged(ctx context.Context, tr tracker, p *controllerPro
 			if m, err := p.scrape(ctx); err == nil {
 				reconciles = fmt.Sprintf(", %g reconciles", sumMetric(m, "controller_runtime_reconcile_total", nil))
 			}
-			logf("%s %s%s", phase, b.progress(), reconciles)
+			benchkit.Logf("%s %s%s", phase, b.progress(), reconciles)
 		case <-timer.C:
 			return fmt.Errorf("%s did not converge within %s: %s (controller log: %s)", phase, b.opts.timeout, b.progress(), p.logPath)
 		case <-p.exited:
@@ -1255,7 +1195,7 @@ func (b *bench) finish(ctx context.Context, p *controllerProcess, res *result) e
 		fmt.Sprintf("reconciles: %g at convergence, %g once idle (%s), mean %s each", res.reconcilesAtConvergence, res.reconciles, strings.Join(byResult, ", "), mean),
 		fmt.Sprintf("API requests: %s", strings.Join(requests, ", ")),
 		fmt.Sprintf("RSS now %s; log %s", mib(mem.rss), p.logPath))
-	logf("%s-controller idle: %g reconciles, peak RSS %s, peak heap %s", p.name, res.reconciles, mib(res.peakRSS), mib(res.peakHeap))
+	benchkit.Logf("%s-controller idle: %g reconciles, peak RSS %s, peak heap %s", p.name, res.reconciles, mib(res.peakRSS), mib(res.peakHeap))
 	return nil
 }
 
@@ -1361,11 +1301,11 @@ type controllerProcess struct {
 // and waits for its /readyz. A returned process must be stopped, also with
 // an error.
 func (b *bench) startController(ctx context.Context, name string) (*controllerProcess, error) {
-	metricsAddr, err := freeLoopbackAddr()
+	metricsAddr, err := benchkit.FreeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
-	probeAddr, err := freeLoopbackAddr()
+	probeAddr, err := benchkit.FreeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -1402,7 +1342,7 @@ func (b *bench) startController(ctx context.Context, name string) (*controllerPr
 		_ = logFile.Close()
 		close(p.exited)
 	}()
-	logf("%s-controller started (pid %d), log: %s", name, cmd.Process.Pid, p.logPath)
+	benchkit.Logf("%s-controller started (pid %d), log: %s", name, cmd.Process.Pid, p.logPath)
 	p.sampler = startHeapSampler(p, b.opts.sample)
 	if err := p.waitReady(ctx, 2*time.Minute); err != nil {
 		return p, err
@@ -1417,7 +1357,7 @@ func (p *controllerProcess) stop() error {
 	case <-p.exited:
 		// It exited on its own (or with the terminal's Ctrl-C).
 	default:
-		logf("stopping %s-controller (SIGTERM)", p.name)
+		benchkit.Logf("stopping %s-controller (SIGTERM)", p.name)
 		p.cancel()
 		<-p.exited
 	}
@@ -1428,15 +1368,6 @@ func (p *controllerProcess) stop() error {
 		return fmt.Errorf("%s-controller: %w (log: %s)", p.name, p.err, p.logPath)
 	}
 	return nil
-}
-
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := l.Addr().String()
-	return addr, l.Close()
 }
 
 // waitReady waits for the controller's /readyz (CRDs found, workers'

@@ -60,9 +60,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/portico-dev/portico/hack/bench/benchkit"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -178,14 +178,10 @@ func main() {
 	}
 }
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
-}
-
 // run does the whole bench; errors mean the run broke, not that a target
 // was missed.
 func run(ctx context.Context, o options) (retErr error) {
-	root, err := repoRoot()
+	root, err := benchkit.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -198,13 +194,13 @@ func run(ctx context.Context, o options) (retErr error) {
 
 	kubeconfig := o.kubeconfig
 	if kubeconfig == "" {
-		if kubeconfig, err = clusterUp(ctx, root, o.cluster); err != nil {
+		if kubeconfig, err = benchkit.ClusterUp(ctx, root, o.cluster); err != nil {
 			return err
 		}
 		if o.down {
 			defer func() {
 				// The run's context may be cancelled; the cluster goes anyway.
-				retErr = errors.Join(retErr, clusterDown(root, o.cluster))
+				retErr = errors.Join(retErr, benchkit.ClusterDown(root, o.cluster))
 			}()
 		}
 	}
@@ -228,14 +224,14 @@ func run(ctx context.Context, o options) (retErr error) {
 	}
 	b.op = op
 	defer func() { retErr = errors.Join(retErr, op.stop()) }()
-	logf("operator started (pid %d), log: %s", op.cmd.Process.Pid, op.logPath)
+	benchkit.Logf("operator started (pid %d), log: %s", op.cmd.Process.Pid, op.logPath)
 	if err := op.waitReady(ctx, 2*time.Minute); err != nil {
 		return err
 	}
 
 	// The operator's first reconcile may still be updating what an earlier
 	// run left (a new image tag, say): wait until it is done.
-	logf("waiting for both controllers to be Ready and the operator to be idle")
+	benchkit.Logf("waiting for both controllers to be Ready and the operator to be idle")
 	if err := b.waitSettled(ctx, 4*o.timeout); err != nil {
 		return err
 	}
@@ -261,62 +257,6 @@ func run(ctx context.Context, o options) (retErr error) {
 		return err
 	}
 	printTable(os.Stdout, header, o, created, recreated, gone, writes)
-	return nil
-}
-
-// repoRoot finds the module root from the working directory, falling back
-// to the source location testenv knows.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		if raw, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && bytes.HasPrefix(raw, []byte("module github.com/portico-dev/portico\n")) {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if d := testenv.RepoRoot(); fileExists(filepath.Join(d, "hack", "cluster.sh")) {
-		return d, nil
-	}
-	return "", fmt.Errorf("run the bench from the portico repository (no go.mod of github.com/portico-dev/portico above %s)", dir)
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
-
-// clusterUp creates or reuses the kwok cluster; hack/cluster.sh prints the
-// kubeconfig path as its last stdout line and logs to stderr.
-func clusterUp(ctx context.Context, root, name string) (string, error) {
-	logf("bringing up cluster %s (hack/cluster.sh up %s)", name, name)
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "cluster.sh"), "up", name)
-	cmd.Dir = root
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("hack/cluster.sh up %s: %w", name, err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	kubeconfig := strings.TrimSpace(lines[len(lines)-1])
-	if kubeconfig == "" || !fileExists(kubeconfig) {
-		return "", fmt.Errorf("hack/cluster.sh up %s: last output line %q is not a kubeconfig file", name, kubeconfig)
-	}
-	return kubeconfig, nil
-}
-
-func clusterDown(root, name string) error {
-	logf("deleting cluster %s", name)
-	cmd := exec.Command(filepath.Join(root, "hack", "cluster.sh"), "down", name)
-	cmd.Dir = root
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("hack/cluster.sh down %s: %w", name, err)
-	}
 	return nil
 }
 
@@ -367,7 +307,7 @@ func (b *bench) setup(ctx context.Context) error {
 	if err := b.waitTerminatingCRDs(ctx, crds); err != nil {
 		return err
 	}
-	logf("applying %d CRDs", len(crds))
+	benchkit.Logf("applying %d CRDs", len(crds))
 	for _, crd := range crds {
 		if err := b.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(crd.DeepCopy()),
 			client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
@@ -394,7 +334,7 @@ func (b *bench) setup(ctx context.Context) error {
 		}
 	}
 
-	logf("applying namespace %s, ServiceAccounts and APIGateway %s", b.opts.namespace, operatorv1alpha1.SingletonName)
+	benchkit.Logf("applying namespace %s, ServiceAccounts and APIGateway %s", b.opts.namespace, operatorv1alpha1.SingletonName)
 	if err := b.c.Apply(ctx, corev1ac.Namespace(b.opts.namespace), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply namespace %s: %w", b.opts.namespace, err)
 	}
@@ -435,7 +375,7 @@ func (b *bench) waitTerminatingCRDs(ctx context.Context, crds []*unstructured.Un
 				break
 			}
 			if !logged {
-				logf("CRD %s is still being deleted (left by an earlier run); waiting for it to go", name)
+				benchkit.Logf("CRD %s is still being deleted (left by an earlier run); waiting for it to go", name)
 				logged = true
 			}
 			if time.Now().After(deadline) {
@@ -482,7 +422,7 @@ func (b *bench) sourceCRDs() ([]*unstructured.Unstructured, error) {
 	}
 	for _, g := range gatewayCRDs {
 		if name := g.plural + ".gateway.portico.dev"; !has(name) {
-			logf("config/crd/bases/gateway.portico.dev_%s.yaml is missing: installing a minimal CRD %s", g.plural, name)
+			benchkit.Logf("config/crd/bases/gateway.portico.dev_%s.yaml is missing: installing a minimal CRD %s", g.plural, name)
 			crds = append(crds, minimalCRD("gateway.portico.dev", g.plural, g.kind, "v1alpha1"))
 		}
 	}
@@ -580,7 +520,7 @@ func (b *bench) startInformers(ctx context.Context) error {
 	}
 	go func() {
 		if err := b.cache.Start(ctx); err != nil {
-			logf("informers stopped: %v", err)
+			benchkit.Logf("informers stopped: %v", err)
 		}
 	}()
 	syncCtx, cancel := context.WithTimeout(ctx, b.opts.timeout)
@@ -768,7 +708,7 @@ func available(d *appsv1.Deployment) bool {
 // runCRDCycles measures (a) and (c): each cycle deletes the EnvoyFilter CRD
 // and creates it again.
 func (b *bench) runCRDCycles(ctx context.Context) (created, gone []time.Duration, err error) {
-	logf("(a)+(c): %d cycles of deleting and re-creating CRD %s", b.opts.cycles, gatedCRD)
+	benchkit.Logf("(a)+(c): %d cycles of deleting and re-creating CRD %s", b.opts.cycles, gatedCRD)
 	for i := range b.opts.cycles {
 		if err := b.waitSettled(ctx, b.opts.timeout); err != nil {
 			return nil, nil, fmt.Errorf("cycle %d: %w", i+1, err)
@@ -825,7 +765,7 @@ func (b *bench) crdCycle(ctx context.Context) (created, gone time.Duration, err 
 			seen = msSince(t0, term.at)
 		default:
 		}
-		logf("  (c) t0 %s delete returned (call took %s), deletionTimestamp seen %s, Deployment Deleted %s, CRD removed %s",
+		benchkit.Logf("  (c) t0 %s delete returned (call took %s), deletionTimestamp seen %s, Deployment Deleted %s, CRD removed %s",
 			stamp(t0), msSince(call, t0), seen, msSince(t0, e.at), msSince(t0, removed.at))
 	}
 
@@ -851,7 +791,7 @@ func (b *bench) crdCycle(ctx context.Context) (created, gone time.Duration, err 
 		return 0, 0, err
 	}
 	if b.opts.verbose {
-		logf("  (a) t0 %s Established seen, Deployment Added %s (CRD created %s before t0)",
+		benchkit.Logf("  (a) t0 %s Established seen, Deployment Added %s (CRD created %s before t0)",
 			stamp(est.at), msSince(est.at, add.at), msSince(created0, est.at))
 	}
 	return add.at.Sub(est.at), gone, nil
@@ -893,7 +833,7 @@ func (b *bench) waitCRDServing(ctx context.Context, crd *apiextensionsv1.CustomR
 // runSelfHealCycles measures (b): each cycle deletes the apirule-controller
 // Deployment.
 func (b *bench) runSelfHealCycles(ctx context.Context) ([]time.Duration, error) {
-	logf("(b): %d cycles of deleting deployment %s", b.opts.cycles, healedDeployment)
+	benchkit.Logf("(b): %d cycles of deleting deployment %s", b.opts.cycles, healedDeployment)
 	var out []time.Duration
 	for i := range b.opts.cycles {
 		if err := b.waitSettled(ctx, b.opts.timeout); err != nil {
@@ -929,7 +869,7 @@ func (b *bench) runSelfHealCycles(ctx context.Context) ([]time.Duration, error) 
 				seen = msSince(t0, g.at)
 			default:
 			}
-			logf("  (b) t0 %s delete returned (call took %s), Deleted seen %s, new Deployment Added %s",
+			benchkit.Logf("  (b) t0 %s delete returned (call took %s), Deleted seen %s, new Deployment Added %s",
 				stamp(t0), msSince(call, t0), seen, msSince(t0, e.at))
 		}
 		progress(i+1, b.opts.cycles)
@@ -939,7 +879,7 @@ func (b *bench) runSelfHealCycles(ctx context.Context) ([]time.Duration, error) 
 
 func progress(done, total int) {
 	if done == total || done%10 == 0 {
-		logf("  %d/%d cycles", done, total)
+		benchkit.Logf("  %d/%d cycles", done, total)
 	}
 }
 
@@ -957,7 +897,7 @@ func (w writeCount) total() float64 {
 // steadyWrites measures (d): the operator's API writes over --steady once
 // nothing changes any more.
 func (b *bench) steadyWrites(ctx context.Context) (writeCount, error) {
-	logf("(d): waiting for quiescence")
+	benchkit.Logf("(d): waiting for quiescence")
 	if err := b.waitSettled(ctx, 4*b.opts.timeout); err != nil {
 		return nil, err
 	}
@@ -966,7 +906,7 @@ func (b *bench) steadyWrites(ctx context.Context) (writeCount, error) {
 		return nil, err
 	}
 
-	logf("(d): counting the operator's API writes for %s", b.opts.steady)
+	benchkit.Logf("(d): counting the operator's API writes for %s", b.opts.steady)
 	if err := b.sleep(ctx, b.opts.steady); err != nil {
 		return nil, err
 	}
@@ -1065,11 +1005,11 @@ type operatorProcess struct {
 // startOperator runs the operator binary against the cluster, with metrics
 // and probes on free loopback ports and its output in a log file.
 func startOperator(o options, kubeconfig string) (*operatorProcess, error) {
-	metricsAddr, err := freeLoopbackAddr()
+	metricsAddr, err := benchkit.FreeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
-	probeAddr, err := freeLoopbackAddr()
+	probeAddr, err := benchkit.FreeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -1116,7 +1056,7 @@ func (p *operatorProcess) stop() error {
 	case <-p.exited:
 		// It exited on its own (or with the terminal's Ctrl-C).
 	default:
-		logf("stopping the operator (SIGTERM)")
+		benchkit.Logf("stopping the operator (SIGTERM)")
 		p.cancel()
 		<-p.exited
 	}
@@ -1129,18 +1069,9 @@ func (p *operatorProcess) stop() error {
 	return nil
 }
 
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := l.Addr().String()
-	return addr, l.Close()
-}
-
 // waitReady waits for the operator's /readyz (caches synced).
 func (p *operatorProcess) waitReady(ctx context.Context, timeout time.Duration) error {
-	logf("waiting for the operator's /readyz")
+	benchkit.Logf("waiting for the operator's /readyz")
 	deadline := time.Now().Add(timeout)
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.readyURL, nil)

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,13 +14,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	controllerruntime "github.com/portico-dev/portico/controllers/runtime"
 )
 
 // FieldManager is the apirule controller's server-side apply identity.
@@ -144,19 +143,10 @@ func (r *Reconciler) applyIfChanged(ctx context.Context, desired, live client.Ob
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("read %T %s: %w", live, key, err)
 	}
-	raw, err := json.Marshal(desired)
-	if err != nil {
+	if err := controllerruntime.Apply(ctx, r.Client, desired, FieldManager); err != nil {
 		return err
 	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(raw); err != nil {
-		return err
-	}
-	unstructured.RemoveNestedField(u.Object, "status")
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("apply %s %s: %w", u.GetKind(), key, err)
-	}
-	ctrl.LoggerFrom(ctx).V(1).Info("Applied", "kind", u.GetKind(), "name", key.Name)
+	ctrl.LoggerFrom(ctx).V(1).Info("Applied", "kind", fmt.Sprintf("%T", desired), "name", key.Name)
 	return nil
 }
 

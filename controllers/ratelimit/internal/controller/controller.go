@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -12,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -23,6 +21,7 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/ratelimit/internal/topology"
+	controllerruntime "github.com/portico-dev/portico/controllers/runtime"
 )
 
 // FieldManager is the ratelimit controller's server-side apply identity.
@@ -135,17 +134,8 @@ func (r *Reconciler) apply(ctx context.Context, desired, live *networkingv1alpha
 	if live != nil && proto.Equal(&desired.Spec, &live.Spec) && equality.Semantic.DeepEqual(desired.Labels, live.Labels) {
 		return nil
 	}
-	raw, err := json.Marshal(desired)
-	if err != nil {
+	if err := controllerruntime.Apply(ctx, r.Client, desired, FieldManager); err != nil {
 		return err
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(raw); err != nil {
-		return err
-	}
-	unstructured.RemoveNestedField(u.Object, "status")
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("apply EnvoyFilter %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Applied EnvoyFilter", "envoyfilter", desired.Namespace+"/"+desired.Name)
 	return nil
