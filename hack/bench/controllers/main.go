@@ -1068,64 +1068,50 @@ type result struct {
 }
 
 func (b *bench) phaseAPIRules(ctx context.Context, p *controllerProcess) (result, error) {
-	n := len(b.plan.apiRules)
-	benchkit.Logf("(1) creating %d APIRules (%d workers)", n, b.opts.workers)
-	tr := newAPIRuleTracker(b.plan)
-	b.setTracker(tr)
-	objs := make([]client.Object, 0, n)
+	objs := make([]client.Object, 0, len(b.plan.apiRules))
 	for _, r := range b.plan.apiRules {
 		objs = append(objs, r)
 	}
-	cpu0 := b.cpu(p)
-	t0 := time.Now()
-	created, err := b.createAll(ctx, objs)
-	if err != nil {
-		return result{}, err
-	}
-	benchkit.Logf("(1) created in %s; waiting for convergence", secs(created))
-	if err := b.awaitConverged(ctx, tr, p, "(1)"); err != nil {
-		return result{}, err
-	}
-	res := result{
-		controller: "apirule", objects: fmt.Sprintf("%d APIRules", n),
-		create: created, converge: tr.done.at.Sub(t0),
-	}
-	res.notes = append(res.notes, "CPU until converged: "+b.cpu(p).since(cpu0))
-	benchkit.Logf("(1) converged after %s", secs(res.converge))
-	if err := b.finish(ctx, p, &res); err != nil {
-		return result{}, err
-	}
-	return res, nil
+	return b.runPhase(ctx, p, "(1)", "apirule", fmt.Sprintf("%d APIRules", len(objs)), objs, newAPIRuleTracker(b.plan), nil)
 }
 
 func (b *bench) phaseRateLimits(ctx context.Context, p *controllerProcess) (result, error) {
-	n := len(b.plan.rateLimits)
-	benchkit.Logf("(2) creating %d RateLimits over %d gateways (%d workers)", n, len(b.plan.gateways), b.opts.workers)
-	tr := newRateLimitTracker(b.plan)
-	b.setTracker(tr)
-	objs := make([]client.Object, 0, n)
+	objs := make([]client.Object, 0, len(b.plan.rateLimits))
 	for _, r := range b.plan.rateLimits {
 		objs = append(objs, r)
 	}
+	tr := newRateLimitTracker(b.plan)
+	objects := fmt.Sprintf("%d RateLimits / %d gateways", len(objs), len(b.plan.gateways))
+	return b.runPhase(ctx, p, "(2)", "ratelimit", objects, objs, tr, func() string {
+		return fmt.Sprintf("verdicts at convergence: %s; %d EnvoyFilters", tr.verdicts(), len(tr.presentEF))
+	})
+}
+
+// runPhase creates objs as fast as the workers allow, waits until the
+// tracker sees convergence and returns the measured result. note, when set,
+// adds a line computed (under the bench lock) at convergence.
+func (b *bench) runPhase(ctx context.Context, p *controllerProcess, label, controller, objects string,
+	objs []client.Object, tr tracker, note func() string) (result, error) {
+	benchkit.Logf("%s creating %s (%d workers)", label, objects, b.opts.workers)
+	b.setTracker(tr)
 	cpu0 := b.cpu(p)
 	t0 := time.Now()
 	created, err := b.createAll(ctx, objs)
 	if err != nil {
 		return result{}, err
 	}
-	benchkit.Logf("(2) created in %s; waiting for convergence", secs(created))
-	if err := b.awaitConverged(ctx, tr, p, "(2)"); err != nil {
+	benchkit.Logf("%s created in %s; waiting for convergence", label, secs(created))
+	if err := b.awaitConverged(ctx, tr, p, label); err != nil {
 		return result{}, err
 	}
-	res := result{
-		controller: "ratelimit", objects: fmt.Sprintf("%d RateLimits / %d gateways", n, len(b.plan.gateways)),
-		create: created, converge: tr.done.at.Sub(t0),
-	}
+	res := result{controller: controller, objects: objects, create: created, converge: tr.completion().at.Sub(t0)}
 	res.notes = append(res.notes, "CPU until converged: "+b.cpu(p).since(cpu0))
-	benchkit.Logf("(2) converged after %s", secs(res.converge))
-	b.mu.Lock()
-	res.notes = append(res.notes, fmt.Sprintf("verdicts at convergence: %s; %d EnvoyFilters", tr.verdicts(), len(tr.presentEF)))
-	b.mu.Unlock()
+	benchkit.Logf("%s converged after %s", label, secs(res.converge))
+	if note != nil {
+		b.mu.Lock()
+		res.notes = append(res.notes, note())
+		b.mu.Unlock()
+	}
 	if err := b.finish(ctx, p, &res); err != nil {
 		return result{}, err
 	}
