@@ -5,6 +5,8 @@
 #
 #   hack/testbin.sh            build what is missing, print the directory
 #   hack/testbin.sh --path     print the directory without building
+#   hack/testbin.sh --node     also build the node binaries (kubelet,
+#                              kube-proxy) the node e2e target needs
 #
 # Binaries land in ${PORTICO_TESTBIN:-$XDG_CACHE_HOME/portico/testbin}/<key>,
 # where <key> changes whenever a pinned version changes, so a warm run only
@@ -27,6 +29,9 @@ if [[ "${1:-}" == "--path" ]]; then
 fi
 
 want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl helm)
+if [[ "${1:-}" == "--node" ]]; then
+	want+=(kubelet kube-proxy)
+fi
 missing=()
 for b in "${want[@]}"; do
 	[[ -x "$dir/$b" ]] || missing+=("$b")
@@ -36,8 +41,22 @@ if [[ ${#missing[@]} -eq 0 ]]; then
 	exit 0
 fi
 
-mkdir -p "$dir.partial"
 log() { echo "testbin: $*" >&2; }
+
+# One build at a time: concurrent callers (parallel test packages, a second
+# make) wait for the first and then find the binaries present.
+mkdir -p "$cache_root"
+exec 8>"$cache_root/.$KUBE_VERSION-$key.lock"
+flock 8
+missing=()
+for b in "${want[@]}"; do
+	[[ -x "$dir/$b" ]] || missing+=("$b")
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+	echo "$dir"
+	exit 0
+fi
+mkdir -p "$dir.partial"
 
 # Version stamps so the servers and kubectl report the real release.
 major=${KUBE_VERSION#v}; major=${major%%.*}
@@ -55,7 +74,7 @@ for b in "${missing[@]}"; do
 		log "building etcd"
 		(cd "$tools" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dir.partial/etcd" ./cmd/etcd)
 		;;
-	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
+	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet | kube-proxy)
 		log "building $b $KUBE_VERSION"
 		(cd "$tools" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dir.partial/$b" "k8s.io/kubernetes/cmd/$b")
 		;;
