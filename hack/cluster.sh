@@ -21,8 +21,16 @@
 #     clusters/NAME.kubeconfig
 #
 # Environment:
-#   PORTICO_KWOK_NODES    number of fake nodes to create (default 1)
+#   PORTICO_KWOK_NODES    number of fake nodes to create (default 1; 0 for
+#                         a cluster whose only node is real, see node.sh)
 #   PORTICO_CLUSTER_WAIT  how long to wait for readiness (default 180s)
+#   PORTICO_APISERVER_ADVERTISE  an address of this host the API server
+#                         listens on and advertises, so pods reach it
+#                         through the `kubernetes` Service (node.sh)
+#   PORTICO_APISERVER_SANS  extra comma-separated serving-certificate SANs
+#   PORTICO_ADMISSION     1 turns the API server's admission plugins on
+#                         (ServiceAccount, PodSecurity, ...); kwokctl turns
+#                         them off by default
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -113,6 +121,12 @@ kwok_config() {
 		  # by default; etcd has no authentication, so keep it all on loopback.
 		  bindAddress: 127.0.0.1
 	EOF
+	if [[ -n "${PORTICO_APISERVER_SANS:-}" ]]; then
+		echo "  kubeApiserverCertSANs: [${PORTICO_APISERVER_SANS}]" >>"$file"
+	fi
+	if [[ "${PORTICO_ADMISSION:-}" == 1 ]]; then
+		echo "  kubeAdmission: true" >>"$file"
+	fi
 }
 
 # apply_nodes creates the fake nodes. kwok-controller (as started by kwokctl)
@@ -182,8 +196,16 @@ cmd_up() {
 	# with leader election on, after a restart both wait out the lease of
 	# their previous process (~15s) before doing anything.
 	# --kubeconfig= (empty) stops kwokctl from editing ~/.kube/config.
+	local extra=()
+	if [[ -n "${PORTICO_APISERVER_ADVERTISE:-}" ]]; then
+		# Listen on every address (the advertised one included) while
+		# kwokctl and the host keep using 127.0.0.1.
+		extra+=(--extra-args "kube-apiserver=bind-address=0.0.0.0"
+			--extra-args "kube-apiserver=advertise-address=$PORTICO_APISERVER_ADVERTISE")
+	fi
 	kwokctl create cluster \
 		--config "$config" \
+		"${extra[@]}" \
 		--runtime binary \
 		--etcd-binary "$bin/etcd" \
 		--kube-apiserver-binary "$bin/kube-apiserver" \
@@ -206,9 +228,11 @@ cmd_up() {
 		sleep 1
 	done
 
-	log "applying $nodes fake node(s)"
-	apply_nodes
-	kubectl wait --for=condition=Ready node --selector type=kwok --timeout "$wait_timeout" >&2
+	if ((nodes > 0)); then
+		log "applying $nodes fake node(s)"
+		apply_nodes
+		kubectl wait --for=condition=Ready node --selector type=kwok --timeout "$wait_timeout" >&2
+	fi
 
 	# Pods need the default ServiceAccount, which the controller manager
 	# creates shortly after start; waiting here avoids a racy first apply.
@@ -270,7 +294,7 @@ main() {
 	local cmd=$1
 	name=${2:-portico}
 	[[ "$name" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || die "invalid cluster name: $name"
-	[[ "$nodes" =~ ^[1-9][0-9]*$ ]] || die "PORTICO_KWOK_NODES must be a positive integer"
+	[[ "$nodes" =~ ^[0-9]+$ ]] || die "PORTICO_KWOK_NODES must be a non-negative integer"
 	[[ "$wait_timeout" =~ ^[1-9][0-9]*s$ ]] || die "PORTICO_CLUSTER_WAIT must be in seconds, e.g. 180s"
 	kubeconfig=$kubeconfig_dir/$name.kubeconfig
 

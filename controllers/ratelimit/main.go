@@ -4,17 +4,16 @@
 package main
 
 import (
+	"os"
+
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/ratelimit/internal/controller"
-	"github.com/portico-dev/portico/controllers/ratelimit/internal/topology"
 	controllerruntime "github.com/portico-dev/portico/controllers/runtime"
 )
 
@@ -24,6 +23,11 @@ var (
 	istioGateways = controllerruntime.CRD{Name: "gateways.networking.istio.io", Version: "v1"}
 	apiRules      = controllerruntime.CRD{Name: "apirules.gateway.portico.dev", Version: "v1alpha1"}
 )
+
+// rootNamespaceEnv overrides Istio's root namespace (meshConfig.rootNamespace,
+// istio-system by default), where an EnvoyFilter reaches the matching pods of
+// every namespace; set it with spec.controllers[].env of the APIGateway.
+const rootNamespaceEnv = "ISTIO_ROOT_NAMESPACE"
 
 func main() {
 	controllerruntime.Main(controllerruntime.Controller{
@@ -37,17 +41,13 @@ func main() {
 		AddToScheme: []func(*runtime.Scheme) error{
 			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, networkingv1alpha3.AddToScheme,
 		},
-		Cache: func(opts *cache.Options, _ controllerruntime.Environment) {
-			// Only the EnvoyFilters this controller writes are cached.
-			opts.ByObject = map[client.Object]cache.ByObject{
-				&networkingv1alpha3.EnvoyFilter{}: {Label: labels.SelectorFromSet(labels.Set{topology.LabelManagedBy: topology.ManagedBy})},
-			}
-		},
+		Cache: func(opts *cache.Options, _ controllerruntime.Environment) { controller.ConfigureCache(opts) },
 		Setup: func(mgr ctrl.Manager, env controllerruntime.Environment) error {
 			r := &controller.Reconciler{
 				Client:        mgr.GetClient(),
 				GatewaysKnown: env.HasOptional(istioGateways),
 				APIRulesKnown: env.HasOptional(apiRules),
+				RootNamespace: os.Getenv(rootNamespaceEnv),
 			}
 			return r.SetupWithManager(mgr)
 		},

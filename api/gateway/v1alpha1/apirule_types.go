@@ -14,6 +14,11 @@ type Hostname string
 // +kubebuilder:validation:Enum=GET;HEAD;POST;PUT;PATCH;DELETE;OPTIONS
 type HTTPMethod string
 
+// AnnotationAllowedAPIRuleNamespaces, on a Service, lists the namespaces
+// (comma separated, or "*" for all) whose APIRules may route to it from
+// another namespace. Whoever may write the Service grants it.
+const AnnotationAllowedAPIRuleNamespaces = "gateway.portico.dev/allowed-apirule-namespaces"
+
 // ServiceReference points at a port of a Kubernetes Service.
 type ServiceReference struct {
 	// name of the Service.
@@ -23,7 +28,15 @@ type ServiceReference struct {
 	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
-	// namespace of the Service; defaults to the APIRule's namespace.
+	// namespace of the Service; defaults to the APIRule's namespace. A
+	// Service in another namespace must consent: its annotation
+	// gateway.portico.dev/allowed-apirule-namespaces lists the namespaces
+	// whose APIRules may route to it, comma separated ("team-a,team-b"), or
+	// is "*" for every namespace. Without consent the APIRule is not applied
+	// (reason ReferenceNotPermitted). The AuthorizationPolicy and
+	// RequestAuthentication of such a Service are created in its namespace,
+	// labelled with the APIRule's namespace and name, and deleted by the
+	// controller when the APIRule is deleted or stops routing there.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
@@ -69,8 +82,12 @@ type CORSPolicy struct {
 	// +optional
 	AllowCredentials *bool `json:"allowCredentials,omitempty"`
 
-	// maxAge is how long a preflight response may be cached.
+	// maxAge is how long a preflight response may be cached: whole seconds
+	// from 1s to 24h, such as 600s or 10m (Istio and browsers count seconds).
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self != '' && self.matches('^([0-9]+([.][0-9]{1,2})?h)?([0-9]+([.][0-9])?m)?([0-9]+s)?$') && duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="maxAge must be a whole number of seconds from 1s to 24h, such as 600s or 10m"
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 }
 
@@ -126,8 +143,12 @@ type Rule struct {
 	// +optional
 	Service *ServiceReference `json:"service,omitempty"`
 
-	// timeout of requests on this path; overrides spec.timeout.
+	// timeout of requests on this path; overrides spec.timeout. A duration
+	// from 1ms to 1h in whole milliseconds (Istio rejects finer ones).
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self != '' && self.matches('^([0-9]+([.][0-9]{1,5})?h)?([0-9]+([.][0-9]{1,4})?m)?([0-9]+([.][0-9]{1,3})?s)?([0-9]+ms)?$') && duration(self) >= duration('1ms') && duration(self) <= duration('1h')",message="timeout must be a duration from 1ms to 1h in whole milliseconds, such as 500ms, 15s or 1m30s"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// noAuth: true lets every request through without authentication.
@@ -159,8 +180,12 @@ type APIRuleSpec struct {
 	// +optional
 	Service *ServiceReference `json:"service,omitempty"`
 
-	// timeout of requests; Istio's default when empty.
+	// timeout of requests; Istio's default when empty. A duration from 1ms
+	// to 1h in whole milliseconds, such as 500ms, 15s or 1m30s.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self != '' && self.matches('^([0-9]+([.][0-9]{1,5})?h)?([0-9]+([.][0-9]{1,4})?m)?([0-9]+([.][0-9]{1,3})?s)?([0-9]+ms)?$') && duration(self) >= duration('1ms') && duration(self) <= duration('1h')",message="timeout must be a duration from 1ms to 1h in whole milliseconds, such as 500ms, 15s or 1m30s"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// cors policy of the hosts.
@@ -168,11 +193,18 @@ type APIRuleSpec struct {
 	CORS *CORSPolicy `json:"cors,omitempty"`
 
 	// rules are the exposed paths. Two rules may not share a path and a
-	// method (a rule without methods has them all).
+	// method (a rule without methods has them all). A prefix rule ("/api/*")
+	// that covers another rule's path ("/api/admin") with a method in common
+	// and serves the same workload must have the same authentication (both
+	// noAuth, or jwt with the same issuer, audiences and scopes): Istio adds
+	// up the access rules of a workload, so the covering rule would open the
+	// covered path. The API server checks rules naming the same service; the
+	// controller checks the rest (reason InvalidRule).
 	// +required
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:XValidation:rule="self.all(a, self.filter(b, b.path == a.path && (!has(a.methods) || !has(b.methods) || a.methods.exists(m, m in b.methods))).size() == 1)",message="two rules have the same path and a method in common"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.path.endsWith('/*') || self.all(b, b.path == a.path || !b.path.startsWith(a.path.substring(0, a.path.size() - 1)) || (has(a.methods) && has(b.methods) && !a.methods.exists(m, m in b.methods)) || has(a.service) != has(b.service) || (has(a.service) && a.service != b.service) || (!has(a.jwt) && !has(b.jwt)) || (has(a.jwt) && has(b.jwt) && a.jwt.issuer == b.jwt.issuer && has(a.jwt.audiences) == has(b.jwt.audiences) && (!has(a.jwt.audiences) || sets.equivalent(a.jwt.audiences, b.jwt.audiences)) && has(a.jwt.requiredScopes) == has(b.jwt.requiredScopes) && (!has(a.jwt.requiredScopes) || sets.equivalent(a.jwt.requiredScopes, b.jwt.requiredScopes)))))",message="a prefix rule covers another rule's path with a method in common and the same service but different authentication; Istio adds up access rules, so the covered path would be open to the prefix rule's callers: give both the same noAuth or jwt, or make the paths disjoint"
 	Rules []Rule `json:"rules"`
 }
 
@@ -190,12 +222,19 @@ type APIRuleStatus struct {
 }
 
 // APIRule exposes a Service through an Istio Gateway with per-path access
-// rules. The apirule controller turns it into one VirtualService, one
-// AuthorizationPolicy and, when a rule uses JWT, one RequestAuthentication.
+// rules. The apirule controller turns it into one VirtualService and, for
+// every backend workload the rules route to, one AuthorizationPolicy and,
+// when a rule routed there uses JWT, one RequestAuthentication. The objects
+// for spec.service are named like the APIRule, the others
+// <apirule>-<service> (prefixed with the APIRule's namespace when they live
+// in the Service's namespace, shortened with a hash beyond 63 characters).
+// The controller never changes or deletes an object it did not create: a
+// same-named object of someone else's is reported (reason Conflict).
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=portico
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="an APIRule name has at most 63 characters: its Istio objects carry it in a label"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Hosts",type=string,JSONPath=`.spec.hosts`

@@ -5,8 +5,9 @@ const ConditionReady = "Ready"
 
 // APIRule's Ready condition reasons.
 const (
-	// ReasonApplied (True): the VirtualService, AuthorizationPolicy and, with
-	// JWT rules, RequestAuthentication match the APIRule.
+	// ReasonApplied (True): the VirtualService and, for every backend
+	// workload, the AuthorizationPolicy and (with JWT rules)
+	// RequestAuthentication match the APIRule.
 	ReasonApplied = "Applied"
 	// ReasonServiceNotFound (False): a referenced Service does not exist; the
 	// live Istio objects are left as they were.
@@ -19,17 +20,38 @@ const (
 	// ReasonApplyFailed (False): writing an Istio object failed; the
 	// message has the API server's error.
 	ReasonApplyFailed = "ApplyFailed"
+	// ReasonConflict (False): an Istio object the APIRule needs already
+	// exists and was not created for this APIRule (another APIRule's, or an
+	// administrator's); the message names it. The controller leaves it
+	// untouched and writes nothing else until it is gone or renamed.
+	ReasonConflict = "Conflict"
+	// ReasonReferenceNotPermitted (False): a rule routes to a Service in
+	// another namespace that does not exist or does not list the APIRule's
+	// namespace in its gateway.portico.dev/allowed-apirule-namespaces
+	// annotation; nothing is written.
+	ReasonReferenceNotPermitted = "ReferenceNotPermitted"
 )
 
 // RateLimit's Ready condition reasons.
 const (
-	// ReasonEnforced (True): the limit is part of its gateway's EnvoyFilter.
+	// ReasonEnforced (True): the limit is part of the EnvoyFilter(s) written
+	// where its gateway's pods run.
 	ReasonEnforced = "Enforced"
+	// ReasonNotEnforced (False): an EnvoyFilter would limit nothing or too
+	// much, so none is written: no pod matches the gateway's selector (the
+	// message names it), the gateway has no selector, or a gateway-wide
+	// limit's pods also serve gateways of other namespaces.
+	ReasonNotEnforced = "NotEnforced"
 	// ReasonTargetNotFound (False): the target APIRule or Gateway does not exist.
 	ReasonTargetNotFound = "TargetNotFound"
-	// ReasonConflicted (False): an older RateLimit already limits the same
-	// gateway and path; this one is not applied.
+	// ReasonConflicted (False): an older RateLimit, named in the message,
+	// already limits the same scope of the same gateway pods (the same route,
+	// or the whole gateway; a gateway-wide limit and route limits on the same
+	// pods conflict too, as a route's bucket replaces the gateway-wide one in
+	// Envoy); this one is not applied.
 	ReasonConflicted = "Conflicted"
-	// ReasonEnvoyFilterFailed (False): writing the gateway's EnvoyFilter failed.
+	// ReasonEnvoyFilterFailed (False): writing an EnvoyFilter failed, or an
+	// EnvoyFilter of the same name that the controller does not manage
+	// exists (a conflict: it is left untouched).
 	ReasonEnvoyFilterFailed = "EnvoyFilterFailed"
 )

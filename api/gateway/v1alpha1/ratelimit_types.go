@@ -125,10 +125,13 @@ type RateLimitStatus struct {
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// envoyFilter is the namespace/name of the EnvoyFilter that enforces
-	// this limit.
+	// envoyFilters are the EnvoyFilters (namespace/name) that enforce this
+	// limit: one per namespace the gateway's pods run in, written there
+	// because Istio applies an EnvoyFilter's workloadSelector only to pods
+	// of its own namespace (of all namespaces in Istio's root namespace).
 	// +optional
-	EnvoyFilter string `json:"envoyFilter,omitempty"`
+	// +listType=set
+	EnvoyFilters []string `json:"envoyFilters,omitempty"`
 }
 
 // RateLimit applies local token-bucket rate limits to an Istio Gateway's

@@ -2,13 +2,17 @@ package v1alpha1_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -136,6 +140,60 @@ func TestAPIRuleValidation(t *testing.T) {
 			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules = nil },
 			wantErr: "spec.rules: Required value",
 		},
+		"name longer than a label value": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				r.GenerateName = ""
+				r.Name = strings.Repeat("a", 64)
+			},
+			wantErr: "an APIRule name has at most 63 characters",
+		},
+		"name of 63 characters": {mutate: func(r *gatewayv1alpha1.APIRule) {
+			r.GenerateName = ""
+			r.Name = strings.Repeat("b", 63)
+		}},
+		"noAuth prefix covers a JWT path": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				r.Spec.Rules = append(r.Spec.Rules, gatewayv1alpha1.Rule{Path: "/*", NoAuth: ptr.To(true)})
+			},
+			wantErr: "a prefix rule covers another rule's path",
+		},
+		"JWT prefix covers a noAuth path": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				r.Spec.Rules = append(r.Spec.Rules, gatewayv1alpha1.Rule{Path: "/orders/status", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)})
+			},
+			wantErr: "a prefix rule covers another rule's path",
+		},
+		"nested prefix with more scopes": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				admin := *r.Spec.Rules[1].JWT
+				admin.RequiredScopes = []string{"admin"}
+				r.Spec.Rules = append(r.Spec.Rules, gatewayv1alpha1.Rule{Path: "/orders/admin/*", JWT: &admin})
+			},
+			wantErr: "a prefix rule covers another rule's path",
+		},
+		"covered path with another issuer": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				other := *r.Spec.Rules[1].JWT
+				other.Issuer = "https://other.example.com"
+				r.Spec.Rules = append(r.Spec.Rules, gatewayv1alpha1.Rule{Path: "/orders/42", JWT: &other})
+			},
+			wantErr: "a prefix rule covers another rule's path",
+		},
+		"covered path with the same authentication": {mutate: func(r *gatewayv1alpha1.APIRule) {
+			same := *r.Spec.Rules[1].JWT
+			same.Audiences = []string{"orders"}
+			r.Spec.Rules = append(r.Spec.Rules, gatewayv1alpha1.Rule{Path: "/orders/42", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, JWT: &same})
+		}},
+		"covered path with other methods": {mutate: func(r *gatewayv1alpha1.APIRule) {
+			r.Spec.Rules = append(r.Spec.Rules, gatewayv1alpha1.Rule{Path: "/orders/status", Methods: []gatewayv1alpha1.HTTPMethod{"HEAD"}, NoAuth: ptr.To(true)})
+		}},
+		"prefix does not cover its own parent path": {mutate: func(r *gatewayv1alpha1.APIRule) {
+			r.Spec.Rules = append(r.Spec.Rules, gatewayv1alpha1.Rule{Path: "/orders", NoAuth: ptr.To(true)})
+		}},
+		"covered path on another service is left to the controller": {mutate: func(r *gatewayv1alpha1.APIRule) {
+			r.Spec.Rules = append(r.Spec.Rules, gatewayv1alpha1.Rule{Path: "/orders/public", NoAuth: ptr.To(true),
+				Service: &gatewayv1alpha1.ServiceReference{Name: "public", Port: 80}})
+		}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -209,4 +267,188 @@ func TestRateLimitValidation(t *testing.T) {
 			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
 		})
 	}
+}
+
+// unstructuredOf converts a typed object so tests can put into it what the
+// Go types cannot hold (durations such as "10 seconds", floats for ints).
+func unstructuredOf(g Gomega, obj runtime.Object, kind string) *unstructured.Unstructured {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	g.Expect(err).NotTo(HaveOccurred())
+	u := &unstructured.Unstructured{Object: content}
+	u.SetGroupVersionKind(gatewayv1alpha1.GroupVersion.WithKind(kind))
+	return u
+}
+
+// setField sets a value at a path of string keys and list indexes.
+func setField(obj map[string]any, value any, path ...any) {
+	var cur any = obj
+	for i, step := range path {
+		last := i == len(path)-1
+		switch key := step.(type) {
+		case string:
+			m := cur.(map[string]any)
+			if last {
+				m[key] = value
+				return
+			}
+			if _, ok := m[key]; !ok {
+				m[key] = map[string]any{}
+			}
+			cur = m[key]
+		case int:
+			l := cur.([]any)
+			if last {
+				l[key] = value
+				return
+			}
+			cur = l[key]
+		}
+	}
+}
+
+func TestAPIRuleDurations(t *testing.T) {
+	const (
+		timeoutErr = "timeout must be a duration from 1ms to 1h in whole milliseconds"
+		maxAgeErr  = "maxAge must be a whole number of seconds from 1s to 24h"
+	)
+	fields := map[string][]any{
+		"spec.timeout":          {"spec", "timeout"},
+		"spec.rules[0].timeout": {"spec", "rules", 0, "timeout"},
+	}
+	type value struct {
+		value   string
+		wantErr string // "" accepts
+	}
+	timeouts := []value{
+		{"10 seconds", timeoutErr}, {"0s", timeoutErr}, {"-1s", timeoutErr}, {"1ns", timeoutErr},
+		{"1.5ms", timeoutErr}, {"500us", timeoutErr}, {"1µs", timeoutErr}, {"+5s", timeoutErr},
+		{"1.0001s", timeoutErr}, {"2h", timeoutErr}, {"1h0m0.001s", timeoutErr}, {"5", timeoutErr},
+		{"", timeoutErr}, {" 5s", timeoutErr}, {"1d", timeoutErr},
+		{"1ms", ""}, {"1.5s", ""}, {"1m30s", ""}, {"0.5h", ""}, {"1h", ""}, {"59m59.999s", ""},
+	}
+	maxAges := []value{
+		{"10 minutes", maxAgeErr}, {"0s", maxAgeErr}, {"-1s", maxAgeErr}, {"1ns", maxAgeErr},
+		{"500ms", maxAgeErr}, {"1.5s", maxAgeErr}, {"25h", maxAgeErr}, {"+10s", maxAgeErr},
+		{"1s", ""}, {"600s", ""}, {"10m", ""}, {"1.5m", ""}, {"24h", ""},
+	}
+	type testCase struct {
+		path    []any
+		value   string
+		wantErr string
+	}
+	tests := map[string]testCase{}
+	for field, path := range fields {
+		for _, v := range timeouts {
+			tests[field+"="+v.value] = testCase{path: path, value: v.value, wantErr: v.wantErr}
+		}
+	}
+	for _, v := range maxAges {
+		tests["spec.cors.maxAge="+v.value] = testCase{path: []any{"spec", "cors", "maxAge"}, value: v.value, wantErr: v.wantErr}
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			u := unstructuredOf(g, validRule(), "APIRule")
+			setField(u.Object, tc.value, tc.path...)
+			err := k8sClient.Create(context.Background(), u)
+			if tc.wantErr == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				typed := &gatewayv1alpha1.APIRule{}
+				g.Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(u), typed)).To(Succeed())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+		})
+	}
+	t.Run("an overflowing duration is rejected too", func(t *testing.T) {
+		g := NewWithT(t)
+		u := unstructuredOf(g, validRule(), "APIRule")
+		setField(u.Object, "99999999999h", "spec", "timeout")
+		g.Expect(k8sClient.Create(context.Background(), u)).To(MatchError(ContainSubstring("spec.timeout")))
+	})
+}
+
+// TestNoAdmittedObjectBreaksTheTypedCache creates odd objects the way kubectl
+// would (untyped JSON). The controllers read APIRules and RateLimits through
+// typed informers: a single stored object that does not decode into the Go
+// types fails every List, stopping both controllers for the whole cluster.
+// So whatever the API server admits must decode.
+func TestNoAdmittedObjectBreaksTheTypedCache(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	const cacheNS = "typed-cache"
+	g.Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cacheNS}})).To(Succeed())
+
+	type edit struct {
+		path  []any
+		value any
+	}
+	at := func(value any, path ...any) edit { return edit{path: path, value: value} }
+	durations := []string{
+		"10 seconds", "1.5h", "+5s", "-5s", "1h0m0.001s", "0s", "0", "1ns", "1µs", "1us", ".5s", "5.s", "1e3s", "5",
+		"", " 5s", "5s ", "P1D", "9223372036854775807ns", "9223372036854775808ns", "99999999999h", "1m1m", "1h-1m",
+	}
+	numbers := []any{
+		int64(65535), int64(65536), int64(0), int64(-1), int64(2147483648), int64(9223372036854775807),
+		1.5, json.Number("8080.0"), json.Number("8.08e3"), json.Number("1e400"), "8080", true,
+	}
+	texts := []any{"café", "日本語", "\u0000", "a\u202eb", strings.Repeat("x", 300), "%00", int64(1), map[string]any{}, nil}
+
+	var apiRuleEdits, rateLimitEdits []edit
+	for _, d := range durations {
+		apiRuleEdits = append(apiRuleEdits, at(d, "spec", "timeout"), at(d, "spec", "rules", 1, "timeout"), at(d, "spec", "cors", "maxAge"))
+		rateLimitEdits = append(rateLimitEdits, at(d, "spec", "local", "fillInterval"))
+	}
+	apiRuleEdits = append(apiRuleEdits, at(json.Number("15"), "spec", "timeout"), at(true, "spec", "rules", 0, "noAuth"))
+	for _, n := range numbers {
+		apiRuleEdits = append(apiRuleEdits, at(n, "spec", "service", "port"), at(n, "spec", "rules", 0, "noAuth"))
+		rateLimitEdits = append(rateLimitEdits, at(n, "spec", "local", "maxTokens"), at(n, "spec", "local", "tokensPerFill"), at(n, "spec", "enforce"))
+	}
+	for _, s := range texts {
+		apiRuleEdits = append(apiRuleEdits,
+			at([]any{s}, "spec", "hosts"), at(s, "spec", "gateway"), at(s, "spec", "rules", 0, "path"),
+			at(s, "spec", "rules", 1, "jwt", "issuer"), at([]any{s}, "spec", "rules", 1, "jwt", "audiences"),
+			at([]any{s}, "spec", "cors", "allowOrigins"), at(s, "spec", "service", "name"), at(s, "spec", "service", "namespace"))
+		rateLimitEdits = append(rateLimitEdits, at(s, "spec", "targetRef", "name"), at(s, "spec", "targetRef", "kind"))
+	}
+	apiRuleEdits = append(apiRuleEdits,
+		at(map[string]any{"name": "x", "port": int64(1), "extra": "pruned"}, "spec", "rules", 0, "service"),
+		at([]any{"GET", "GET"}, "spec", "rules", 0, "methods"),
+		at("unknown", "spec", "extra"),
+	)
+
+	create := func(obj runtime.Object, kind string, edits []edit) (accepted, rejected int) {
+		for i, e := range edits {
+			u := unstructuredOf(g, obj, kind)
+			u.SetGenerateName("")
+			u.SetName(fmt.Sprintf("%s-%d", strings.ToLower(kind), i))
+			u.SetNamespace(cacheNS)
+			setField(u.Object, e.value, e.path...)
+			if err := k8sClient.Create(ctx, u); err != nil {
+				rejected++
+				continue
+			}
+			accepted++
+			// Name the culprit when the List below fails.
+			typed, err := k8sClient.Scheme().New(u.GroupVersionKind())
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(u), typed.(client.Object))).To(Succeed(),
+				"%s with %v = %#v was admitted but does not decode", kind, e.path, e.value)
+		}
+		return accepted, rejected
+	}
+
+	accepted, rejected := create(validRule(), "APIRule", apiRuleEdits)
+	g.Expect(accepted).To(BeNumerically(">", 10), "the table has admissible cases")
+	g.Expect(rejected).To(BeNumerically(">", 10), "the table has inadmissible cases")
+	rules := &gatewayv1alpha1.APIRuleList{}
+	g.Expect(k8sClient.List(ctx, rules, client.InNamespace(cacheNS))).To(Succeed())
+	g.Expect(rules.Items).To(HaveLen(accepted))
+
+	accepted, rejected = create(validLimit(), "RateLimit", rateLimitEdits)
+	g.Expect(accepted).To(BeNumerically(">", 3))
+	g.Expect(rejected).To(BeNumerically(">", 3))
+	limits := &gatewayv1alpha1.RateLimitList{}
+	g.Expect(k8sClient.List(ctx, limits, client.InNamespace(cacheNS))).To(Succeed())
+	g.Expect(limits.Items).To(HaveLen(accepted))
 }

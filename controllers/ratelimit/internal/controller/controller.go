@@ -5,16 +5,23 @@ import (
 	"errors"
 	"fmt"
 
+	"maps"
+	"time"
+
 	"google.golang.org/protobuf/proto"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -32,6 +39,7 @@ const FieldManager = "ratelimit-controller"
 // +kubebuilder:rbac:groups=gateway.portico.dev,resources=apirules,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.istio.io,resources=gateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.istio.io,resources=envoyfilters,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
 // World is the single key every event maps to.
 var World = reconcile.Request{NamespacedName: types.NamespacedName{Name: "world"}}
@@ -39,17 +47,34 @@ var World = reconcile.Request{NamespacedName: types.NamespacedName{Name: "world"
 // ManagedSelector selects the EnvoyFilters this controller owns.
 var ManagedSelector = client.MatchingLabels{topology.LabelManagedBy: topology.ManagedBy}
 
+// foreignRecheck is how often an EnvoyFilter name held by an object the
+// controller does not manage is checked again: such objects are not cached
+// (the cache holds only managed EnvoyFilters), so no event reports their
+// removal.
+const foreignRecheck = time.Minute
+
 // Reconciler computes and applies every EnvoyFilter at once.
 type Reconciler struct {
 	Client client.Client
+	// Reader reads past the cache; it tells a missing EnvoyFilter from one
+	// the controller does not manage. SetupWithManager defaults it to the
+	// manager's API reader.
+	Reader client.Reader
 	// GatewaysKnown and APIRulesKnown are true while those CRDs are installed
 	// (and so watched).
 	GatewaysKnown bool
 	APIRulesKnown bool
+	// RootNamespace is Istio's root namespace (topology.DefaultRootNamespace
+	// when empty).
+	RootNamespace string
 }
 
+// errForeign marks an EnvoyFilter name already used by an object the
+// controller does not manage.
+var errForeign = errors.New("conflict")
+
 // Reconcile converges the world.
-func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result reconcile.Result, retErr error) {
 	in, limits, err := r.read(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -73,6 +98,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		wanted[key] = true
 		if err := r.apply(ctx, ef, live[key]); err != nil {
 			failed[key] = err
+			if errors.Is(err, errForeign) {
+				// Not an error to retry with backoff: it lasts until someone
+				// removes or renames that object.
+				result.RequeueAfter = foreignRecheck
+				ctrl.LoggerFrom(ctx).Info("EnvoyFilter name taken by an object the controller does not manage; left untouched", "envoyfilter", key)
+				continue
+			}
 			errs = append(errs, err)
 		}
 	}
@@ -91,22 +123,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	for i := range limits {
 		errs = append(errs, r.writeStatus(ctx, &limits[i], out.Verdicts, failed))
 	}
-	return reconcile.Result{}, errors.Join(errs...)
+	return result, errors.Join(errs...)
 }
 
 func (r *Reconciler) read(ctx context.Context) (topology.Input, []gatewayv1alpha1.RateLimit, error) {
-	in := topology.Input{GatewaysKnown: r.GatewaysKnown, APIRulesKnown: r.APIRulesKnown}
+	in := topology.Input{GatewaysKnown: r.GatewaysKnown, APIRulesKnown: r.APIRulesKnown, RootNamespace: r.rootNamespace()}
 	// The world is only read here (statuses are patched from copies), so the
 	// lists share the cache's objects instead of deep-copying thousands.
 	var limits gatewayv1alpha1.RateLimitList
-	if err := r.Client.List(ctx, &limits, client.UnsafeDisableDeepCopy); err != nil {
+	var err error
+	if err = r.Client.List(ctx, &limits, client.UnsafeDisableDeepCopy); err != nil {
 		return in, nil, fmt.Errorf("list RateLimits: %w", err)
 	}
 	for _, l := range limits.Items {
 		if !l.DeletionTimestamp.IsZero() {
 			continue
 		}
-		in.Policies = append(in.Policies, topology.Policy{Namespace: l.Namespace, Name: l.Name, Created: l.CreationTimestamp.Time, Spec: l.Spec})
+		in.Policies = append(in.Policies, topology.Policy{Namespace: l.Namespace, Name: l.Name, UID: l.UID, Created: l.CreationTimestamp.Time, Spec: l.Spec})
 	}
 	if r.GatewaysKnown {
 		var gateways networkingv1.GatewayList
@@ -115,6 +148,9 @@ func (r *Reconciler) read(ctx context.Context) (topology.Input, []gatewayv1alpha
 		}
 		for _, g := range gateways.Items {
 			in.Gateways = append(in.Gateways, topology.Gateway{Namespace: g.Namespace, Name: g.Name, Selector: g.Spec.Selector})
+		}
+		if in.Pods, err = r.gatewayPods(ctx, in.Gateways); err != nil {
+			return in, nil, err
 		}
 	}
 	if r.APIRulesKnown {
@@ -129,10 +165,60 @@ func (r *Reconciler) read(ctx context.Context) (topology.Input, []gatewayv1alpha
 	return in, limits.Items, nil
 }
 
-// apply writes an EnvoyFilter unless the live one already matches.
+// gatewayPods returns where the pods that gateways select run: one entry
+// per namespace and label set, as replicas share their labels.
+func (r *Reconciler) gatewayPods(ctx context.Context, gateways []topology.Gateway) ([]topology.Pod, error) {
+	var pods []topology.Pod
+	seenSelector, seenPod := map[string]bool{}, map[string]bool{}
+	for _, g := range gateways {
+		selector := labels.SelectorFromSet(g.Selector)
+		if len(g.Selector) == 0 || seenSelector[selector.String()] {
+			continue
+		}
+		seenSelector[selector.String()] = true
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+		if err := r.Client.List(ctx, list, client.MatchingLabelsSelector{Selector: selector}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("list pods selected by %s: %w", selector, err)
+		}
+		for _, p := range list.Items {
+			key := p.Namespace + "/" + labels.Set(p.Labels).String()
+			if !seenPod[key] {
+				seenPod[key] = true
+				pods = append(pods, topology.Pod{Namespace: p.Namespace, Labels: p.Labels})
+			}
+		}
+	}
+	return pods, nil
+}
+
+func (r *Reconciler) rootNamespace() string {
+	if r.RootNamespace == "" {
+		return topology.DefaultRootNamespace
+	}
+	return r.RootNamespace
+}
+
+// apply writes an EnvoyFilter unless the live one already matches. It never
+// overwrites an EnvoyFilter of the same name that it does not manage.
 func (r *Reconciler) apply(ctx context.Context, desired, live *networkingv1alpha3.EnvoyFilter) error {
-	if live != nil && proto.Equal(&desired.Spec, &live.Spec) && equality.Semantic.DeepEqual(desired.Labels, live.Labels) {
+	if live != nil && proto.Equal(&desired.Spec, &live.Spec) && equality.Semantic.DeepEqual(desired.Labels, live.Labels) &&
+		equality.Semantic.DeepEqual(desired.OwnerReferences, live.OwnerReferences) {
 		return nil
+	}
+	if live == nil {
+		// Not in the cache of managed filters: new, or the cache lags our
+		// own write, or someone else's object holds the name.
+		existing := &metav1.PartialObjectMetadata{}
+		existing.SetGroupVersionKind(networkingv1alpha3.SchemeGroupVersion.WithKind("EnvoyFilter"))
+		err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+		switch {
+		case err == nil && existing.Labels[topology.LabelManagedBy] != topology.ManagedBy:
+			return fmt.Errorf("EnvoyFilter %s/%s exists but is not managed by the ratelimit controller (no label %s=%s): %w, it is left untouched",
+				desired.Namespace, desired.Name, topology.LabelManagedBy, topology.ManagedBy, errForeign)
+		case client.IgnoreNotFound(err) != nil:
+			return fmt.Errorf("read EnvoyFilter %s/%s: %w", desired.Namespace, desired.Name, err)
+		}
 	}
 	if err := controllerruntime.Apply(ctx, r.Client, desired, FieldManager); err != nil {
 		return err
@@ -150,13 +236,19 @@ func (r *Reconciler) writeStatus(ctx context.Context, limit *gatewayv1alpha1.Rat
 	reason, msg := v.Reason, v.Message
 	if v.Enforced() {
 		status = metav1.ConditionTrue
-		if err := failed[v.EnvoyFilter]; err != nil {
-			status, reason, msg = metav1.ConditionFalse, gatewayv1alpha1.ReasonEnvoyFilterFailed, err.Error()
+		var errs []error
+		for _, ef := range v.EnvoyFilters {
+			if err := failed[ef]; err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if len(errs) > 0 {
+			status, reason, msg = metav1.ConditionFalse, gatewayv1alpha1.ReasonEnvoyFilterFailed, errors.Join(errs...).Error()
 		}
 	}
 	updated := limit.DeepCopy()
 	updated.Status.ObservedGeneration = limit.Generation
-	updated.Status.EnvoyFilter = v.EnvoyFilter
+	updated.Status.EnvoyFilters = v.EnvoyFilters
 	meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{
 		Type: gatewayv1alpha1.ConditionReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: limit.Generation,
 	})
@@ -169,8 +261,70 @@ func (r *Reconciler) writeStatus(ctx context.Context, limit *gatewayv1alpha1.Rat
 	return nil
 }
 
+// ConfigureCache narrows what the controller caches: only the EnvoyFilters
+// it manages, and of pods (cluster-wide, as gateway pods may run anywhere)
+// only the metadata the topology reads.
+func ConfigureCache(opts *cache.Options) {
+	if opts.ByObject == nil {
+		opts.ByObject = map[client.Object]cache.ByObject{}
+	}
+	opts.ByObject[&networkingv1alpha3.EnvoyFilter{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{topology.LabelManagedBy: topology.ManagedBy})}
+	opts.ByObject[podMetadata()] = cache.ByObject{Transform: StripPod}
+}
+
+func podMetadata() *metav1.PartialObjectMetadata {
+	pod := &metav1.PartialObjectMetadata{}
+	pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	return pod
+}
+
+// StripPod keeps of a pod's metadata only its name, namespace, labels and
+// resourceVersion, so a cluster-wide pod cache stays small. The informer
+// needs resourceVersion: it tells a real update from a resync and tracks
+// how far its store has caught up.
+func StripPod(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil // a tombstone: passed through
+	}
+	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, Labels: m.Labels, ResourceVersion: m.ResourceVersion,
+	}}, nil
+}
+
+// gatewayPodEvents passes only the pod events that can move an EnvoyFilter:
+// a pod that a gateway selects appears, goes, or changes its labels. Every
+// other pod change in the cluster (status updates above all) is dropped
+// here. A pod that shows up before its gateway is still seen: the gateway's
+// own event reconciles, and the pod is in the cache by then.
+func (r *Reconciler) gatewayPodEvents() predicate.Predicate {
+	selected := func(o client.Object) bool {
+		var gateways networkingv1.GatewayList
+		if err := r.Client.List(context.Background(), &gateways, client.UnsafeDisableDeepCopy); err != nil {
+			return true // cannot tell: let the reconcile decide
+		}
+		for _, g := range gateways.Items {
+			if len(g.Spec.Selector) > 0 && labels.SelectorFromSet(g.Spec.Selector).Matches(labels.Set(o.GetLabels())) {
+				return true
+			}
+		}
+		return false
+	}
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return selected(e.Object) },
+		DeleteFunc: func(e event.DeleteEvent) bool { return selected(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) && (selected(e.ObjectOld) || selected(e.ObjectNew))
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
 // SetupWithManager maps every watched event to the World key.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Reader == nil {
+		r.Reader = mgr.GetAPIReader()
+	}
 	toWorld := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{World}
 	})
@@ -182,7 +336,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&gatewayv1alpha1.RateLimit{}, toWorld).
 		Watches(&networkingv1alpha3.EnvoyFilter{}, toWorld, builder.WithPredicates(managed))
 	if r.GatewaysKnown {
-		b = b.Watches(&networkingv1.Gateway{}, toWorld)
+		// Pods matter only through gateways' selectors.
+		b = b.Watches(&networkingv1.Gateway{}, toWorld).
+			Watches(podMetadata(), toWorld, builder.WithPredicates(r.gatewayPodEvents()))
 	}
 	if r.APIRulesKnown {
 		b = b.Watches(&gatewayv1alpha1.APIRule{}, toWorld)

@@ -11,7 +11,6 @@ import (
 
 // Envoy names used in the patches.
 const (
-	filterName       = "envoy.filters.http.local_ratelimit"
 	localRateLimitV3 = "type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit"
 	typedStruct      = "type.googleapis.com/udpa.type.v1.TypedStruct"
 	statPrefix       = "portico_local_ratelimit"
@@ -101,10 +100,11 @@ func mustStruct(v map[string]any) *structpb.Struct {
 	return s
 }
 
-// listenerFilterPatch inserts the local rate limit filter before the router
-// of every gateway listener. With a gateway-wide claim it carries the bucket;
-// otherwise it is inert and routes activate it with per-route config.
-func listenerFilterPatch(gatewayClaim *claim) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch {
+// listenerFilterPatch inserts the local rate limit filter, named name, before
+// the router of every gateway listener. With a gateway-wide claim it carries
+// the bucket; otherwise it is inert and routes activate it with per-route
+// config keyed by its name.
+func listenerFilterPatch(name string, gatewayClaim *claim) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch {
 	cfg := map[string]any{"stat_prefix": statPrefix}
 	if gatewayClaim != nil {
 		cfg = localRateLimit(gatewayClaim.spec)
@@ -124,7 +124,7 @@ func listenerFilterPatch(gatewayClaim *claim) *networkingv1alpha3.EnvoyFilter_En
 		},
 		Patch: &networkingv1alpha3.EnvoyFilter_Patch{
 			Operation: networkingv1alpha3.EnvoyFilter_Patch_INSERT_BEFORE,
-			Value:     mustStruct(map[string]any{"name": filterName, "typed_config": typed(cfg)}),
+			Value:     mustStruct(map[string]any{"name": name, "typed_config": typed(cfg)}),
 		},
 	}
 }
@@ -144,9 +144,10 @@ func virtualHostPatch(c *claim) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjec
 	}
 }
 
-// routePatch gives one APIRule route its own bucket (and descriptor actions).
-func routePatch(c claim) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch {
-	value := map[string]any{"typed_per_filter_config": map[string]any{filterName: typed(localRateLimit(c.spec))}}
+// routePatch gives one APIRule route its own bucket (and descriptor actions)
+// in the filter named name.
+func routePatch(name string, c claim) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch {
+	value := map[string]any{"typed_per_filter_config": map[string]any{name: typed(localRateLimit(c.spec))}}
 	if len(c.spec.Descriptors) > 0 {
 		value["route"] = map[string]any{"rate_limits": rateLimitActions(c.spec)}
 	}

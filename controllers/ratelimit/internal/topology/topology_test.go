@@ -6,7 +6,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
+	networkingv1alpha3client "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -17,16 +17,21 @@ import (
 var (
 	t0      = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ingress = map[string]string{"istio": "ingressgateway"}
-	public  = Gateway{Namespace: "istio-system", Name: "public", Selector: ingress}
-	orders  = APIRule{Namespace: "shop", Name: "orders", Gateway: "istio-system/public", Rules: []gatewayv1alpha1.Rule{
+	// ingressPod carries more labels than the selector, as real pods do.
+	ingressPod = Pod{Namespace: "istio-system", Labels: map[string]string{"istio": "ingressgateway", "app": "istio-ingressgateway"}}
+	public     = Gateway{Namespace: "istio-system", Name: "public", Selector: ingress}
+	orders     = APIRule{Namespace: "shop", Name: "orders", Gateway: "istio-system/public", Rules: []gatewayv1alpha1.Rule{
 		{Path: "/orders/*", NoAuth: ptr.To(true)},
 		{Path: "/health", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
+	}}
+	payments = APIRule{Namespace: "shop", Name: "payments", Gateway: "istio-system/public", Rules: []gatewayv1alpha1.Rule{
+		{Path: "/payments/*", NoAuth: ptr.To(true)},
 	}}
 	bucket = gatewayv1alpha1.TokenBucket{MaxTokens: 100, TokensPerFill: 10, FillInterval: metav1.Duration{Duration: time.Second}}
 )
 
 func policy(ns, name string, age int, kind gatewayv1alpha1.TargetKind, target string, opts ...func(*Policy)) Policy {
-	p := Policy{Namespace: ns, Name: name, Created: t0.Add(time.Duration(age) * time.Minute), Spec: gatewayv1alpha1.RateLimitSpec{
+	p := Policy{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name), Created: t0.Add(time.Duration(age) * time.Minute), Spec: gatewayv1alpha1.RateLimitSpec{
 		TargetRef: gatewayv1alpha1.TargetReference{Kind: kind, Name: target}, Local: bucket, Enforce: ptr.To(true),
 	}}
 	for _, o := range opts {
@@ -35,16 +40,20 @@ func policy(ns, name string, age int, kind gatewayv1alpha1.TargetKind, target st
 	return p
 }
 
+// world is the common layout: the gateway and its pods in istio-system,
+// Istio's root namespace.
 func world(policies ...Policy) Input {
-	return Input{Gateways: []Gateway{public}, APIRules: []APIRule{orders}, Policies: policies, GatewaysKnown: true, APIRulesKnown: true}
+	return Input{
+		Gateways: []Gateway{public}, APIRules: []APIRule{orders, payments}, Policies: policies, Pods: []Pod{ingressPod},
+		RootNamespace: DefaultRootNamespace, GatewaysKnown: true, APIRulesKnown: true,
+	}
 }
 
 func id(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
 
-// patchesOf returns the patches as plain JSON for assertions.
-func patchesOf(g Gomega, out Output) []map[string]any {
-	g.Expect(out.EnvoyFilters).To(HaveLen(1))
-	raw, err := json.Marshal(&out.EnvoyFilters[0].Spec)
+// patches returns an EnvoyFilter's patches as plain JSON for assertions.
+func patches(g Gomega, ef *networkingv1alpha3client.EnvoyFilter) []map[string]any {
+	raw, err := json.Marshal(&ef.Spec)
 	g.Expect(err).NotTo(HaveOccurred())
 	var spec struct {
 		ConfigPatches []map[string]any `json:"configPatches"`
@@ -53,44 +62,59 @@ func patchesOf(g Gomega, out Output) []map[string]any {
 	return spec.ConfigPatches
 }
 
-func TestSeveralPoliciesOneGateway(t *testing.T) {
+// patchesOf returns the patches of the only EnvoyFilter, after checking
+// every EnvoyFilter is valid Envoy configuration.
+func patchesOf(g Gomega, out Output) []map[string]any {
+	g.Expect(out.EnvoyFilters).To(HaveLen(1))
+	g.Expect(validateEnvoyFilter(out.EnvoyFilters[0], nil)).To(Succeed())
+	return patches(g, out.EnvoyFilters[0])
+}
+
+func value(patch map[string]any) map[string]any {
+	return patch["patch"].(map[string]any)["value"].(map[string]any)
+}
+
+func TestSeveralAPIRulesShareOneFilter(t *testing.T) {
 	g := NewWithT(t)
 	out := Compute(world(
-		policy("istio-system", "whole-gateway", 0, gatewayv1alpha1.TargetGateway, "public"),
-		policy("shop", "orders-api", 1, gatewayv1alpha1.TargetAPIRule, "orders"),
+		policy("shop", "orders-api", 0, gatewayv1alpha1.TargetAPIRule, "orders"),
+		policy("shop", "payments-api", 1, gatewayv1alpha1.TargetAPIRule, "payments"),
 	))
 	g.Expect(out.Verdicts).To(HaveLen(2))
 	for _, v := range out.Verdicts {
 		g.Expect(v.Enforced()).To(BeTrue(), v.Message)
-		g.Expect(v.EnvoyFilter).To(Equal("istio-system/" + EnvoyFilterName("istio-system", ingress)))
+		g.Expect(v.EnvoyFilters).To(Equal([]string{"istio-system/" + EnvoyFilterName("istio-system", ingress)}))
 	}
 	ef := out.EnvoyFilters[0]
 	g.Expect(ef.Namespace).To(Equal("istio-system"))
 	g.Expect(ef.Spec.WorkloadSelector.Labels).To(Equal(ingress))
 	g.Expect(ef.Labels).To(HaveKeyWithValue(LabelManagedBy, ManagedBy))
 
-	patches := patchesOf(g, out)
-	g.Expect(patches).To(HaveLen(3), "one listener filter, one route patch per APIRule rule")
-	g.Expect(patches[0]["applyTo"]).To(Equal("HTTP_FILTER"))
-	filter := patches[0]["patch"].(map[string]any)["value"].(map[string]any)
-	g.Expect(filter["name"]).To(Equal("envoy.filters.http.local_ratelimit"))
+	ps := patchesOf(g, out)
+	g.Expect(ps).To(HaveLen(4), "one listener filter, one route patch per rule of each APIRule")
+	g.Expect(ps[0]["applyTo"]).To(Equal("HTTP_FILTER"))
+	filter := value(ps[0])
+	name := HTTPFilterName("istio-system", ingress)
+	g.Expect(filter["name"]).To(Equal(name))
 	cfg := filter["typed_config"].(map[string]any)
 	g.Expect(cfg["type_url"]).To(Equal("type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit"))
-	value := cfg["value"].(map[string]any)
-	g.Expect(value["token_bucket"]).To(Equal(map[string]any{"max_tokens": 100.0, "tokens_per_fill": 10.0, "fill_interval": "1s"}))
-	g.Expect(value["filter_enforced"].(map[string]any)["default_value"]).To(Equal(map[string]any{"numerator": 100.0, "denominator": "HUNDRED"}))
+	g.Expect(cfg["value"]).To(Equal(map[string]any{"stat_prefix": statPrefix}), "without a gateway-wide limit the listener filter is inert")
 
 	var routes []string
-	for _, p := range patches[1:] {
+	for _, p := range ps[1:] {
 		g.Expect(p["applyTo"]).To(Equal("HTTP_ROUTE"))
 		match := p["match"].(map[string]any)["routeConfiguration"].(map[string]any)["vhost"].(map[string]any)["route"].(map[string]any)
 		routes = append(routes, match["name"].(string))
-		perRoute := p["patch"].(map[string]any)["value"].(map[string]any)["typed_per_filter_config"].(map[string]any)
-		g.Expect(perRoute).To(HaveKey("envoy.filters.http.local_ratelimit"))
+		perRoute := value(p)["typed_per_filter_config"].(map[string]any)
+		g.Expect(perRoute).To(HaveKey(name), "per-route config names this filter")
+		limit := perRoute[name].(map[string]any)["value"].(map[string]any)
+		g.Expect(limit["token_bucket"]).To(Equal(map[string]any{"max_tokens": 100.0, "tokens_per_fill": 10.0, "fill_interval": "1s"}))
+		g.Expect(limit["filter_enforced"].(map[string]any)["default_value"]).To(Equal(map[string]any{"numerator": 100.0, "denominator": "HUNDRED"}))
 	}
 	g.Expect(routes).To(ConsistOf(
 		gatewayv1alpha1.RouteName("shop", "orders", orders.Rules[0]),
-		gatewayv1alpha1.RouteName("shop", "orders", orders.Rules[1])))
+		gatewayv1alpha1.RouteName("shop", "orders", orders.Rules[1]),
+		gatewayv1alpha1.RouteName("shop", "payments", payments.Rules[0])))
 }
 
 func TestConflictOldestWins(t *testing.T) {
@@ -103,10 +127,11 @@ func TestConflictOldestWins(t *testing.T) {
 	loser := out.Verdicts[id("shop", "newer")]
 	g.Expect(loser.Reason).To(Equal(gatewayv1alpha1.ReasonConflicted))
 	g.Expect(loser.Message).To(ContainSubstring("already limited by the older RateLimit shop/older"))
+	g.Expect(loser.EnvoyFilters).To(BeEmpty())
 
 	for _, p := range patchesOf(g, out)[1:] {
-		perRoute := p["patch"].(map[string]any)["value"].(map[string]any)["typed_per_filter_config"].(map[string]any)
-		bucket := perRoute["envoy.filters.http.local_ratelimit"].(map[string]any)["value"].(map[string]any)["token_bucket"].(map[string]any)
+		perRoute := value(p)["typed_per_filter_config"].(map[string]any)
+		bucket := perRoute[HTTPFilterName("istio-system", ingress)].(map[string]any)["value"].(map[string]any)["token_bucket"].(map[string]any)
 		g.Expect(bucket["max_tokens"]).To(Equal(7.0), "the older policy's bucket is enforced")
 	}
 
@@ -118,19 +143,77 @@ func TestConflictOldestWins(t *testing.T) {
 	g.Expect(out.Verdicts[id("istio-system", "b")].Reason).To(Equal(gatewayv1alpha1.ReasonConflicted))
 }
 
+// In Envoy a route's typed_per_filter_config replaces the filter's own
+// bucket for that route, so a gateway-wide limit and route limits on the
+// same pods cannot both hold.
+func TestGatewayWideAndRouteLimitsConflict(t *testing.T) {
+	// internal selects the same pods as public with another label.
+	internal := Gateway{Namespace: "istio-system", Name: "internal", Selector: map[string]string{"app": "istio-ingressgateway"}}
+	tests := map[string]struct {
+		policies []Policy
+		winner   types.NamespacedName
+		loser    types.NamespacedName
+		message  string
+	}{
+		"gateway-wide first": {
+			policies: []Policy{
+				policy("shop", "orders-api", 2, gatewayv1alpha1.TargetAPIRule, "orders"),
+				policy("istio-system", "whole", 1, gatewayv1alpha1.TargetGateway, "public"),
+			},
+			winner: id("istio-system", "whole"), loser: id("shop", "orders-api"),
+			message: "already limited gateway-wide by the older RateLimit istio-system/whole",
+		},
+		"route first": {
+			policies: []Policy{
+				policy("shop", "orders-api", 1, gatewayv1alpha1.TargetAPIRule, "orders"),
+				policy("istio-system", "whole", 2, gatewayv1alpha1.TargetGateway, "public"),
+			},
+			winner: id("shop", "orders-api"), loser: id("istio-system", "whole"),
+			message: "routes of the pods labelled app=istio-ingressgateway,istio=ingressgateway in namespace istio-system are already limited by the older RateLimit shop/orders-api",
+		},
+		"same age: name decides": {
+			policies: []Policy{
+				policy("shop", "orders-api", 1, gatewayv1alpha1.TargetAPIRule, "orders"),
+				policy("istio-system", "whole", 1, gatewayv1alpha1.TargetGateway, "public"),
+			},
+			winner: id("istio-system", "whole"), loser: id("shop", "orders-api"),
+			message: "older RateLimit istio-system/whole",
+		},
+		"another gateway selecting the same pods": {
+			policies: []Policy{
+				policy("shop", "orders-api", 2, gatewayv1alpha1.TargetAPIRule, "orders"),
+				policy("istio-system", "whole", 1, gatewayv1alpha1.TargetGateway, "internal"),
+			},
+			winner: id("istio-system", "whole"), loser: id("shop", "orders-api"),
+			message: "already limited gateway-wide by the older RateLimit istio-system/whole",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			in := world(tc.policies...)
+			in.Gateways = append(in.Gateways, internal)
+			out := Compute(in)
+			g.Expect(out.Verdicts[tc.winner].Enforced()).To(BeTrue(), out.Verdicts[tc.winner].Message)
+			g.Expect(out.Verdicts[tc.loser].Reason).To(Equal(gatewayv1alpha1.ReasonConflicted))
+			g.Expect(out.Verdicts[tc.loser].Message).To(ContainSubstring(tc.message))
+			g.Expect(patchesOf(g, out)).NotTo(BeEmpty())
+		})
+	}
+}
+
 func TestDeletingPoliciesShrinksAndRemovesTheFilter(t *testing.T) {
 	g := NewWithT(t)
 	gw := policy("istio-system", "gw", 0, gatewayv1alpha1.TargetGateway, "public")
 	api := policy("shop", "api", 1, gatewayv1alpha1.TargetAPIRule, "orders")
-	g.Expect(patchesOf(g, Compute(world(gw, api)))).To(HaveLen(3))
+	pay := policy("shop", "pay", 2, gatewayv1alpha1.TargetAPIRule, "payments")
+	g.Expect(patchesOf(g, Compute(world(api, pay)))).To(HaveLen(4))
+	g.Expect(patchesOf(g, Compute(world(api)))).To(HaveLen(3))
 
-	withoutAPI := patchesOf(g, Compute(world(gw)))
-	g.Expect(withoutAPI).To(HaveLen(1))
-
-	withoutGateway := patchesOf(g, Compute(world(api)))
-	g.Expect(withoutGateway).To(HaveLen(3))
-	inert := withoutGateway[0]["patch"].(map[string]any)["value"].(map[string]any)["typed_config"].(map[string]any)["value"].(map[string]any)
-	g.Expect(inert).To(Equal(map[string]any{"stat_prefix": statPrefix}), "without a gateway-wide limit the listener filter is inert")
+	onlyGateway := patchesOf(g, Compute(world(gw)))
+	g.Expect(onlyGateway).To(HaveLen(1))
+	cfg := value(onlyGateway[0])["typed_config"].(map[string]any)["value"].(map[string]any)
+	g.Expect(cfg["token_bucket"]).To(Equal(map[string]any{"max_tokens": 100.0, "tokens_per_fill": 10.0, "fill_interval": "1s"}))
 
 	g.Expect(Compute(world()).EnvoyFilters).To(BeEmpty(), "no policy, no EnvoyFilter")
 }
@@ -149,7 +232,7 @@ func TestTargetsNotFound(t *testing.T) {
 			message: "Istio gateway shop/public not found",
 		},
 		"APIRule on a missing gateway": {
-			input: Input{APIRules: []APIRule{orders}, GatewaysKnown: true, APIRulesKnown: true,
+			input: Input{APIRules: []APIRule{orders}, Pods: []Pod{ingressPod}, GatewaysKnown: true, APIRulesKnown: true,
 				Policies: []Policy{policy("shop", "p", 0, gatewayv1alpha1.TargetAPIRule, "orders")}},
 			message: "Istio gateway istio-system/public of APIRule shop/orders not found",
 		},
@@ -157,12 +240,17 @@ func TestTargetsNotFound(t *testing.T) {
 			input:   Input{Policies: []Policy{policy("istio-system", "p", 0, gatewayv1alpha1.TargetGateway, "public")}, APIRulesKnown: true},
 			message: "gateways.networking.istio.io) is not installed",
 		},
+		"APIRule CRD not installed": {
+			input:   Input{Gateways: []Gateway{public}, Pods: []Pod{ingressPod}, GatewaysKnown: true, Policies: []Policy{policy("shop", "p", 0, gatewayv1alpha1.TargetAPIRule, "orders")}},
+			message: "apirules.gateway.portico.dev) is not installed",
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			out := Compute(tc.input)
 			g.Expect(out.EnvoyFilters).To(BeEmpty())
+			g.Expect(out.Verdicts).To(HaveLen(1))
 			for _, v := range out.Verdicts {
 				g.Expect(v.Reason).To(Equal(gatewayv1alpha1.ReasonTargetNotFound))
 				g.Expect(v.Message).To(ContainSubstring(tc.message))
@@ -184,6 +272,218 @@ func TestGatewaysSharingAWorkloadShareOneFilter(t *testing.T) {
 		"both gateways are one workload: its gateway-wide scope has one owner")
 }
 
+// Istio applies an EnvoyFilter's workloadSelector only to pods of the
+// filter's namespace, or of every namespace from the root namespace.
+func TestFilterIsWrittenWherePodsRun(t *testing.T) {
+	bookinfo := Gateway{Namespace: "bookinfo", Name: "bookinfo", Selector: ingress}
+	pod := func(ns string) Pod { return Pod{Namespace: ns, Labels: map[string]string{"istio": "ingressgateway", "pod-template-hash": ns}} }
+	tests := map[string]struct {
+		pods    []Pod
+		root    string
+		filters []string // namespaces
+	}{
+		"pods in the root namespace": {pods: []Pod{pod("istio-system")}, root: "istio-system", filters: []string{"istio-system"}},
+		"replicas count once":        {pods: []Pod{pod("istio-system"), pod("istio-system")}, root: "istio-system", filters: []string{"istio-system"}},
+		"pods in two namespaces":     {pods: []Pod{pod("ingress-b"), pod("ingress-a")}, root: "istio-system", filters: []string{"ingress-a", "ingress-b"}},
+		"the root filter reaches every namespace": {
+			pods: []Pod{pod("team-b"), pod("istio-system")}, root: "istio-system", filters: []string{"istio-system"},
+		},
+		"without a root namespace": {pods: []Pod{pod("team-b"), pod("istio-system")}, filters: []string{"istio-system", "team-b"}},
+		"pods beside the gateway":  {pods: []Pod{pod("bookinfo")}, root: "istio-system", filters: []string{"bookinfo"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			out := Compute(Input{
+				Gateways: []Gateway{bookinfo}, Pods: tc.pods, RootNamespace: tc.root, GatewaysKnown: true,
+				Policies: []Policy{policy("bookinfo", "limit", 0, gatewayv1alpha1.TargetGateway, "bookinfo")},
+			})
+			var want []string
+			g.Expect(out.EnvoyFilters).To(HaveLen(len(tc.filters)))
+			for i, ns := range tc.filters {
+				ef := out.EnvoyFilters[i]
+				g.Expect(ef.Namespace).To(Equal(ns))
+				g.Expect(ef.Name).To(Equal(EnvoyFilterName(ns, ingress)))
+				g.Expect(ef.Spec.WorkloadSelector.Labels).To(Equal(ingress))
+				g.Expect(validateEnvoyFilter(ef, nil)).To(Succeed())
+				want = append(want, ns+"/"+ef.Name)
+			}
+			v := out.Verdicts[id("bookinfo", "limit")]
+			g.Expect(v.Reason).To(Equal(gatewayv1alpha1.ReasonEnforced), v.Message)
+			g.Expect(v.EnvoyFilters).To(Equal(want))
+		})
+	}
+}
+
+func TestNotEnforcedWhenNoPodWouldApplyIt(t *testing.T) {
+	other := Pod{Namespace: "istio-system", Labels: map[string]string{"istio": "egressgateway"}}
+	tests := map[string]struct {
+		input   Input
+		message string
+	}{
+		"no pods at all": {
+			input:   Input{Gateways: []Gateway{public}, GatewaysKnown: true, Policies: []Policy{policy("istio-system", "p", 0, gatewayv1alpha1.TargetGateway, "public")}},
+			message: "no pod matches the selector istio=ingressgateway of Istio gateway istio-system/public",
+		},
+		"only pods with other labels": {
+			input:   Input{Gateways: []Gateway{public}, Pods: []Pod{other}, GatewaysKnown: true, Policies: []Policy{policy("istio-system", "p", 0, gatewayv1alpha1.TargetGateway, "public")}},
+			message: "no pod matches the selector istio=ingressgateway",
+		},
+		"route limits without pods": {
+			input: Input{Gateways: []Gateway{public}, APIRules: []APIRule{orders}, GatewaysKnown: true, APIRulesKnown: true,
+				Policies: []Policy{policy("shop", "p", 0, gatewayv1alpha1.TargetAPIRule, "orders")}},
+			message: "no pod matches the selector istio=ingressgateway of Istio gateway istio-system/public",
+		},
+		"gateway without a selector": {
+			input: Input{Gateways: []Gateway{{Namespace: "istio-system", Name: "any"}}, Pods: []Pod{ingressPod}, GatewaysKnown: true,
+				Policies: []Policy{policy("istio-system", "p", 0, gatewayv1alpha1.TargetGateway, "any")}},
+			message: "Istio gateway istio-system/any has no selector",
+		},
+		"APIRule without rules": {
+			input: Input{Gateways: []Gateway{public}, APIRules: []APIRule{{Namespace: "shop", Name: "empty", Gateway: "istio-system/public"}},
+				Pods: []Pod{ingressPod}, GatewaysKnown: true, APIRulesKnown: true,
+				Policies: []Policy{policy("shop", "p", 0, gatewayv1alpha1.TargetAPIRule, "empty")}},
+			message: "APIRule shop/empty on Istio gateway istio-system/public has no rules to limit",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			out := Compute(tc.input)
+			g.Expect(out.EnvoyFilters).To(BeEmpty())
+			g.Expect(out.Verdicts).To(HaveLen(1))
+			for _, v := range out.Verdicts {
+				g.Expect(v.Reason).To(Equal(gatewayv1alpha1.ReasonNotEnforced))
+				g.Expect(v.Message).To(ContainSubstring(tc.message))
+				g.Expect(v.EnvoyFilters).To(BeEmpty())
+			}
+		})
+	}
+}
+
+// A gateway-wide limit throttles every request through the pods; when they
+// also serve another namespace's gateways, it would throttle that tenant.
+func TestGatewayWideLimitsStayInTheirTenant(t *testing.T) {
+	bookinfo := Gateway{Namespace: "bookinfo", Name: "bookinfo", Selector: ingress}
+	reviews := APIRule{Namespace: "bookinfo", Name: "reviews", Gateway: "bookinfo/bookinfo", Rules: []gatewayv1alpha1.Rule{{Path: "/reviews", NoAuth: ptr.To(true)}}}
+	tests := map[string]struct {
+		gateways []Gateway
+		policy   Policy
+		reason   string
+		message  string
+	}{
+		"the pods also serve another namespace's gateway": {
+			gateways: []Gateway{bookinfo, public},
+			policy:   policy("bookinfo", "p", 0, gatewayv1alpha1.TargetGateway, "bookinfo"),
+			reason:   gatewayv1alpha1.ReasonNotEnforced,
+			message:  "also serve Istio gateway(s) istio-system/public of other namespaces",
+		},
+		"another namespace's gateway without a selector serves every gateway pod": {
+			gateways: []Gateway{bookinfo, {Namespace: "team-b", Name: "catch-all"}},
+			policy:   policy("bookinfo", "p", 0, gatewayv1alpha1.TargetGateway, "bookinfo"),
+			reason:   gatewayv1alpha1.ReasonNotEnforced,
+			message:  "team-b/catch-all",
+		},
+		"route limits touch only their routes": {
+			gateways: []Gateway{bookinfo, public},
+			policy:   policy("bookinfo", "p", 0, gatewayv1alpha1.TargetAPIRule, "reviews"),
+			reason:   gatewayv1alpha1.ReasonEnforced,
+		},
+		"gateways of the same namespace only": {
+			gateways: []Gateway{bookinfo, {Namespace: "bookinfo", Name: "second", Selector: ingress}},
+			policy:   policy("bookinfo", "p", 0, gatewayv1alpha1.TargetGateway, "bookinfo"),
+			reason:   gatewayv1alpha1.ReasonEnforced,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			out := Compute(Input{
+				Gateways: tc.gateways, APIRules: []APIRule{reviews}, Pods: []Pod{ingressPod}, RootNamespace: DefaultRootNamespace,
+				GatewaysKnown: true, APIRulesKnown: true, Policies: []Policy{tc.policy},
+			})
+			v := out.Verdicts[id("bookinfo", "p")]
+			g.Expect(v.Reason).To(Equal(tc.reason), v.Message)
+			g.Expect(v.Message).To(ContainSubstring(tc.message))
+			if tc.reason == gatewayv1alpha1.ReasonEnforced {
+				g.Expect(out.EnvoyFilters).To(HaveLen(1))
+			} else {
+				g.Expect(out.EnvoyFilters).To(BeEmpty())
+			}
+		})
+	}
+}
+
+// Owner references let the garbage collector remove an EnvoyFilter whose
+// RateLimits are all gone; only RateLimits of the filter's namespace can own
+// it.
+func TestOwnerReferencesNameContributorsOfTheFiltersNamespace(t *testing.T) {
+	edge := APIRule{Namespace: "istio-system", Name: "edge", Gateway: "istio-system/public", Rules: []gatewayv1alpha1.Rule{{Path: "/edge", NoAuth: ptr.To(true)}}}
+	tests := map[string]struct {
+		policies []Policy
+		owners   []string
+	}{
+		"gateway-wide limit beside the pods": {
+			policies: []Policy{policy("istio-system", "whole", 0, gatewayv1alpha1.TargetGateway, "public")},
+			owners:   []string{"whole"},
+		},
+		"route limits from another namespace only": {
+			policies: []Policy{policy("shop", "orders-api", 0, gatewayv1alpha1.TargetAPIRule, "orders")},
+		},
+		"mixed: only the same namespace's contributors, losers excluded": {
+			policies: []Policy{
+				policy("shop", "orders-api", 0, gatewayv1alpha1.TargetAPIRule, "orders"),
+				policy("istio-system", "edge-b", 1, gatewayv1alpha1.TargetAPIRule, "edge"),
+				policy("istio-system", "edge-a", 2, gatewayv1alpha1.TargetAPIRule, "edge"), // conflicted
+			},
+			owners: []string{"edge-b"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			in := world(tc.policies...)
+			in.APIRules = append(in.APIRules, edge)
+			out := Compute(in)
+			g.Expect(out.EnvoyFilters).To(HaveLen(1))
+			var owners []string
+			for _, ref := range out.EnvoyFilters[0].OwnerReferences {
+				g.Expect(ref.APIVersion).To(Equal("gateway.portico.dev/v1alpha1"))
+				g.Expect(ref.Kind).To(Equal("RateLimit"))
+				g.Expect(ref.UID).To(Equal(types.UID("uid-istio-system-" + ref.Name)))
+				g.Expect(ref.Controller).To(Equal(ptr.To(false)))
+				g.Expect(ref.BlockOwnerDeletion).To(Equal(ptr.To(false)))
+				owners = append(owners, ref.Name)
+			}
+			g.Expect(owners).To(Equal(tc.owners))
+		})
+	}
+}
+
+// Two EnvoyFilters whose selectors overlap on the same pods insert two
+// filters; each must read only its own routes' buckets.
+func TestOverlappingSelectorsGetTheirOwnHTTPFilter(t *testing.T) {
+	g := NewWithT(t)
+	internal := Gateway{Namespace: "istio-system", Name: "internal", Selector: map[string]string{"app": "istio-ingressgateway"}}
+	admin := APIRule{Namespace: "shop", Name: "admin", Gateway: "istio-system/internal", Rules: []gatewayv1alpha1.Rule{{Path: "/admin", NoAuth: ptr.To(true)}}}
+	in := world(
+		policy("shop", "orders-api", 0, gatewayv1alpha1.TargetAPIRule, "orders"),
+		policy("shop", "admin-api", 1, gatewayv1alpha1.TargetAPIRule, "admin"),
+	)
+	in.Gateways = append(in.Gateways, internal)
+	in.APIRules = append(in.APIRules, admin)
+	out := Compute(in)
+	g.Expect(out.Verdicts[id("shop", "orders-api")].Enforced()).To(BeTrue())
+	g.Expect(out.Verdicts[id("shop", "admin-api")].Enforced()).To(BeTrue(), "different routes on the same pods do not conflict")
+	g.Expect(out.EnvoyFilters).To(HaveLen(2))
+	names := map[string]bool{}
+	for _, ef := range out.EnvoyFilters {
+		g.Expect(validateEnvoyFilter(ef, nil)).To(Succeed(), "per-route configs name the filter of their own EnvoyFilter")
+		names[value(patches(g, ef)[0])["name"].(string)] = true
+	}
+	g.Expect(names).To(HaveLen(2))
+}
+
 func TestDescriptorsAndOptions(t *testing.T) {
 	g := NewWithT(t)
 	p := policy("istio-system", "gw", 0, gatewayv1alpha1.TargetGateway, "public", func(p *Policy) {
@@ -194,11 +494,11 @@ func TestDescriptorsAndOptions(t *testing.T) {
 			{Header: &gatewayv1alpha1.HeaderMatch{Name: "x-tenant", Value: "free"}},
 		}
 	})
-	patches := patchesOf(g, Compute(world(p)))
-	g.Expect(patches).To(HaveLen(2))
-	g.Expect(patches[1]["applyTo"]).To(Equal("VIRTUAL_HOST"))
+	ps := patchesOf(g, Compute(world(p)))
+	g.Expect(ps).To(HaveLen(2))
+	g.Expect(ps[1]["applyTo"]).To(Equal("VIRTUAL_HOST"))
 
-	cfg := patches[0]["patch"].(map[string]any)["value"].(map[string]any)["typed_config"].(map[string]any)["value"].(map[string]any)
+	cfg := value(ps[0])["typed_config"].(map[string]any)["value"].(map[string]any)
 	g.Expect(cfg["filter_enforced"].(map[string]any)["default_value"].(map[string]any)["numerator"]).To(Equal(0.0), "enforce: false is shadow mode")
 	g.Expect(cfg["enable_x_ratelimit_headers"]).To(Equal("DRAFT_VERSION_03"))
 	descriptors := cfg["descriptors"].([]any)
@@ -206,7 +506,7 @@ func TestDescriptorsAndOptions(t *testing.T) {
 	g.Expect(descriptors[0].(map[string]any)["token_bucket"]).To(Equal(map[string]any{"max_tokens": 5.0, "tokens_per_fill": 5.0, "fill_interval": "60s"}))
 	g.Expect(descriptors[1].(map[string]any)["token_bucket"].(map[string]any)["max_tokens"]).To(Equal(100.0), "a descriptor without a bucket uses spec.local")
 
-	limits := patches[1]["patch"].(map[string]any)["value"].(map[string]any)["rate_limits"].([]any)
+	limits := value(ps[1])["rate_limits"].([]any)
 	first := limits[0].(map[string]any)["actions"].([]any)[0].(map[string]any)["header_value_match"].(map[string]any)
 	g.Expect(first["descriptor_value"]).To(Equal("d0"))
 	g.Expect(first["headers"]).To(Equal([]any{map[string]any{"name": ":path", "string_match": map[string]any{"prefix": "/login"}}}))
@@ -215,12 +515,27 @@ func TestDescriptorsAndOptions(t *testing.T) {
 func TestComputeIsDeterministic(t *testing.T) {
 	g := NewWithT(t)
 	in := world(
+		policy("shop", "pay", 1, gatewayv1alpha1.TargetAPIRule, "payments"),
 		policy("shop", "api", 1, gatewayv1alpha1.TargetAPIRule, "orders"),
-		policy("istio-system", "gw", 0, gatewayv1alpha1.TargetGateway, "public"),
 	)
-	first, _ := json.Marshal(Compute(in).EnvoyFilters)
+	in.Pods = append(in.Pods, Pod{Namespace: "edge", Labels: ingress})
+	first := canonical(g, Compute(in))
 	in.Policies[0], in.Policies[1] = in.Policies[1], in.Policies[0]
-	second, _ := json.Marshal(Compute(in).EnvoyFilters)
-	g.Expect(string(second)).To(Equal(string(first)))
-	g.Expect(networkingv1alpha3.EnvoyFilter_HTTP_FILTER.String()).To(Equal("HTTP_FILTER"))
+	in.APIRules[0], in.APIRules[1] = in.APIRules[1], in.APIRules[0]
+	in.Pods[0], in.Pods[1] = in.Pods[1], in.Pods[0]
+	g.Expect(canonical(g, Compute(in))).To(Equal(first))
+}
+
+// canonical is an Output as JSON, verdicts sorted by policy.
+func canonical(g Gomega, out Output) string {
+	verdicts := map[string]Verdict{}
+	for k, v := range out.Verdicts {
+		verdicts[k.String()] = v // encoding/json sorts map keys
+	}
+	raw, err := json.Marshal(struct {
+		EnvoyFilters []*networkingv1alpha3client.EnvoyFilter
+		Verdicts     map[string]Verdict
+	}{out.EnvoyFilters, verdicts})
+	g.Expect(err).NotTo(HaveOccurred())
+	return string(raw)
 }

@@ -1,0 +1,378 @@
+package topology
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	. "github.com/onsi/gomega"
+	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
+	networkingv1alpha3client "istio.io/client-go/pkg/apis/networking/v1alpha3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+)
+
+// FuzzCompute builds worlds from the fuzzer's bytes and checks what must
+// hold for any world: Compute does not panic, is deterministic and
+// independent of input order, gives every policy exactly one verdict,
+// never lets two enforced policies hold the same scope of the same pods,
+// writes filters only where they reach pods, and renders only valid Envoy
+// configuration.
+//
+// A short run: go test ./controllers/ratelimit/internal/topology -run '^$' -fuzz '^FuzzCompute$' -fuzztime 10s
+func FuzzCompute(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("portico: gateways, APIRules and RateLimits from bytes"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := decodeWorld(data)
+		out := Compute(in)
+		if err := checkInvariants(in, out); err != nil {
+			t.Fatalf("%v\ninput: %+v", err, in)
+		}
+	})
+}
+
+// The pools keep names few, so that worlds collide: shared pods, shared
+// selectors, same-age policies, targets that exist.
+var (
+	fuzzNamespaces = []string{"istio-system", "shop", "bookinfo", "edge"}
+	fuzzSelectors  = []map[string]string{
+		{"istio": "ingressgateway"},
+		{"app": "gw"},
+		{"istio": "ingressgateway", "app": "gw"},
+		{"istio": "internal"},
+	}
+	fuzzNames   = []string{"public", "internal", "orders", "payments"}
+	fuzzPaths   = []string{"/", "/orders/*", "/health", "/a/{*}/b"}
+	fuzzMethods = []gatewayv1alpha1.HTTPMethod{"GET", "POST", "DELETE"}
+	// headerChars are the characters the RateLimit CRD allows in a header name.
+	headerChars = "abcXYZ019!#$%&'*+-.^_|~"
+)
+
+// fuzzBytes hands out the fuzzer's bytes; past the end it yields zeros.
+type fuzzBytes struct {
+	data []byte
+	pos  int
+}
+
+func (b *fuzzBytes) next() byte {
+	if b.pos >= len(b.data) {
+		return 0
+	}
+	b.pos++
+	return b.data[b.pos-1]
+}
+
+func (b *fuzzBytes) intn(n int) int { return int(b.next()) % n }
+func (b *fuzzBytes) bit() bool     { return b.next()&1 == 1 }
+
+// uint32n reads four bytes into [1, n].
+func (b *fuzzBytes) uint32n(n uint32) uint32 {
+	v := uint32(b.next()) | uint32(b.next())<<8 | uint32(b.next())<<16 | uint32(b.next())<<24
+	return v%n + 1
+}
+
+// text reads a length-prefixed string of up to limit bytes, made valid
+// UTF-8 as the API server stores nothing else.
+func (b *fuzzBytes) text(limit int) string {
+	n := b.intn(limit + 1)
+	var s []byte
+	for range n {
+		s = append(s, b.next())
+	}
+	return strings.ToValidUTF8(string(s), "?")
+}
+
+func (b *fuzzBytes) pick(pool []string) string { return pool[b.intn(len(pool))] }
+
+// bucket reads a token bucket the CRD accepts: 1 <= tokensPerFill <=
+// maxTokens <= 1e9, 1s <= fillInterval <= 24h.
+func (b *fuzzBytes) bucket() gatewayv1alpha1.TokenBucket {
+	maxTokens := int64(b.uint32n(1_000_000_000))
+	perFill := int64(b.uint32n(uint32(maxTokens)))
+	interval := time.Second + time.Duration(b.uint32n(uint32(23*time.Hour/time.Millisecond)))*time.Millisecond
+	if b.bit() {
+		interval += time.Duration(b.uint32n(999_999)) * time.Nanosecond
+	}
+	return gatewayv1alpha1.TokenBucket{MaxTokens: maxTokens, TokensPerFill: perFill, FillInterval: metav1.Duration{Duration: interval}}
+}
+
+func (b *fuzzBytes) optionalBool() *bool {
+	switch b.intn(3) {
+	case 0:
+		return nil
+	case 1:
+		return ptr.To(true)
+	}
+	return ptr.To(false)
+}
+
+func (b *fuzzBytes) descriptor() gatewayv1alpha1.Descriptor {
+	var d gatewayv1alpha1.Descriptor
+	kind := b.intn(3) // path, header or both: the CRD requires one
+	if kind != 1 {
+		d.Path = "/" + strings.TrimLeft(b.text(12), "/")
+		if b.bit() {
+			d.Path = b.pick(fuzzPaths)
+		}
+	}
+	if kind != 0 {
+		name := []byte{headerChars[b.intn(len(headerChars))]}
+		for range b.intn(6) {
+			name = append(name, headerChars[b.intn(len(headerChars))])
+		}
+		d.Header = &gatewayv1alpha1.HeaderMatch{Name: string(name), Value: b.text(16)}
+	}
+	if b.bit() {
+		bucket := b.bucket()
+		d.Bucket = &bucket
+	}
+	return d
+}
+
+// decodeWorld builds an Input the API server could hold: unique names, and
+// specs that pass the CRDs' validation.
+func decodeWorld(data []byte) Input {
+	b := &fuzzBytes{data: data}
+	in := Input{GatewaysKnown: b.next()%8 != 0, APIRulesKnown: b.next()%8 != 0}
+	if b.bit() {
+		in.RootNamespace = DefaultRootNamespace
+	}
+	for range b.intn(5) {
+		labels := maps.Clone(fuzzSelectors[b.intn(len(fuzzSelectors))])
+		if b.bit() {
+			maps.Copy(labels, fuzzSelectors[b.intn(len(fuzzSelectors))])
+		}
+		if b.bit() {
+			labels["pod-template-hash"] = b.pick([]string{"a", "b"})
+		}
+		in.Pods = append(in.Pods, Pod{Namespace: b.pick(fuzzNamespaces), Labels: labels})
+	}
+	seen := map[string]bool{}
+	unique := func(kind, ns, name string) bool {
+		key := kind + "/" + ns + "/" + name
+		if seen[key] {
+			return false
+		}
+		seen[key] = true
+		return true
+	}
+	for range b.intn(5) {
+		g := Gateway{Namespace: b.pick(fuzzNamespaces), Name: b.pick(fuzzNames)}
+		if b.intn(8) != 0 {
+			g.Selector = maps.Clone(fuzzSelectors[b.intn(len(fuzzSelectors))])
+		}
+		if unique("gateway", g.Namespace, g.Name) {
+			in.Gateways = append(in.Gateways, g)
+		}
+	}
+	for range b.intn(5) {
+		r := APIRule{Namespace: b.pick(fuzzNamespaces), Name: b.pick(fuzzNames), Gateway: b.pick(fuzzNamespaces) + "/" + b.pick(fuzzNames)}
+		for range b.intn(4) {
+			rule := gatewayv1alpha1.Rule{Path: b.pick(fuzzPaths), NoAuth: ptr.To(true)}
+			for _, m := range fuzzMethods {
+				if b.intn(4) == 0 {
+					rule.Methods = append(rule.Methods, m)
+				}
+			}
+			r.Rules = append(r.Rules, rule)
+		}
+		if unique("apirule", r.Namespace, r.Name) {
+			in.APIRules = append(in.APIRules, r)
+		}
+	}
+	for i := range b.intn(7) {
+		p := Policy{Namespace: b.pick(fuzzNamespaces), Name: fmt.Sprintf("limit-%d", i), Created: t0.Add(time.Duration(b.intn(3)) * time.Minute)}
+		p.UID = types.UID("uid-" + p.Namespace + "-" + p.Name)
+		p.Spec.TargetRef = gatewayv1alpha1.TargetReference{Kind: gatewayv1alpha1.TargetGateway, Name: b.pick(fuzzNames)}
+		if b.bit() {
+			p.Spec.TargetRef.Kind = gatewayv1alpha1.TargetAPIRule
+		}
+		p.Spec.Local = b.bucket()
+		p.Spec.Enforce = b.optionalBool()
+		p.Spec.ResponseHeaders = b.optionalBool()
+		for range b.intn(4) {
+			p.Spec.Descriptors = append(p.Spec.Descriptors, b.descriptor())
+		}
+		in.Policies = append(in.Policies, p)
+	}
+	return in
+}
+
+// reversed is the same world listed in the opposite order, with every pod
+// listed twice (replicas).
+func reversed(in Input) Input {
+	out := in
+	out.Gateways = slices.Clone(in.Gateways)
+	slices.Reverse(out.Gateways)
+	out.APIRules = slices.Clone(in.APIRules)
+	slices.Reverse(out.APIRules)
+	out.Policies = slices.Clone(in.Policies)
+	slices.Reverse(out.Policies)
+	out.Pods = append(slices.Clone(in.Pods), in.Pods...)
+	slices.Reverse(out.Pods)
+	return out
+}
+
+// filterFacts is what an EnvoyFilter enforces, read back from its patches.
+type filterFacts struct {
+	ef          *networkingv1alpha3client.EnvoyFilter
+	gatewayWide bool
+	routes      []string
+	reach       []int // indexes into the input's deduplicated pods
+}
+
+func readFilter(ef *networkingv1alpha3client.EnvoyFilter) filterFacts {
+	facts := filterFacts{ef: ef}
+	for _, cp := range ef.Spec.ConfigPatches {
+		switch cp.GetApplyTo() {
+		case networkingv1alpha3.EnvoyFilter_HTTP_FILTER:
+			cfg := cp.GetPatch().GetValue().AsMap()["typed_config"].(map[string]any)["value"].(map[string]any)
+			_, facts.gatewayWide = cfg["token_bucket"]
+		case networkingv1alpha3.EnvoyFilter_HTTP_ROUTE:
+			facts.routes = append(facts.routes, cp.GetMatch().GetRouteConfiguration().GetVhost().GetRoute().GetName())
+		}
+	}
+	return facts
+}
+
+// checkInvariants checks an Output against its Input; see FuzzCompute.
+func checkInvariants(in Input, out Output) error {
+	g := NewGomega(func(message string, _ ...int) { panic(invariantError(message)) })
+	return catchInvariant(func() { checkWith(g, in, out) })
+}
+
+type invariantError string
+
+func catchInvariant(check func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if msg, ok := r.(invariantError); ok {
+				err = fmt.Errorf("invariant broken: %s", msg)
+				return
+			}
+			panic(r)
+		}
+	}()
+	check()
+	return nil
+}
+
+func checkWith(g Gomega, in Input, out Output) {
+	// Deterministic, and independent of the order of the input.
+	want := canonical(g, out)
+	g.Expect(canonical(g, Compute(in))).To(Equal(want), "same input, same output")
+	g.Expect(canonical(g, Compute(reversed(in)))).To(Equal(want), "input order does not matter")
+
+	// Every policy gets exactly one verdict, with a documented reason.
+	policies := map[types.NamespacedName]Policy{}
+	for _, p := range in.Policies {
+		policies[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = p
+	}
+	g.Expect(out.Verdicts).To(HaveLen(len(policies)))
+	filters := map[string]*networkingv1alpha3client.EnvoyFilter{}
+	for _, ef := range out.EnvoyFilters {
+		g.Expect(filters).NotTo(HaveKey(ef.Namespace+"/"+ef.Name), "one object per name")
+		filters[ef.Namespace+"/"+ef.Name] = ef
+	}
+	referenced := map[string]bool{}
+	for key, v := range out.Verdicts {
+		g.Expect(policies).To(HaveKey(key))
+		g.Expect(v.Reason).To(BeElementOf(gatewayv1alpha1.ReasonEnforced, gatewayv1alpha1.ReasonNotEnforced,
+			gatewayv1alpha1.ReasonTargetNotFound, gatewayv1alpha1.ReasonConflicted))
+		g.Expect(v.Message).NotTo(BeEmpty())
+		g.Expect(utf8.ValidString(v.Message)).To(BeTrue())
+		g.Expect(v.Enforced()).To(Equal(len(v.EnvoyFilters) > 0), "%s: %s", key, v.Message)
+		g.Expect(slices.IsSorted(v.EnvoyFilters)).To(BeTrue())
+		for _, ref := range v.EnvoyFilters {
+			g.Expect(filters).To(HaveKey(ref), "an enforced policy's filter is written")
+			referenced[ref] = true
+		}
+	}
+	g.Expect(referenced).To(HaveLen(len(filters)), "every filter enforces some policy")
+
+	// Filters reach pods, never twice the same pods with one selector, and
+	// no two enforced policies hold the same scope of the same pods.
+	pods := podGroups(in.Pods)
+	gatewayWide := map[int]string{}
+	routes := map[int]map[string]string{}
+	bySelector := map[string]map[int]string{}
+	for key, ef := range filters {
+		g.Expect(validateEnvoyFilter(ef, nil)).To(Succeed())
+		g.Expect(ef.Labels).To(HaveKeyWithValue(LabelManagedBy, ManagedBy))
+		facts := readFilter(ef)
+		selector := ef.Spec.GetWorkloadSelector().GetLabels()
+		g.Expect(selector).NotTo(BeEmpty())
+		facts.reach = readReach(in, pods, ef)
+		g.Expect(facts.reach).NotTo(BeEmpty(), "%s reaches no pod", key)
+		sk := selectorKey(selector)
+		if bySelector[sk] == nil {
+			bySelector[sk] = map[int]string{}
+		}
+		for _, i := range facts.reach {
+			g.Expect(bySelector[sk]).NotTo(HaveKey(i), "%s and %s apply twice to the same pods", bySelector[sk][i], key)
+			bySelector[sk][i] = key
+			if facts.gatewayWide {
+				g.Expect(gatewayWide).NotTo(HaveKey(i), "two gateway-wide limits on the same pods")
+				gatewayWide[i] = key
+			}
+			if routes[i] == nil {
+				routes[i] = map[string]string{}
+			}
+			for _, r := range facts.routes {
+				g.Expect(routes[i]).NotTo(HaveKey(r), "route %s limited twice on the same pods", r)
+				routes[i][r] = key
+			}
+		}
+		// Owners: enforced contributors of the filter's own namespace.
+		for _, ref := range ef.OwnerReferences {
+			owner := types.NamespacedName{Namespace: ef.Namespace, Name: ref.Name}
+			g.Expect(policies).To(HaveKey(owner), "owners live in the filter's namespace")
+			g.Expect(ref.UID).To(Equal(policies[owner].UID))
+			g.Expect(out.Verdicts[owner].EnvoyFilters).To(ContainElement(key))
+			g.Expect(ref.Controller).To(Equal(ptr.To(false)))
+			g.Expect(ref.BlockOwnerDeletion).To(Equal(ptr.To(false)))
+		}
+	}
+	for i := range gatewayWide {
+		g.Expect(routes[i]).To(BeEmpty(), "a gateway-wide limit and route limits on the same pods")
+	}
+
+	// Owners are complete, and a gateway-wide limit serves only its tenant.
+	for key, v := range out.Verdicts {
+		for _, ref := range v.EnvoyFilters {
+			ef := filters[ref]
+			if ef.Namespace == key.Namespace {
+				g.Expect(ef.OwnerReferences).To(ContainElement(HaveField("Name", key.Name)))
+			}
+			if policies[key].Spec.TargetRef.Kind != gatewayv1alpha1.TargetGateway {
+				continue
+			}
+			for _, gw := range in.Gateways {
+				for _, i := range readReach(in, pods, ef) {
+					if len(gw.Selector) == 0 || selects(gw.Selector, pods[i].labels) {
+						g.Expect(gw.Namespace).To(Equal(key.Namespace), "%s limits gateway %s/%s of another tenant", key, gw.Namespace, gw.Name)
+					}
+				}
+			}
+		}
+	}
+}
+
+// readReach is the pods an EnvoyFilter reaches, as Istio decides it.
+func readReach(in Input, pods []podGroup, ef *networkingv1alpha3client.EnvoyFilter) []int {
+	var reach []int
+	for i, p := range pods {
+		if selects(ef.Spec.GetWorkloadSelector().GetLabels(), p.labels) && (p.namespace == ef.Namespace || ef.Namespace == in.RootNamespace) {
+			reach = append(reach, i)
+		}
+	}
+	return reach
+}
