@@ -47,11 +47,23 @@ const (
 	// ReasonProgressDeadlineExceeded (Degraded): the rollout did not progress
 	// within the Deployment's progress deadline.
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
-	// ReasonCrashLoopBackOff (Degraded): a controller container keeps crashing.
+	// ReasonReplicaFailure (Degraded): the Deployment cannot create its pods
+	// (its ReplicaFailure condition, for example a missing ServiceAccount, an
+	// exhausted quota or an admission webhook's refusal); the message has the
+	// condition's reason and message.
+	ReasonReplicaFailure = "ReplicaFailure"
+	// ReasonCrashLoopBackOff (Degraded): a controller container keeps
+	// crashing. It stays the reason while the container runs between two
+	// crashes without becoming ready, so the phase does not flap.
 	ReasonCrashLoopBackOff = "CrashLoopBackOff"
 	// ReasonImagePullFailed (Degraded): a controller image cannot be pulled
-	// (ErrImagePull or ImagePullBackOff).
+	// (ErrImagePull, ImagePullBackOff, InvalidImageName or ErrImageNeverPull).
 	ReasonImagePullFailed = "ImagePullFailed"
+	// ReasonContainerStartFailed (Degraded): a controller container cannot be
+	// created or started (CreateContainerConfigError, CreateContainerError or
+	// RunContainerError), for example because a Secret or ConfigMap its env
+	// refers to is missing.
+	ReasonContainerStartFailed = "ContainerStartFailed"
 	// ReasonDeploymentApplyFailed (Degraded): the Deployment could not be
 	// written or deleted; the message has the API server's error.
 	ReasonDeploymentApplyFailed = "DeploymentApplyFailed"

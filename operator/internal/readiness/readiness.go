@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/operator/internal/message"
 )
 
 // Result is a running controller's phase with its Deployment's counts.
@@ -39,11 +40,16 @@ func Evaluate(d *appsv1.Deployment, pods []corev1.Pod) Result {
 	}
 	observed := d.Generation <= d.Status.ObservedGeneration
 	if observed {
-		for _, c := range d.Status.Conditions {
-			if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
-				return set(operatorv1alpha1.PhaseDegraded, operatorv1alpha1.ReasonProgressDeadlineExceeded,
-					"deployment %s exceeded its progress deadline: %s", d.Name, c.Message)
-			}
+		// Pods that cannot be created (a missing ServiceAccount, a quota, an
+		// admission webhook) never reach the pod checks above; the
+		// Deployment says so at once, long before its progress deadline.
+		if c := condition(d, appsv1.DeploymentReplicaFailure); c != nil && c.Status == corev1.ConditionTrue {
+			return set(operatorv1alpha1.PhaseDegraded, operatorv1alpha1.ReasonReplicaFailure,
+				"deployment %s cannot create pods: %s: %s", d.Name, c.Reason, c.Message)
+		}
+		if c := condition(d, appsv1.DeploymentProgressing); c != nil && c.Reason == "ProgressDeadlineExceeded" {
+			return set(operatorv1alpha1.PhaseDegraded, operatorv1alpha1.ReasonProgressDeadlineExceeded,
+				"deployment %s exceeded its progress deadline: %s", d.Name, c.Message)
 		}
 	}
 
@@ -69,8 +75,16 @@ func Evaluate(d *appsv1.Deployment, pods []corev1.Pod) Result {
 	}
 }
 
-// failingPod finds the first (by name) live pod with a container stuck in
-// CrashLoopBackOff or failing to pull its image.
+func condition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
+	for i := range d.Status.Conditions {
+		if d.Status.Conditions[i].Type == t {
+			return &d.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// failingPod finds the first (by name) live pod with a failing container.
 func failingPod(pods []corev1.Pod) (reason, message string, failing bool) {
 	sorted := make([]*corev1.Pod, 0, len(pods))
 	for i := range pods {
@@ -80,32 +94,68 @@ func failingPod(pods []corev1.Pod) (reason, message string, failing bool) {
 	}
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	for _, p := range sorted {
-		statuses := append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
-		for _, cs := range statuses {
-			if cs.State.Waiting == nil {
-				continue
+		for _, cs := range p.Status.InitContainerStatuses {
+			if reason, message, failing := failingContainer(p.Name, cs, true); failing {
+				return reason, message, true
 			}
-			w := cs.State.Waiting
-			switch w.Reason {
-			case "CrashLoopBackOff":
-				return operatorv1alpha1.ReasonCrashLoopBackOff,
-					fmt.Sprintf("pod %s container %s is in CrashLoopBackOff (%d restarts)%s", p.Name, cs.Name, cs.RestartCount, detail(w.Message)), true
-			case "ImagePullBackOff", "ErrImagePull":
-				return operatorv1alpha1.ReasonImagePullFailed,
-					fmt.Sprintf("pod %s container %s cannot pull image %s: %s%s", p.Name, cs.Name, cs.Image, w.Reason, detail(w.Message)), true
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if reason, message, failing := failingContainer(p.Name, cs, false); failing {
+				return reason, message, true
 			}
 		}
 	}
 	return "", "", false
 }
 
+// failingContainer reports a container stuck in a waiting reason that only
+// changes when someone acts (an image, a Secret, a crashing binary), or
+// crash looping.
+//
+// A crash-looping container alternates: waiting in CrashLoopBackOff, then
+// running (not ready) for a moment, then terminated again. Judging by the
+// waiting reason alone would flap Degraded/Progressing, with an Event each
+// way, on every restart; a container that has restarted and is not ready
+// since its last termination is still crash looping.
+func failingContainer(pod string, cs corev1.ContainerStatus, init bool) (reason, message string, failing bool) {
+	if w := cs.State.Waiting; w != nil {
+		switch w.Reason {
+		case "CrashLoopBackOff":
+			return operatorv1alpha1.ReasonCrashLoopBackOff,
+				fmt.Sprintf("pod %s container %s is in CrashLoopBackOff (%d restarts)%s", pod, cs.Name, cs.RestartCount, detail(w.Message)), true
+		case "ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull":
+			return operatorv1alpha1.ReasonImagePullFailed,
+				fmt.Sprintf("pod %s container %s cannot pull image %s: %s%s", pod, cs.Name, cs.Image, w.Reason, detail(w.Message)), true
+		case "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
+			return operatorv1alpha1.ReasonContainerStartFailed,
+				fmt.Sprintf("pod %s container %s cannot start: %s%s", pod, cs.Name, w.Reason, detail(w.Message)), true
+		}
+	}
+	if cs.Ready || cs.RestartCount == 0 {
+		return "", "", false
+	}
+	last := cs.LastTerminationState.Terminated
+	if t := cs.State.Terminated; t != nil {
+		if init && t.ExitCode == 0 {
+			return "", "", false // completed, as an init container should
+		}
+		last = t
+	}
+	if last == nil {
+		return "", "", false
+	}
+	exit := fmt.Sprintf("exit code %d", last.ExitCode)
+	if last.Reason != "" {
+		exit += " (" + last.Reason + ")"
+	}
+	return operatorv1alpha1.ReasonCrashLoopBackOff,
+		fmt.Sprintf("pod %s container %s is in CrashLoopBackOff (%d restarts): restarted after %s and is not ready", pod, cs.Name, cs.RestartCount, exit), true
+}
+
+// detail bounds a kubelet message; the status message has its own limit.
 func detail(msg string) string {
 	if msg == "" {
 		return ""
 	}
-	const limit = 512
-	if len(msg) > limit {
-		msg = msg[:limit] + "…"
-	}
-	return ": " + msg
+	return ": " + message.Truncate(msg, 512)
 }

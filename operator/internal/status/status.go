@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/operator/internal/message"
 )
 
 // Controller is one controller's outcome of a reconcile.
@@ -33,14 +34,27 @@ func Compute(in Input) operatorv1alpha1.APIGatewayStatus {
 		ObservedGeneration: in.Generation,
 		Conditions:         append([]metav1.Condition(nil), in.Previous.Conditions...),
 	}
-	for _, c := range in.Controllers {
+	controllers := BoundMessages(in.Controllers)
+	for _, c := range controllers {
 		out.Controllers = append(out.Controllers, SetTransitionTime(in.Previous.Controllers, c.ControllerStatus, in.Now))
 	}
 	sort.Slice(out.Controllers, func(i, j int) bool { return out.Controllers[i].Name < out.Controllers[j].Name })
 
-	out.State = State(in.Controllers, in.Deleting)
-	out.Ready = ReadySummary(in.Controllers)
-	SetReadyCondition(&out.Conditions, out.State, in.Controllers, in.Generation, in.Now)
+	out.State = State(controllers, in.Deleting)
+	out.Ready = ReadySummary(controllers)
+	SetReadyCondition(&out.Conditions, out.State, controllers, in.Generation, in.Now)
+	return out
+}
+
+// BoundMessages returns the controllers with messages the API accepts: an
+// API server error can be longer than status.controllers[].message allows,
+// and a status write it made fail would fail on every reconcile.
+func BoundMessages(controllers []Controller) []Controller {
+	out := make([]Controller, len(controllers))
+	for i, c := range controllers {
+		c.Message = message.Truncate(c.Message, message.ControllerStatusMaxLength)
+		out[i] = c
+	}
 	return out
 }
 
@@ -145,9 +159,6 @@ func SetReadyCondition(conditions *[]metav1.Condition, state operatorv1alpha1.St
 	if cond.Message == "" {
 		cond.Message = strings.Join(notReady, "; ")
 	}
-	const limit = 32 * 1024 // metav1.Condition's message limit
-	if len(cond.Message) > limit {
-		cond.Message = cond.Message[:limit-1] + "…"
-	}
+	cond.Message = message.Truncate(cond.Message, message.ConditionMaxLength)
 	meta.SetStatusCondition(conditions, cond)
 }

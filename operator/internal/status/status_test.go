@@ -1,14 +1,18 @@
 package status
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/operator/internal/message"
 )
 
 var (
@@ -121,4 +125,43 @@ func TestComputeIsStableAndKeepsTransitionTimes(t *testing.T) {
 	g.Expect(second.Controllers[1].LastTransitionTime).To(Equal(t1))
 	g.Expect(meta.FindStatusCondition(second.Conditions, operatorv1alpha1.ConditionReady).LastTransitionTime).To(Equal(t1))
 	g.Expect(second.State).To(Equal(operatorv1alpha1.StateReady))
+}
+
+func TestComputeBoundsMessagesToTheAPILimits(t *testing.T) {
+	g := NewWithT(t)
+	huge := ctrl("apirule", "Degraded", true, operatorv1alpha1.ReasonDeploymentApplyFailed)
+	huge.Message = `apply deployment portico-system/apirule-controller: Deployment.apps "apirule-controller" is invalid: ` +
+		strings.Repeat("spec.template.spec.nodeSelector: Invalid value: \"ü\": must be no more than 63 characters; ", 200)
+	invalid := ctrl("ratelimit", "Degraded", true, operatorv1alpha1.ReasonCrashLoopBackOff)
+	invalid.Message = "pod ratelimit-controller-x container manager: last words \xff\xfe"
+
+	st := Compute(Input{Generation: 1, Controllers: []Controller{huge, invalid}, Now: t0})
+
+	rule := st.Controllers[0]
+	g.Expect(len(rule.Message)).To(BeNumerically("<=", message.ControllerStatusMaxLength))
+	g.Expect(rule.Message).To(HavePrefix(`apply deployment portico-system/apirule-controller: Deployment.apps "apirule-controller" is invalid`))
+	g.Expect(rule.Message).To(HaveSuffix(message.TruncatedNote))
+	g.Expect(utf8.ValidString(rule.Message)).To(BeTrue())
+	g.Expect(st.Controllers[1].Message).To(Equal("pod ratelimit-controller-x container manager: last words \uFFFD"))
+
+	ready := meta.FindStatusCondition(st.Conditions, operatorv1alpha1.ConditionReady)
+	g.Expect(ready).NotTo(BeNil())
+	g.Expect(len(ready.Message)).To(BeNumerically("<=", message.ConditionMaxLength))
+	g.Expect(utf8.ValidString(ready.Message)).To(BeTrue())
+	g.Expect(ready.Message).To(ContainSubstring(rule.Message), "the condition repeats the bounded message")
+}
+
+func TestReadyConditionMessageIsBounded(t *testing.T) {
+	g := NewWithT(t)
+	var controllers []Controller
+	for i := range 40 {
+		c := ctrl(fmt.Sprintf("c%02d", i), "Degraded", true, operatorv1alpha1.ReasonCrashLoopBackOff)
+		c.Message = strings.Repeat("é", 2000) // 4000 bytes each: the joined message is far over 32 KiB
+		controllers = append(controllers, c)
+	}
+	var conditions []metav1.Condition
+	SetReadyCondition(&conditions, operatorv1alpha1.StateError, controllers, 1, t0)
+	g.Expect(len(conditions[0].Message)).To(BeNumerically("<=", message.ConditionMaxLength))
+	g.Expect(utf8.ValidString(conditions[0].Message)).To(BeTrue())
+	g.Expect(conditions[0].Message).To(HaveSuffix(message.TruncatedNote))
 }
