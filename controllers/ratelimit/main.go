@@ -41,7 +41,8 @@ func main() {
 		AddToScheme: []func(*runtime.Scheme) error{
 			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, networkingv1alpha3.AddToScheme,
 		},
-		Cache: func(opts *cache.Options, _ controllerruntime.Environment) { controller.ConfigureCache(opts) },
+		Cache:  func(opts *cache.Options, _ controllerruntime.Environment) { controller.ConfigureCache(opts) },
+		Retire: controller.Retire,
 		Setup: func(mgr ctrl.Manager, env controllerruntime.Environment) error {
 			r := &controller.Reconciler{
 				Client:        mgr.GetClient(),

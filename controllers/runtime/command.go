@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 )
 
 // version is stamped at build time (-ldflags -X).
@@ -51,6 +53,12 @@ type Controller struct {
 	// Cache, when set, narrows what the workers cache (label selectors,
 	// transforms) before their manager is created.
 	Cache func(opts *cache.Options, env Environment)
+	// Retire, when set, runs as the process stops if the APIGateway no
+	// longer wants this controller (disabled, or the APIGateway deleted):
+	// it removes what the controller wrote that would otherwise keep acting
+	// with nobody to maintain it. It must touch only the controller's own
+	// objects. The controller's RBAC needs get on apigateways.
+	Retire func(ctx context.Context, c client.Client) error
 }
 
 // Environment is what Setup may need to know about the process.
@@ -160,7 +168,7 @@ func Run(ctx context.Context, c Controller, o Options) error {
 		}
 	}
 	scheme := runtime.NewScheme()
-	for _, add := range append([]func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme}, c.AddToScheme...) {
+	for _, add := range append([]func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme, operatorv1alpha1.AddToScheme}, c.AddToScheme...) {
 		if err := add(scheme); err != nil {
 			return err
 		}
@@ -244,7 +252,21 @@ func Run(ctx context.Context, c Controller, o Options) error {
 		return err
 	}
 	log.Info("Starting", "version", version, "namespace", o.Namespace, "required", c.RequiredCRDs)
-	return outer.Start(ctx)
+	if err := outer.Start(ctx); err != nil {
+		return err
+	}
+	if c.Retire != nil {
+		// Every replica may run it: removing the controller's own objects
+		// twice is harmless, and a non-leader may be the last one left.
+		retired, err := retireIfUnwanted(cfg, scheme, c)
+		if err != nil {
+			return err
+		}
+		if retired {
+			log.Info("The APIGateway no longer wants this controller; removed the objects it wrote")
+		}
+	}
+	return nil
 }
 
 var _ manager.LeaderElectionRunnable = &watchdog{}

@@ -40,6 +40,7 @@ const FieldManager = "ratelimit-controller"
 // +kubebuilder:rbac:groups=networking.istio.io,resources=gateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.istio.io,resources=envoyfilters,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways,verbs=get
 
 // World is the single key every event maps to.
 var World = reconcile.Request{NamespacedName: types.NamespacedName{Name: "world"}}
@@ -344,4 +345,25 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(&gatewayv1alpha1.APIRule{}, toWorld)
 	}
 	return b.Complete(r)
+}
+
+// Retire deletes every EnvoyFilter the controller manages. It runs when the
+// controller is disabled or Portico removed: the filters would otherwise
+// keep limiting traffic with nobody left to update or remove them (owner
+// references cannot reach filters outside their RateLimits' namespace).
+func Retire(ctx context.Context, c client.Client) error {
+	var filters networkingv1alpha3.EnvoyFilterList
+	if err := c.List(ctx, &filters, ManagedSelector); err != nil {
+		return fmt.Errorf("list managed EnvoyFilters: %w", err)
+	}
+	var errs []error
+	for _, ef := range filters.Items {
+		// The UID precondition keeps a same-named filter created meanwhile
+		// by someone else safe.
+		err := c.Delete(ctx, ef, client.Preconditions{UID: &ef.UID})
+		if client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("delete EnvoyFilter %s/%s: %w", ef.Namespace, ef.Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }

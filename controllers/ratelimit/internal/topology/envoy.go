@@ -2,6 +2,8 @@ package topology
 
 import (
 	"fmt"
+	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
@@ -21,7 +23,7 @@ func tokenBucket(b gatewayv1alpha1.TokenBucket) map[string]any {
 	return map[string]any{
 		"max_tokens":      float64(b.MaxTokens),
 		"tokens_per_fill": float64(b.TokensPerFill),
-		"fill_interval":   fmt.Sprintf("%gs", b.FillInterval.Seconds()),
+		"fill_interval":   protoDuration(b.FillInterval.Duration),
 	}
 }
 
@@ -166,4 +168,19 @@ func routePatch(name string, c claim) *networkingv1alpha3.EnvoyFilter_EnvoyConfi
 			Value:     mustStruct(value),
 		},
 	}
+}
+
+// protoDuration writes d as google.protobuf.Duration's JSON form: seconds
+// with at most nine exact fractional digits ("1.122s"). Formatting the
+// float of seconds would write "1.1219999999999999s", which Envoy rejects.
+func protoDuration(d time.Duration) string {
+	sign := ""
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	seconds, nanos := d/time.Second, d%time.Second
+	if nanos == 0 {
+		return fmt.Sprintf("%s%ds", sign, seconds)
+	}
+	return sign + strings.TrimRight(fmt.Sprintf("%d.%09d", seconds, nanos), "0") + "s"
 }

@@ -136,3 +136,17 @@ func TestValidationRejectsBrokenPatches(t *testing.T) {
 	g.Expect(validateEnvoyFilter(Compute(world(routeLimit)).EnvoyFilters[0], nil)).To(Succeed())
 	g.Expect(validateEnvoyFilter(Compute(world(gatewayLimit)).EnvoyFilters[0], nil)).To(Succeed())
 }
+
+func TestProtoDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Second:                      "1s",
+		1122 * time.Millisecond:          "1.122s",
+		24 * time.Hour:                   "86400s",
+		90*time.Second + time.Nanosecond: "90.000000001s",
+		-1500 * time.Millisecond:         "-1.5s",
+	} {
+		if got := protoDuration(d); got != want {
+			t.Errorf("protoDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

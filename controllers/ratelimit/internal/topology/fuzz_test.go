@@ -71,7 +71,7 @@ func (b *fuzzBytes) next() byte {
 }
 
 func (b *fuzzBytes) intn(n int) int { return int(b.next()) % n }
-func (b *fuzzBytes) bit() bool     { return b.next()&1 == 1 }
+func (b *fuzzBytes) bit() bool      { return b.next()&1 == 1 }
 
 // uint32n reads four bytes into [1, n].
 func (b *fuzzBytes) uint32n(n uint32) uint32 {

@@ -276,7 +276,9 @@ func TestGatewaysSharingAWorkloadShareOneFilter(t *testing.T) {
 // filter's namespace, or of every namespace from the root namespace.
 func TestFilterIsWrittenWherePodsRun(t *testing.T) {
 	bookinfo := Gateway{Namespace: "bookinfo", Name: "bookinfo", Selector: ingress}
-	pod := func(ns string) Pod { return Pod{Namespace: ns, Labels: map[string]string{"istio": "ingressgateway", "pod-template-hash": ns}} }
+	pod := func(ns string) Pod {
+		return Pod{Namespace: ns, Labels: map[string]string{"istio": "ingressgateway", "pod-template-hash": ns}}
+	}
 	tests := map[string]struct {
 		pods    []Pod
 		root    string

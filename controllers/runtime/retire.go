@@ -1,0 +1,63 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+)
+
+// retireTimeout bounds the clean-up on the way out; it stays well inside a
+// pod's default 30 s termination grace period.
+const retireTimeout = 15 * time.Second
+
+// Wanted reports whether the APIGateway still asks for the named controller:
+// it exists, is not being deleted, and does not disable it. Scaling to zero
+// replicas keeps a controller wanted (its objects stay in force); a missing
+// APIGateway, or one being deleted, wants none.
+func Wanted(gw *operatorv1alpha1.APIGateway, name string) bool {
+	if gw == nil || !gw.DeletionTimestamp.IsZero() {
+		return false
+	}
+	for _, c := range gw.Spec.Controllers {
+		if string(c.Name) == name {
+			return c.Enabled == nil || *c.Enabled
+		}
+	}
+	return true // not listed: its defaults, which enable it
+}
+
+// retireIfUnwanted runs c.Retire when the process stops because the
+// APIGateway no longer wants the controller, so that what it wrote does not
+// keep acting with nobody left to maintain it. A rolling update or a
+// scale-down stops the process too; then the APIGateway still wants the
+// controller and nothing is removed.
+func retireIfUnwanted(cfg *rest.Config, scheme *runtime.Scheme, c Controller) (retired bool, _ error) {
+	ctx, cancel := context.WithTimeout(context.Background(), retireTimeout)
+	defer cancel()
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return false, fmt.Errorf("retire: %w", err)
+	}
+	gw := &operatorv1alpha1.APIGateway{}
+	switch err := cl.Get(ctx, client.ObjectKey{Name: operatorv1alpha1.SingletonName}, gw); {
+	case apierrors.IsNotFound(err):
+		gw = nil
+	case err != nil:
+		// Cannot tell: leave everything in force rather than guess.
+		return false, fmt.Errorf("retire: read APIGateway %s: %w", operatorv1alpha1.SingletonName, err)
+	}
+	if Wanted(gw, c.Name) {
+		return false, nil
+	}
+	if err := c.Retire(ctx, cl); err != nil {
+		return false, fmt.Errorf("retire: %w", err)
+	}
+	return true, nil
+}
