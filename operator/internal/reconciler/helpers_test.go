@@ -4,12 +4,15 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
@@ -150,4 +153,35 @@ func rolledOut(d *appsv1.Deployment) {
 	d.Status = appsv1.DeploymentStatus{
 		ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
 	}
+}
+
+// expectIdle waits for the operator to settle, then checks for 5 s that it
+// sends no write and that versions (resourceVersions of the objects it
+// manages) stay the same.
+func expectIdle(t *testing.T, versions func() []string) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Eventually(func() int64 {
+		before := operatorWrites.Load()
+		time.Sleep(500 * time.Millisecond)
+		return operatorWrites.Load() - before
+	}, eventually).Should(BeZero(), "the operator settles")
+	start, writes := versions(), operatorWrites.Load()
+	g.Consistently(func(g Gomega) {
+		g.Expect(versions()).To(Equal(start))
+		g.Expect(operatorWrites.Load()).To(Equal(writes))
+	}, 5*time.Second, 250*time.Millisecond).Should(Succeed())
+}
+
+// gatewayEvents lists the Events about the APIGateway with the given UID.
+func gatewayEvents(g Gomega, uid types.UID) []eventsv1.Event {
+	var list eventsv1.EventList
+	g.Expect(k8sClient.List(context.Background(), &list)).To(Succeed())
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "APIGateway" && e.Regarding.UID == uid {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -19,6 +19,7 @@ import (
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/operator/internal/catalog"
 	"github.com/portico-dev/portico/operator/internal/gating"
+	"github.com/portico-dev/portico/operator/internal/message"
 	"github.com/portico-dev/portico/operator/internal/readiness"
 	"github.com/portico-dev/portico/operator/internal/render"
 	"github.com/portico-dev/portico/operator/internal/status"
@@ -49,6 +50,8 @@ type Reconciler struct {
 		overRV string
 		status operatorv1alpha1.APIGatewayStatus
 	}
+	// applied remembers the last apply of each Deployment, by name.
+	applied map[string]appliedDeployment
 }
 
 // Request is the single key every event maps to.
@@ -143,20 +146,21 @@ func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alph
 		res.Message = fmt.Sprintf("waiting for the old deployment %s to be deleted before recreating it", live.Name)
 		return res, nil
 	}
-	wrote, err := r.applyDeployment(ctx, entry.Name, desired, live)
+	current, err := r.applyDeployment(ctx, entry.Name, desired, live)
 	if err != nil {
 		setDegraded(&res, err)
 		return res, err
 	}
-	if wrote || live == nil {
+	if live == nil || current.Generation != live.Generation {
+		// The server changed the spec: a rollout starts. An apply it found
+		// nothing to change in, or that only took back metadata, keeps the
+		// generation and the rollout's state.
 		res.Phase, res.Reason = operatorv1alpha1.PhaseProgressing, operatorv1alpha1.ReasonRolloutInProgress
 		res.Message = fmt.Sprintf("deployment %s applied; waiting for the rollout", entry.Binary())
-		if live != nil {
-			res.ReadyReplicas, res.UpdatedReplicas = live.Status.ReadyReplicas, live.Status.UpdatedReplicas
-		}
+		res.ReadyReplicas, res.UpdatedReplicas = current.Status.ReadyReplicas, current.Status.UpdatedReplicas
 		return res, nil
 	}
-	ready := readiness.Evaluate(live, snap.pods[entry.Name])
+	ready := readiness.Evaluate(current, snap.pods[entry.Name])
 	res.Phase, res.Reason, res.Message = ready.Phase, ready.Reason, ready.Message
 	res.Replicas, res.ReadyReplicas, res.UpdatedReplicas = ready.Replicas, ready.ReadyReplicas, ready.UpdatedReplicas
 	return res, nil
@@ -254,7 +258,7 @@ func (r *Reconciler) recordTransitions(gw *operatorv1alpha1.APIGateway, newStatu
 		if c.Phase == operatorv1alpha1.PhaseDegraded || c.Phase == operatorv1alpha1.PhaseBlocked {
 			eventType = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(gw, nil, eventType, c.Reason, "Controller"+string(c.Phase),
-			"%s is %s: %s", c.Name, c.Phase, c.Message)
+		note := message.Truncate(fmt.Sprintf("%s is %s: %s", c.Name, c.Phase, c.Message), message.EventNoteMaxLength)
+		r.Recorder.Eventf(gw, nil, eventType, c.Reason, "Controller"+string(c.Phase), "%s", note)
 	}
 }

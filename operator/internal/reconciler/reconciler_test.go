@@ -3,7 +3,6 @@ package reconciler_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -359,15 +358,5 @@ func TestIdleClusterSendsNoWrites(t *testing.T) {
 		}
 		return out
 	}
-	// Let the last reconcile (and its Event) settle, then watch for 5 s.
-	g.Eventually(func() int64 {
-		before := operatorWrites.Load()
-		time.Sleep(500 * time.Millisecond)
-		return operatorWrites.Load() - before
-	}, eventually).Should(BeZero())
-	start, writes := versions(), operatorWrites.Load()
-	g.Consistently(func(g Gomega) {
-		g.Expect(versions()).To(Equal(start))
-		g.Expect(operatorWrites.Load()).To(Equal(writes))
-	}, 5*time.Second, 250*time.Millisecond).Should(Succeed())
+	expectIdle(t, versions)
 }
