@@ -152,6 +152,46 @@ var _ = Describe("Portico", Ordered, func() {
 			Eventually(processReady("apirule-controller"), timeout, interval).Should(Equal(http.StatusOK))
 			Eventually(processReady("ratelimit-controller"), timeout, interval).Should(Equal(http.StatusOK))
 		}
+		if target.RealPods() {
+			By("asking each controller pod's readiness endpoint, the one its probe uses")
+			for _, name := range []string{"apirule-controller", "ratelimit-controller"} {
+				Eventually(podProbe(ctx, name, "/readyz"), timeout, interval).Should(HaveEach(Equal("ok")), name)
+				Eventually(podProbe(ctx, name, "/healthz"), timeout, interval).Should(HaveEach(Equal("ok")), name)
+				for _, pod := range podsOf(ctx, name) {
+					c := pod.Spec.Containers[0]
+					Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
+					Expect(pod.Status.ContainerStatuses[0].Ready).To(BeTrue(), "the kubelet's readiness probe of %s passed", pod.Name)
+				}
+			}
+		}
+	})
+
+	It("enforces the restricted Pod Security Standard on "+namespace+" and admits every Portico pod", func(ctx SpecContext) {
+		if !target.RealPods() {
+			Skip("kwok clusters run without admission plugins")
+		}
+		ns := &corev1.Namespace{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: namespace}, ns)).To(Succeed())
+		Expect(ns.Labels).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce", "restricted"))
+
+		By("rejecting a pod that runs as root with privilege escalation")
+		bad := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "not-restricted", Namespace: namespace},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: imageRegistry + "/e2e-agent:" + imageTag}}},
+		}
+		err := k8sClient.Create(ctx, bad, client.DryRunAll)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "want Forbidden, got %v", err)
+		Expect(err.Error()).To(ContainSubstring(`violates PodSecurity "restricted:latest"`))
+
+		By("admitting and running the operator and every controller")
+		var pods corev1.PodList
+		Expect(k8sClient.List(ctx, &pods, client.InNamespace(namespace))).To(Succeed())
+		names := []string{}
+		for _, p := range pods.Items {
+			names = append(names, p.Labels["app.kubernetes.io/name"])
+			Expect(p.Status.Phase).To(Equal(corev1.PodRunning), p.Name)
+		}
+		Expect(names).To(ContainElements("portico-operator", "apirule-controller", "ratelimit-controller"))
 	})
 
 	It("turns an APIRule into Istio objects", func(ctx SpecContext) {
@@ -179,6 +219,28 @@ var _ = Describe("Portico", Ordered, func() {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, ra)).To(Succeed())
 			g.Expect(ra.Spec.JwtRules[0].Issuer).To(Equal("https://idp.example.com"))
 		}, timeout, interval).Should(Succeed())
+	})
+
+	It("routes a request from a pod through the APIRule's VirtualService to its Service", func(ctx SpecContext) {
+		if !target.RealPods() {
+			Skip("kwok runs no containers")
+		}
+		By("running the orders backend behind the orders Service and a gateway that routes by VirtualServices")
+		gatewayIP := deployTrafficPath(ctx)
+
+		By("sending requests from a client pod")
+		answers := requestFromPod(ctx, map[string][]string{
+			// /health is open to everyone for GET: routed to the backend.
+			"health": {"http://" + gatewayIP + "/health", "--host", "orders.example.com", "--expect-status", "200", "--expect-body", "orders GET /health"},
+			// /orders/* is a prefix route.
+			"orders": {"http://" + gatewayIP + "/orders/42", "--host", "orders.example.com", "--expect-status", "200", "--expect-body", "orders GET /orders/42"},
+			// Only GET is allowed on /health: no route matches a DELETE.
+			"method": {"http://" + gatewayIP + "/health", "--method", "DELETE", "--host", "orders.example.com", "--expect-status", "404"},
+			// Hosts outside the APIRule are not routed.
+			"host": {"http://" + gatewayIP + "/health", "--host", "other.example.com", "--expect-status", "404"},
+		})
+		Expect(answers["health"]).To(ContainSubstring("200 orders GET /health"))
+		Expect(answers["orders"]).To(ContainSubstring("200 orders GET /orders/42"))
 	})
 
 	It("enforces a RateLimit with an EnvoyFilter on the gateway workload", func(ctx SpecContext) {
@@ -254,7 +316,7 @@ var _ = Describe("Portico", Ordered, func() {
 		w, err := k8sClient.Watch(ctx, &list)
 		Expect(err).NotTo(HaveOccurred())
 		defer w.Stop()
-		const image = "e2e.local/portico/apirule-controller:e2e-next"
+		const image = imageRegistry + "/apirule-controller:" + imageTagNext
 		setController(operatorv1alpha1.ControllerSpec{Name: apirule, Image: image})
 
 		seen := []operatorv1alpha1.ControllerPhase{}
@@ -280,8 +342,8 @@ var _ = Describe("Portico", Ordered, func() {
 	})
 
 	It("reports Degraded naming the cause when a rollout cannot progress", func(ctx SpecContext) {
-		if target == framework.TargetKind {
-			setController(operatorv1alpha1.ControllerSpec{Name: ratelimt, Image: "e2e.local/portico/does-not-exist:never"})
+		if target.RealPods() {
+			setController(operatorv1alpha1.ControllerSpec{Name: ratelimt, Image: imageRegistry + "/does-not-exist:never"})
 			Eventually(func(g Gomega) {
 				limit := controllerStatus(g, ratelimt)
 				g.Expect(limit.Phase).To(Equal(operatorv1alpha1.PhaseDegraded))
@@ -311,6 +373,11 @@ var _ = Describe("Portico", Ordered, func() {
 		}
 		if target == framework.TargetLocal {
 			Eventually(hostlet.Running, timeout, interval).Should(BeEmpty(), "the hostlet stopped the controller processes")
+		}
+		if target.RealPods() {
+			for _, name := range []string{"apirule-controller", "ratelimit-controller"} {
+				Eventually(func() []corev1.Pod { return podsOf(ctx, name) }, timeout, interval).Should(BeEmpty(), "the pods of %s are gone", name)
+			}
 		}
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(orders), &gatewayv1alpha1.APIRule{})).To(Succeed())
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, &networkingv1.VirtualService{})).To(Succeed())

@@ -21,7 +21,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -37,7 +39,14 @@ import (
 const (
 	namespace   = "portico-system"
 	clusterName = "portico-e2e"
-	release     = "portico"
+	// nodeClusterName is the cluster of the node target (hack/node.sh).
+	nodeClusterName = "portico-e2e-node"
+	release         = "portico"
+	// The images of the kind and node targets; imageTagNext is the same
+	// image under another tag, for the rollout spec.
+	imageRegistry = "e2e.local/portico"
+	imageTag      = "e2e"
+	imageTagNext  = "e2e-next"
 	// progressDeadline is short on the local target so a stuck rollout is
 	// reported within the suite's time.
 	progressDeadline = "10s"
@@ -50,6 +59,7 @@ var (
 	kubeconfig string
 	testbin    string
 	k8sClient  client.WithWatch
+	clientset  kubernetes.Interface
 	restConfig *rest.Config
 	hostlet    *framework.Hostlet
 	operator   *framework.Process
@@ -98,8 +108,60 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		setUpLocal(ctx)
 	case framework.TargetKind:
 		setUpKind(ctx)
+	case framework.TargetNode:
+		setUpNode(ctx)
 	}
 }, NodeTimeout(10*time.Minute))
+
+// setUpNode starts a control plane with one real node (hack/node.sh:
+// kubelet, containerd, kube-proxy), builds every image without a container
+// engine (hack/images), imports them into the node and installs the chart:
+// the operator and the controllers run as real pods with their own
+// ServiceAccount tokens, in a namespace that enforces the restricted Pod
+// Security Standard.
+func setUpNode(ctx context.Context) {
+	By("starting a control plane with a real node (kubelet, containerd, kube-proxy)")
+	_, _ = framework.Run(ctx, root, "hack/node.sh", "down", nodeClusterName)
+	started := time.Now()
+	out, err := framework.Run(ctx, root, "hack/node.sh", "up", nodeClusterName)
+	Expect(err).NotTo(HaveOccurred())
+	kubeconfig = framework.LastLine(out)
+	fmt.Fprintf(GinkgoWriter, "node up in %s\n", time.Since(started).Round(100*time.Millisecond))
+	connect()
+
+	By("building every image without a container engine and importing it into the node")
+	started = time.Now()
+	imageDir := filepath.Join(artifacts, "images")
+	_, err = framework.Run(ctx, root, "go", "run", "./hack/images", "--registry", imageRegistry, "--tag", imageTag+","+imageTagNext,
+		"--output", imageDir, "portico-operator", "apirule-controller", "ratelimit-controller", "e2e-agent")
+	Expect(err).NotTo(HaveOccurred())
+	archives, err := filepath.Glob(filepath.Join(imageDir, "*.tar"))
+	Expect(err).NotTo(HaveOccurred())
+	_, err = framework.Run(ctx, root, "hack/node.sh", append([]string{"load", nodeClusterName}, archives...)...)
+	Expect(err).NotTo(HaveOccurred())
+	fmt.Fprintf(GinkgoWriter, "images built and loaded in %s\n", time.Since(started).Round(100*time.Millisecond))
+
+	By("creating " + namespace + " with the restricted Pod Security Standard enforced")
+	Expect(k8sClient.Create(ctx, restrictedNamespace(namespace))).To(Succeed())
+
+	By("installing the chart with those images")
+	_, err = framework.Run(ctx, root, filepath.Join(testbin, "helm"), "upgrade", "--install", release, "charts/portico",
+		"--kubeconfig", kubeconfig, "--namespace", namespace,
+		"--set", "image.repository="+imageRegistry+"/portico-operator", "--set", "image.tag="+imageTag,
+		"--set", "controllerImages.registry="+imageRegistry, "--set", "controllerImages.tag="+imageTag,
+		"--set", "extraArgs={--controller-progress-deadline="+progressDeadline+"}",
+		"--wait", "--timeout", "3m")
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// restrictedNamespace is a namespace whose pods must meet the restricted
+// Pod Security Standard (enforced by the API server's PodSecurity admission).
+func restrictedNamespace(name string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce":         "restricted",
+		"pod-security.kubernetes.io/enforce-version": "latest",
+	}}}
+}
 
 // setUpLocal starts a fresh kwok cluster, installs the chart with the
 // operator scaled to zero, and runs the operator and the hostlet as host
@@ -153,17 +215,22 @@ func setUpKind(ctx context.Context) {
 	connect()
 
 	By("building and loading every image")
-	const registry, tag = "e2e.local/portico", "e2e"
-	_, err = framework.Run(ctx, root, "make", "docker-build", "REGISTRY="+registry, "VERSION="+tag)
+	const registry, tag = imageRegistry, imageTag
+	imageDir := filepath.Join(artifacts, "images")
+	_, err = framework.Run(ctx, root, "go", "run", "./hack/images", "--registry", registry, "--tag", tag+","+imageTagNext,
+		"--output", imageDir, "portico-operator", "apirule-controller", "ratelimit-controller", "e2e-agent")
 	Expect(err).NotTo(HaveOccurred())
-	for _, image := range []string{"portico-operator", "apirule-controller", "ratelimit-controller"} {
-		_, err = framework.Run(ctx, root, "kind", "load", "docker-image", "--name", clusterName, registry+"/"+image+":"+tag)
+	archives, err := filepath.Glob(filepath.Join(imageDir, "*.tar"))
+	Expect(err).NotTo(HaveOccurred())
+	for _, archive := range archives {
+		_, err = framework.Run(ctx, root, "kind", "load", "image-archive", "--name", clusterName, archive)
 		Expect(err).NotTo(HaveOccurred())
 	}
 
-	By("installing the chart")
+	By("installing the chart into a namespace that enforces the restricted Pod Security Standard")
+	Expect(k8sClient.Create(ctx, restrictedNamespace(namespace))).To(Succeed())
 	_, err = framework.Run(ctx, root, filepath.Join(testbin, "helm"), "upgrade", "--install", release, "charts/portico",
-		"--kubeconfig", kubeconfig, "--namespace", namespace, "--create-namespace",
+		"--kubeconfig", kubeconfig, "--namespace", namespace,
 		"--set", "image.repository="+registry+"/portico-operator", "--set", "image.tag="+tag,
 		"--set", "controllerImages.registry="+registry, "--set", "controllerImages.tag="+tag,
 		"--wait", "--timeout", "3m")
@@ -176,6 +243,8 @@ func connect() {
 	Expect(err).NotTo(HaveOccurred())
 	restConfig.QPS, restConfig.Burst = 100, 200
 	k8sClient, err = client.NewWithWatch(restConfig, client.Options{Scheme: scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	clientset, err = kubernetes.NewForConfig(restConfig)
 	Expect(err).NotTo(HaveOccurred())
 }
 
@@ -191,6 +260,11 @@ var _ = AfterSuite(func(ctx SpecContext) {
 	switch target {
 	case framework.TargetLocal:
 		_, _ = framework.Run(ctx, root, "hack/cluster.sh", "down", clusterName)
+	case framework.TargetNode:
+		// Every process, mount, interface and iptables chain of the node.
+		if _, err := framework.Run(ctx, root, "hack/node.sh", "down", nodeClusterName); err != nil {
+			fmt.Fprintf(GinkgoWriter, "hack/node.sh down: %v\n", err)
+		}
 	case framework.TargetKind:
 		_, _ = framework.Run(ctx, root, "kind", "delete", "cluster", "--name", clusterName)
 	}
@@ -208,6 +282,17 @@ var _ = ReportAfterEach(func(report SpecReport) {
 	}
 	if hostlet != nil {
 		fmt.Fprintf(GinkgoWriter, "host processes: %s\n", strings.Join(hostlet.Running(), ", "))
+	}
+	if target.RealPods() {
+		var pods corev1.PodList
+		if err := k8sClient.List(ctx, &pods); err == nil {
+			for _, p := range pods.Items {
+				fmt.Fprintf(GinkgoWriter, "pod %s/%s: %s %+v\n", p.Namespace, p.Name, p.Status.Phase, p.Status.ContainerStatuses)
+			}
+		}
+	}
+	if target == framework.TargetNode {
+		fmt.Fprintf(GinkgoWriter, "node logs (kubelet, containerd, kube-proxy) in ~/.cache/portico/node/%s\n", nodeClusterName)
 	}
 	fmt.Fprintf(GinkgoWriter, "logs in %s\n", artifacts)
 })

@@ -26,7 +26,9 @@
 #   PORTICO_CLUSTER_WAIT  how long to wait for readiness (default 180s)
 #   PORTICO_APISERVER_ADVERTISE  an address of this host the API server
 #                         listens on and advertises, so pods reach it
-#                         through the `kubernetes` Service (node.sh)
+#                         through the `kubernetes` Service (node.sh); it
+#                         then reaches kubelets at their InternalIP (logs,
+#                         exec)
 #   PORTICO_APISERVER_SANS  extra comma-separated serving-certificate SANs
 #   PORTICO_ADMISSION     1 turns the API server's admission plugins on
 #                         (ServiceAccount, PodSecurity, ...); kwokctl turns
@@ -201,7 +203,8 @@ cmd_up() {
 		# Listen on every address (the advertised one included) while
 		# kwokctl and the host keep using 127.0.0.1.
 		extra+=(--extra-args "kube-apiserver=bind-address=0.0.0.0"
-			--extra-args "kube-apiserver=advertise-address=$PORTICO_APISERVER_ADVERTISE")
+			--extra-args "kube-apiserver=advertise-address=$PORTICO_APISERVER_ADVERTISE"
+			--extra-args "kube-apiserver=kubelet-preferred-address-types=InternalIP,Hostname")
 	fi
 	kwokctl create cluster \
 		--config "$config" \

@@ -1,30 +1,38 @@
 #!/usr/bin/env bash
 # node.sh runs a local cluster with one REAL node: the control plane of
 # hack/cluster.sh (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, all built from Go modules) plus containerd + runc (Debian
-# packages) and a kubelet and kube-proxy built from k8s.io/kubernetes like
-# the rest. Pods really run as containers; images come from local archives
-# (make images), never from a registry.
+# kube-scheduler, all built from Go modules, admission on) plus containerd +
+# runc (Debian packages) and a kubelet and kube-proxy built from
+# k8s.io/kubernetes like the rest. Pods really run as containers; images
+# come from local archives (make images), never from a registry.
 #
 #   hack/node.sh up [NAME]            create the cluster and its node (default
 #                                     name "portico-node"); prints the
 #                                     kubeconfig path as the last line
-#   hack/node.sh load NAME ARCHIVE... import image archives into the node
+#   hack/node.sh load NAME ARCHIVE... import image archives (docker or OCI)
+#                                     into the node's containerd
 #   hack/node.sh down [NAME]          stop the node and the cluster and remove
 #                                     every process, mount, interface and
 #                                     iptables chain they made
+#   hack/node.sh status [NAME]        say whether NAME is running
 #
-# Needs root (containers, mounts, iptables). Missing Debian packages are
-# installed with apt-get. State lives under
+# Needs root (containers, mounts, iptables). Missing Debian packages
+# (containerd, runc, containernetworking-plugins, iptables, conntrack,
+# iproute2) are installed with apt-get. State and logs live under
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/portico/node/NAME/
 #
 # Network: the API server advertises NODE_IP (a TEST-NET-1 address added to
 # the loopback interface, never routed anywhere), so pods reach it through
-# the `kubernetes` Service via kube-proxy's iptables rules. Pods live on a
-# bridge (portico-cni0) with addresses from POD_CIDR.
+# the `kubernetes` Service via kube-proxy's iptables rules. Pods live on the
+# bridge portico-cni0 with addresses from POD_CIDR. There is no cluster DNS.
+# Both are host-wide, so one node cluster runs per host at a time.
+#
+# Environment: PORTICO_NODE_IP (default 192.0.2.1), PORTICO_POD_CIDR
+# (default 10.244.0.0/24), PORTICO_CLUSTER_WAIT (default 180s).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
 cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/portico
 wait_timeout=${PORTICO_CLUSTER_WAIT:-180s}
 
@@ -32,7 +40,13 @@ NODE_IP=${PORTICO_NODE_IP:-192.0.2.1}
 POD_CIDR=${PORTICO_POD_CIDR:-10.244.0.0/24}
 SERVICE_IP=10.0.0.1 # first address of kube-apiserver's default service range
 BRIDGE_IF=portico-cni0
-PAUSE_IMAGE=portico.local/pause:1
+PAUSE_REGISTRY=portico.local
+PAUSE_TAG=1
+PAUSE_IMAGE=$PAUSE_REGISTRY/pause:$PAUSE_TAG
+KUBELET_PORT=10250
+KUBELET_HEALTHZ_PORT=10248
+PROXY_HEALTHZ_PORT=10256
+PROXY_METRICS_PORT=10249
 
 log() { echo "node: $*" >&2; }
 die() {
@@ -57,39 +71,65 @@ install_packages() {
 	command -v conntrack >/dev/null || missing+=(conntrack)
 	command -v ip >/dev/null || missing+=(iproute2)
 	[[ ${#missing[@]} -eq 0 ]] && return 0
+	command -v apt-get >/dev/null || die "missing ${missing[*]}, and no apt-get to install them"
 	log "installing Debian packages: ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2 ||
-		{ DEBIAN_FRONTEND=noninteractive apt-get update >&2 &&
-			DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2; }
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y --no-install-recommends "${missing[@]}" >&2 ||
+		{ apt-get update >&2 && apt-get install -y --no-install-recommends "${missing[@]}" >&2; }
 }
 
+# host_lock serialises node.sh on this host (fd 7): the bridge, NODE_IP and
+# kube-proxy's iptables chains are host-wide.
+host_lock() {
+	mkdir -p "$cache_root/node"
+	exec 7>"$cache_root/node/.lock"
+	flock --wait 600 7 || die "timed out waiting for $cache_root/node/.lock"
+}
+
+# The name of the node cluster running on this host, if any.
+active_file() { echo "$cache_root/node/.active"; }
+
 setup_network() {
-	# The kernel may lack the dummy link type; an extra loopback address
-	# works the same for local delivery.
+	# An extra loopback address is local to the host and reachable from
+	# the pods' bridge; nothing routes it anywhere else.
 	ip addr replace "$NODE_IP/32" dev lo
-	# kube-proxy marks and NATs; forwarding is needed for pod-to-pod traffic
-	# through Service addresses.
-	sysctl -qw net.ipv4.ip_forward=1 || true
-	modprobe br_netfilter 2>/dev/null || true
-	sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
+	# Pods reach Services (and the API server) through the host: forwarding
+	# on, bridged traffic through iptables so kube-proxy's rules apply.
+	sysctl -qw net.ipv4.ip_forward=1
+	if [[ ! -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] && command -v modprobe >/dev/null; then
+		modprobe br_netfilter 2>/dev/null || true
+	fi
+	sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null ||
+		log "warning: net.bridge.bridge-nf-call-iptables unavailable; pod-to-Service traffic between pods may fail"
 }
 
 write_configs() {
-	mkdir -p "$state"/{containerd,cni/net.d,kubelet,pods-logs,run}
+	mkdir -p "$state"/{containerd,cni/net.d,kubelet,pod-logs,run}
 	cat >"$state/containerd/config.toml" <<-EOF
 		version = 2
 		root = "$state/containerd/root"
 		state = "$state/run/containerd"
 		[grpc]
 		  address = "$sock"
+		[ttrpc]
+		  address = "$sock.ttrpc"
+		[debug]
+		  address = ""
+		[metrics]
+		  address = ""
 		[plugins."io.containerd.grpc.v1.cri"]
 		  sandbox_image = "$PAUSE_IMAGE"
-		  # The machine lacks CAP_SYS_RESOURCE: runc cannot raise a container's
-		  # oom_score_adj above the daemon's own.
+		  # The machine may lack CAP_SYS_RESOURCE: runc then cannot raise a
+		  # container's oom_score_adj above containerd's own and fails with
+		  # "can't get final child's PID from pipe".
 		  restrict_oom_score_adj = true
+		  # Network namespaces under our state dir, not /run/netns, so that
+		  # "down" finds and removes exactly ours.
+		  netns_mounts_under_state_dir = true
 		  enable_selinux = false
 		  [plugins."io.containerd.grpc.v1.cri".containerd]
 		    snapshotter = "overlayfs"
+		    default_runtime_name = "runc"
 		    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
 		      runtime_type = "io.containerd.runc.v2"
 		      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
@@ -118,15 +158,14 @@ write_configs() {
 		        "routes": [{"dst": "0.0.0.0/0"}]
 		      }
 		    },
-		    {"type": "portmap", "capabilities": {"portMappings": true}},
-		    {"type": "loopback"}
+		    {"type": "portmap", "capabilities": {"portMappings": true}}
 		  ]
 		}
 	EOF
 	cat >"$state/kubelet/config.yaml" <<-EOF
 		apiVersion: kubelet.config.k8s.io/v1beta1
 		kind: KubeletConfiguration
-		# This machine has cgroup v1 and no systemd.
+		# Hosts with cgroup v1 and without systemd work too.
 		failCgroupV1: false
 		cgroupDriver: cgroupfs
 		cgroupsPerQOS: false
@@ -134,11 +173,12 @@ write_configs() {
 		failSwapOn: false
 		containerRuntimeEndpoint: unix://$sock
 		address: $NODE_IP
-		port: $kubelet_port
+		port: $KUBELET_PORT
 		readOnlyPort: 0
-		healthzPort: $kubelet_healthz_port
+		healthzPort: $KUBELET_HEALTHZ_PORT
 		healthzBindAddress: 127.0.0.1
-		podLogsDir: $state/pods-logs
+		podLogsDir: $state/pod-logs
+		staticPodPath: ""
 		authentication:
 		  anonymous: {enabled: false}
 		  webhook: {enabled: true}
@@ -147,7 +187,8 @@ write_configs() {
 		clusterDomain: cluster.local
 		resolvConf: /etc/resolv.conf
 		serializeImagePulls: false
-		# A test node must not evict its pods because the disk is busy.
+		# A test node must not evict its pods because the host's disk is full
+		# or busy, nor collect the images it cannot pull again.
 		evictionHard: {memory.available: "0%", nodefs.available: "0%", imagefs.available: "0%"}
 		imageGCHighThresholdPercent: 100
 		imageGCLowThresholdPercent: 99
@@ -155,6 +196,9 @@ write_configs() {
 		protectKernelDefaults: false
 		makeIPTablesUtilChains: false
 		registerNode: true
+		# Pods report Ready soon after their probes pass.
+		nodeStatusUpdateFrequency: 10s
+		syncFrequency: 10s
 	EOF
 	cat >"$state/kube-proxy.yaml" <<-EOF
 		apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -162,22 +206,25 @@ write_configs() {
 		mode: iptables
 		clientConnection: {kubeconfig: $kubeconfig}
 		clusterCIDR: $POD_CIDR
-		bindAddress: 127.0.0.1
-		healthzBindAddress: 127.0.0.1:$proxy_healthz_port
-		metricsBindAddress: 127.0.0.1:$proxy_metrics_port
+		healthzBindAddress: 127.0.0.1:$PROXY_HEALTHZ_PORT
+		metricsBindAddress: 127.0.0.1:$PROXY_METRICS_PORT
 		hostnameOverride: $node_name
-		# Leave the host's conntrack table sizes alone.
+		# NodePorts on the node address only: no route_localnet sysctl.
+		nodePortAddresses: ["$NODE_IP/32"]
+		iptables: {localhostNodePorts: false, syncPeriod: 30s, minSyncPeriod: 0s}
+		# Leave the host's conntrack table sizes and timeouts alone.
 		conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 	EOF
 }
 
 # start NAME CMD... runs a daemon in the background with its log and pid
-# under $state, detached from the caller's descriptors.
+# under $state, in its own session and without the caller's descriptors
+# (a test harness waiting for our stdout would otherwise wait forever).
 start() {
-	local name=$1
+	local daemon=$1
 	shift
-	setsid "$@" >"$state/$name.log" 2>&1 </dev/null 9>&- &
-	echo $! >"$state/$name.pid"
+	setsid "$@" >"$state/$daemon.log" 2>&1 </dev/null 7>&- 9>&- &
+	echo $! >"$state/$daemon.pid"
 }
 
 running() { [[ -f "$state/$1.pid" ]] && kill -0 "$(cat "$state/$1.pid")" 2>/dev/null; }
@@ -188,31 +235,35 @@ wait_for() {
 	local deadline=$((SECONDS + ${wait_timeout%s}))
 	until "$@" >/dev/null 2>&1; do
 		((SECONDS < deadline)) || die "$what not ready after $wait_timeout; logs in $state"
-		sleep 0.5
+		sleep 0.2
 	done
 }
 
 ctr() { command ctr --address "$sock" --namespace k8s.io "$@"; }
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 
 cmd_up() {
 	need_root
 	install_packages
+	host_lock
+	local active
+	active=$(cat "$(active_file)" 2>/dev/null || true)
+	if [[ -n "$active" && "$active" != "$name" && -d "$cache_root/node/$active" ]]; then
+		die "node cluster $active runs on this host (one at a time); run: hack/node.sh down $active"
+	fi
+	echo "$name" >"$(active_file)"
 	bin=$("$here/testbin.sh" --node)
 	export PATH="$bin:$PATH"
+	local started=$SECONDS
 	setup_network
 
 	log "starting the control plane"
 	kubeconfig=$(PORTICO_KWOK_NODES=0 PORTICO_APISERVER_ADVERTISE="$NODE_IP" \
-		PORTICO_APISERVER_SANS="$SERVICE_IP,$NODE_IP" PORTICO_ADMISSION=1 "$here/cluster.sh" up "$name" | tail -n 1)
-	ca=$(dirname "$(readlink -f "$cache_root/kwok/clusters/$name/pki/ca.crt")")/ca.crt
+		PORTICO_APISERVER_SANS="$SERVICE_IP,$NODE_IP" PORTICO_ADMISSION=1 \
+		"$here/cluster.sh" up "$name" 7>&- | tail -n 1)
+	ca=$cache_root/kwok/clusters/$name/pki/ca.crt
 	[[ -f "$ca" ]] || die "no cluster CA at $ca"
 	mkdir -p "$state"
-	kubelet_port=$(free_port)
-	kubelet_healthz_port=$(free_port)
-	proxy_healthz_port=$(free_port)
-	proxy_metrics_port=$(free_port)
 	write_configs
 
 	if ! running containerd; then
@@ -220,33 +271,32 @@ cmd_up() {
 		start containerd containerd --config "$state/containerd/config.toml"
 	fi
 	wait_for containerd ctr version
-	import_pause || log "WARNING: no sandbox image"
+	import_pause
 
 	if ! running kubelet; then
 		log "starting kubelet"
 		start kubelet "$bin/kubelet" --config "$state/kubelet/config.yaml" --kubeconfig "$kubeconfig" \
 			--root-dir "$state/kubelet/root" --cert-dir "$state/kubelet/pki" \
-			--hostname-override "$node_name" --node-ip "$NODE_IP" --v 2
+			--hostname-override "$node_name" --node-ip "$NODE_IP" --v 1
 	fi
 	if ! running kube-proxy; then
 		log "starting kube-proxy"
-		start kube-proxy "$bin/kube-proxy" --config "$state/kube-proxy.yaml"
+		start kube-proxy "$bin/kube-proxy" --config "$state/kube-proxy.yaml" --v 1
 	fi
-	wait_for "node $node_name" "$bin/kubectl" --kubeconfig "$kubeconfig" wait --for=condition=Ready "node/$node_name" --timeout 5s
-	log "node $node_name is ready ($SECONDS s)"
+	wait_for "node $node_name" kubectl wait --for=condition=Ready "node/$node_name" --timeout 5s
+	log "node $node_name is ready ($((SECONDS - started))s; logs in $state)"
 	echo "$kubeconfig"
 }
 
 # import_pause builds the sandbox ("pause") image from hack/pause and imports
-# it: pods need it before any container starts.
+# it: pods need it before any container starts, and it cannot be pulled.
 import_pause() {
-	if ctr images check "name==$PAUSE_IMAGE" 2>/dev/null | grep -q "$PAUSE_IMAGE"; then
+	if ctr images ls -q "name==$PAUSE_IMAGE" | grep -q .; then
 		return 0
 	fi
-	log "importing the sandbox image $PAUSE_IMAGE"
-	local archive="$state/pause.tar"
-	(cd "$here/.." && go run ./hack/images --only pause --reference "$PAUSE_IMAGE" --output "$archive") >&2
-	ctr images import --no-unpack=false "$archive" >&2
+	log "building and importing the sandbox image $PAUSE_IMAGE"
+	(cd "$root" && go run ./hack/images --registry "$PAUSE_REGISTRY" --tag "$PAUSE_TAG" --output "$state" pause) >&2
+	ctr images import "$state/pause.tar" >&2
 }
 
 cmd_load() {
@@ -254,65 +304,118 @@ cmd_load() {
 	[[ -S "$sock" ]] || die "node $name is not running"
 	local archive
 	for archive in "$@"; do
+		[[ -f "$archive" ]] || die "no image archive $archive"
 		log "importing $archive"
 		ctr images import "$archive" >&2
 	done
 }
 
-stop_pidfile() {
-	local name=$1 pid
-	[[ -f "$state/$name.pid" ]] || return 0
-	pid=$(cat "$state/$name.pid")
-	if kill -0 "$pid" 2>/dev/null; then
-		kill -TERM "$pid" 2>/dev/null || true
-		for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-		kill -KILL "$pid" 2>/dev/null || true
+cmd_status() {
+	if [[ -d "$state" ]] && running containerd && running kubelet && running kube-proxy; then
+		echo "node $name is running (state in $state)"
+	else
+		echo "node $name is not running"
+		return 1
 	fi
-	rm -f "$state/$name.pid"
+}
+
+# stop_pidfile stops the daemon whose pid we recorded: TERM, then KILL.
+stop_pidfile() {
+	local daemon=$1 pid
+	[[ -f "$state/$daemon.pid" ]] || return 0
+	pid=$(cat "$state/$daemon.pid")
+	stop_pid "$pid"
+	rm -f "$state/$daemon.pid"
+}
+
+stop_pid() {
+	local pid=$1
+	kill -0 "$pid" 2>/dev/null || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for _ in $(seq 1 40); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.25
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+}
+
+# remove_containers kills every container and sandbox of the node through
+# containerd, so their shims exit and their mounts go away.
+remove_containers() {
+	[[ -S "$sock" ]] || return 0
+	local id
+	for id in $(ctr tasks ls -q 2>/dev/null); do
+		ctr tasks kill -s KILL "$id" >/dev/null 2>&1 || true
+	done
+	for id in $(ctr tasks ls -q 2>/dev/null); do
+		for _ in $(seq 1 20); do
+			ctr tasks delete "$id" >/dev/null 2>&1 && break
+			sleep 0.1
+		done
+	done
+	for id in $(ctr containers ls -q 2>/dev/null); do
+		ctr containers delete "$id" >/dev/null 2>&1 || true
+	done
+}
+
+# stop_shims ends the containerd-shim processes of this node: each wrote
+# its pid into its task directory under our state.
+stop_shims() {
+	local pidfile
+	[[ -d "$state/run/containerd" ]] || return 0
+	while IFS= read -r pidfile; do
+		stop_pid "$(cat "$pidfile")"
+	done < <(find "$state/run/containerd" -name shim.pid 2>/dev/null)
+}
+
+# unmount_state unmounts everything under the state directory (container
+# root filesystems, pod volumes, network namespaces), deepest first.
+unmount_state() {
+	[[ -d "$state" ]] || return 0
+	local m
+	while IFS= read -r m; do
+		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+	done < <(awk -v s="$state/" 'index($2, s) == 1 { print $2 }' /proc/self/mounts | sort -r)
+}
+
+# cleanup_iptables removes the rules and chains kube-proxy, the kubelet and
+# the CNI plugins made (KUBE-*, CNI-*), in both address families.
+cleanup_iptables() {
+	[[ -x "${bin:-}/kube-proxy" ]] && "$bin/kube-proxy" --cleanup >/dev/null 2>&1 || true
+	local tool table chain
+	for tool in iptables ip6tables; do
+		command -v "$tool" >/dev/null || continue
+		for table in nat filter mangle; do
+			"$tool-save" -t "$table" 2>/dev/null | grep -E '^-A .*(KUBE-|CNI-)' | sed 's/^-A/-D/' |
+				while read -r rule; do eval "$tool -w -t $table $rule" 2>/dev/null || true; done
+			for chain in $("$tool" -w -t "$table" -S 2>/dev/null | awk '/^-N (KUBE-|CNI-)/ { print $2 }'); do
+				"$tool" -w -t "$table" -F "$chain" 2>/dev/null || true
+			done
+			for chain in $("$tool" -w -t "$table" -S 2>/dev/null | awk '/^-N (KUBE-|CNI-)/ { print $2 }'); do
+				"$tool" -w -t "$table" -X "$chain" 2>/dev/null || true
+			done
+		done
+	done
 }
 
 cmd_down() {
 	need_root
-	if [[ -S "$sock" ]]; then
-		# Containers first, while containerd still knows them.
-		local task
-		for task in $(ctr tasks ls -q 2>/dev/null); do ctr tasks kill -s KILL "$task" >/dev/null 2>&1 || true; done
-	fi
-	stop_pidfile kube-proxy
+	host_lock
+	bin=$("$here/testbin.sh" --path)
+	# The kubelet first, so that it restarts nothing we remove.
 	stop_pidfile kubelet
+	stop_pidfile kube-proxy
+	remove_containers
 	stop_pidfile containerd
-	# containerd-shim processes outlive containerd by design.
-	pkill -KILL -f "containerd-shim.*$state" 2>/dev/null || true
-	pkill -KILL -f "containerd-shim-runc-v2 -namespace k8s.io -address $sock" 2>/dev/null || true
-	# Every mount under the state directory (overlay rootfs, pod volumes,
-	# sandbox namespaces), deepest first.
-	if [[ -d "$state" ]]; then
-		local m
-		for m in $(awk -v s="$state" 'index($2, s) == 1 { print $2 }' /proc/self/mounts | sort -r); do
-			umount -l "$m" 2>/dev/null || true
-		done
-	fi
-	"$here/cluster.sh" down "$name" >&2 || true
+	stop_shims
+	unmount_state
+	"$here/cluster.sh" down "$name" 7>&- >&2 || true
 	ip link del "$BRIDGE_IF" 2>/dev/null || true
 	ip addr del "$NODE_IP/32" dev lo 2>/dev/null || true
 	cleanup_iptables
 	rm -rf "$state"
+	[[ "$(cat "$(active_file)" 2>/dev/null)" == "$name" ]] && rm -f "$(active_file)"
 	log "node $name removed"
-}
-
-# cleanup_iptables removes the chains kube-proxy and the CNI plugins made.
-cleanup_iptables() {
-	local table chain
-	for table in nat filter mangle; do
-		iptables-save -t "$table" 2>/dev/null | grep -E '^-A .*(KUBE-|CNI-)' | sed 's/^-A/-D/' |
-			while read -r rule; do eval "iptables -t $table $rule" 2>/dev/null || true; done
-		for chain in $(iptables -t "$table" -S 2>/dev/null | awk '/^-N (KUBE-|CNI-)/ { print $2 }'); do
-			iptables -t "$table" -F "$chain" 2>/dev/null || true
-		done
-		for chain in $(iptables -t "$table" -S 2>/dev/null | awk '/^-N (KUBE-|CNI-)/ { print $2 }'); do
-			iptables -t "$table" -X "$chain" 2>/dev/null || true
-		done
-	done
 }
 
 main() {
@@ -320,7 +423,7 @@ main() {
 	local cmd=$1
 	shift
 	case "$cmd" in
-	up | down) [[ $# -le 1 ]] || usage ;;
+	up | down | status) [[ $# -le 1 ]] || usage ;;
 	load) [[ $# -ge 2 ]] || usage ;;
 	*) usage ;;
 	esac
@@ -334,6 +437,7 @@ main() {
 	up) cmd_up ;;
 	down) cmd_down ;;
 	load) cmd_load "$@" ;;
+	status) cmd_status ;;
 	esac
 }
 

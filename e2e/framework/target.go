@@ -19,17 +19,22 @@ type Target string
 const (
 	TargetLocal Target = "local"
 	TargetKind  Target = "kind"
+	TargetNode  Target = "node"
 )
+
+// RealPods reports whether the target runs real pods (kind, node), as
+// opposed to kwok's simulated ones.
+func (t Target) RealPods() bool { return t == TargetKind || t == TargetNode }
 
 // TargetFromEnv reads E2E_TARGET (default local).
 func TargetFromEnv() (Target, error) {
 	switch t := Target(strings.TrimSpace(os.Getenv("E2E_TARGET"))); t {
 	case "", TargetLocal:
 		return TargetLocal, nil
-	case TargetKind:
-		return TargetKind, nil
+	case TargetKind, TargetNode:
+		return t, nil
 	default:
-		return "", fmt.Errorf("E2E_TARGET must be local or kind, not %q", t)
+		return "", fmt.Errorf("E2E_TARGET must be local, node or kind, not %q", t)
 	}
 }
 
