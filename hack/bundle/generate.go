@@ -361,7 +361,9 @@ func readCRDs(dir string) ([]crd, error) {
 }
 
 // readExamples reads the sample objects of config/samples, the alm-examples;
-// each must be of an owned CRD's kind and served version.
+// each of an owned CRD's group must be of its kind and served version. The
+// objects the samples need that are not the operator's (Namespace, Service,
+// Istio Gateway) are no examples and are left out.
 func readExamples(dir string, crds []crd) ([]map[string]any, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
@@ -390,6 +392,9 @@ func readExamples(dir string, crds []crd) ([]map[string]any, error) {
 			}
 			u := unstructured.Unstructured{Object: object}
 			gvk := u.GroupVersionKind()
+			if !slices.ContainsFunc(crds, func(c crd) bool { return c.Spec.Group == gvk.Group }) {
+				continue
+			}
 			if !slices.ContainsFunc(crds, func(c crd) bool {
 				return c.Spec.Group == gvk.Group && c.Spec.Names.Kind == gvk.Kind &&
 					slices.ContainsFunc(c.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool {
