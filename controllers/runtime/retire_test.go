@@ -18,7 +18,7 @@ func TestWanted(t *testing.T) {
 		}
 	}
 	deleting := gateway()
-	deleting.DeletionTimestamp = &metav1.Time{}
+	deleting.DeletionTimestamp = ptr.To(metav1.Now())
 	for name, tc := range map[string]struct {
 		gw   *operatorv1alpha1.APIGateway
 		want bool
