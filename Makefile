@@ -82,6 +82,13 @@ build: ## Build the operator and every controller binary into ./bin.
 			CGO_ENABLED=0 go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $(LOCALBIN)/$$c-controller ./controllers/$$c; \
 		fi; done
 
+IMAGES_DIR ?= $(LOCALBIN)/images
+IMAGES_ARCH ?= $(shell go env GOARCH)
+
+.PHONY: images
+images: ## Build the operator image and one image per controller without a container engine: bin/images/<image>.tar (docker archives; REGISTRY, VERSION, IMAGES_ARCH).
+	go run ./hack/images --registry $(REGISTRY) --tag $(VERSION) --arch $(IMAGES_ARCH) --output $(IMAGES_DIR)
+
 .PHONY: docker-build
 docker-build: docker-build-operator docker-build-controllers ## Build every image (needs a Docker engine).
 
@@ -135,15 +142,25 @@ helm-lint: ## Lint charts/portico with the helm CLI (go test ./charts/... lints 
 	"$$(hack/testbin.sh)/helm" lint --strict --namespace portico-system charts/portico
 
 .PHONY: test
-test: generate manifests fmt vet lint build ## Run unit, envtest and local e2e tests (builds what it needs).
+test: generate manifests fmt vet lint build ## Run unit, envtest and the e2e suite on a real node (builds what it needs; the node needs root).
 	@# In CI the tree must be exactly what was committed after regeneration.
 	@if [ -n "$$CI" ]; then $(MAKE) --no-print-directory check-clean; fi
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh)" go test ./... -count=1
-	$(MAKE) --no-print-directory test-e2e
+	$(MAKE) --no-print-directory test-e2e-node
 
 .PHONY: test-e2e
-test-e2e: build ## Run the e2e suite on a local kwok control plane (operator and controllers as host processes).
+test-e2e: build ## Run the e2e suite on a local kwok control plane (fast: operator and controllers as host processes).
 	E2E_TARGET=local go test -tags e2e ./e2e/ -count=1 -timeout 15m -v -ginkgo.v
+
+E2E_NODE_CLUSTER := portico-e2e-node
+
+.PHONY: test-e2e-node
+test-e2e-node: ## Run the e2e suite on a real node (kubelet, containerd, kube-proxy; as root): images from `make images`, the chart, real pods.
+	hack/testbin.sh --node >/dev/null
+	@# The suite removes the node when it ends; `node.sh down` again catches
+	@# a suite killed before its AfterSuite (e.g. by go test's -timeout).
+	status=0; E2E_TARGET=node go test -tags e2e ./e2e/ -count=1 -timeout 20m -v -ginkgo.v -ginkgo.timeout 15m || status=$$?; \
+		hack/node.sh down $(E2E_NODE_CLUSTER) || true; exit $$status
 
 .PHONY: test-e2e-kind
 test-e2e-kind: ## Run the e2e suite on kind with real images (needs Docker and kind).
@@ -168,7 +185,7 @@ bench-controllers: build ## Measure how long the apirule/ratelimit controllers t
 ##@ Run
 
 .PHONY: run
-run: ## Start a local kwok cluster, install the CRDs and sample, run the operator in the foreground.
+run: ## Run the whole product on a local real node (as root): images, chart, Istio's CRDs, the APIGateway; then `kubectl apply -f config/samples/`.
 	hack/run.sh
 
 .PHONY: run-istio
@@ -180,8 +197,8 @@ run-istio-remove: ## Delete the Istio CRDs from the `make run` cluster.
 	hack/run.sh remove-istio
 
 .PHONY: run-down
-run-down: ## Remove the local cluster started by `make run`.
-	hack/cluster.sh down
+run-down: ## Remove the node and cluster started by `make run` (every process, mount, interface and iptables chain).
+	hack/node.sh down
 
 ##@ Tools
 

@@ -22,7 +22,8 @@
 #
 # Environment:
 #   PORTICO_KWOK_NODES    number of fake nodes to create (default 1; 0 for
-#                         a cluster whose only node is real, see node.sh)
+#                         a cluster whose only node is real, see node.sh:
+#                         then kwok-controller does not run)
 #   PORTICO_CLUSTER_WAIT  how long to wait for readiness (default 180s)
 #   PORTICO_APISERVER_ADVERTISE  an address of this host the API server
 #                         listens on and advertises, so pods reach it
@@ -204,7 +205,16 @@ cmd_up() {
 		# kwokctl and the host keep using 127.0.0.1.
 		extra+=(--extra-args "kube-apiserver=bind-address=0.0.0.0"
 			--extra-args "kube-apiserver=advertise-address=$PORTICO_APISERVER_ADVERTISE"
-			--extra-args "kube-apiserver=kubelet-preferred-address-types=InternalIP,Hostname")
+			--extra-args "kube-apiserver=kubelet-preferred-address-types=InternalIP,Hostname"
+			# Real kubelets authenticate the API server (logs, exec, port
+			# forwarding) by a client certificate of the cluster CA.
+			--extra-args "kube-apiserver=kubelet-client-certificate=$KWOK_WORKDIR/clusters/$name/pki/admin.crt"
+			--extra-args "kube-apiserver=kubelet-client-key=$KWOK_WORKDIR/clusters/$name/pki/admin.key")
+	fi
+	if ((nodes == 0)); then
+		# No fake nodes: without kwok-controller, kwok cannot take over the
+		# real node's pods (it manages every node by default).
+		extra+=(--disable kwok-controller)
 	fi
 	kwokctl create cluster \
 		--config "$config" \

@@ -387,7 +387,7 @@ cleanup_iptables() {
 		command -v "$tool" >/dev/null || continue
 		for table in nat filter mangle; do
 			"$tool-save" -t "$table" 2>/dev/null | grep -E '^-A .*(KUBE-|CNI-)' | sed 's/^-A/-D/' |
-				while read -r rule; do eval "$tool -w -t $table $rule" 2>/dev/null || true; done
+				while read -r rule; do eval "$tool -w -t $table $rule" 2>/dev/null || true; done || true
 			for chain in $("$tool" -w -t "$table" -S 2>/dev/null | awk '/^-N (KUBE-|CNI-)/ { print $2 }'); do
 				"$tool" -w -t "$table" -F "$chain" 2>/dev/null || true
 			done

@@ -238,17 +238,25 @@ func get(ctx context.Context, args []string) error {
 	status := fs.Int("expect-status", http.StatusOK, "status to wait for")
 	body := fs.String("expect-body", "", "substring of the body to wait for")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long to retry")
+	// The URL may come before or after the flags.
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if fs.NArg() < 1 {
+		return errors.New("get needs one URL")
+	}
+	target := fs.Arg(0)
+	if err := fs.Parse(fs.Args()[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
 		return errors.New("get needs one URL")
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	var last string
 	for {
-		got, text, err := request(ctx, *method, fs.Arg(0), *host)
+		got, text, err := request(ctx, *method, target, *host)
 		if err == nil {
 			last = fmt.Sprintf("%d %s", got, text)
 			if got == *status && strings.Contains(text, *body) {
@@ -260,7 +268,7 @@ func get(ctx context.Context, args []string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s %s (Host %s): want %d %q, last answer: %s", *method, fs.Arg(0), *host, *status, *body, last)
+			return fmt.Errorf("%s %s (Host %s): want %d %q, last answer: %s", *method, target, *host, *status, *body, last)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
