@@ -10,6 +10,7 @@ import (
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/controller"
@@ -31,6 +32,7 @@ func main() {
 			{Name: "requestauthentications.security.istio.io", Version: "v1"},
 		},
 		OptionalCRDs: []controllerruntime.CRD{istioGateways},
+		Cache:        func(opts *cache.Options, _ controllerruntime.Environment) { controller.ConfigureCache(opts) },
 		AddToScheme: []func(*runtime.Scheme) error{
 			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme,
 		},

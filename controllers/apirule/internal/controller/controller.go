@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
+	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
@@ -14,20 +15,32 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
-	controllerruntime "github.com/portico-dev/portico/controllers/runtime"
 )
 
-// FieldManager is the apirule controller's server-side apply identity.
-const FieldManager = "apirule-controller"
+const (
+	// FieldManager is the apirule controller's identity in managedFields.
+	FieldManager = "apirule-controller"
+	// Finalizer keeps an APIRule that has objects in other namespaces until
+	// the controller has deleted them: they cannot have an owner reference
+	// to it, so the garbage collector would leave them behind.
+	Finalizer = "gateway.portico.dev/apirule-cleanup"
+	// conflictRetry is how often an APIRule in Conflict looks again: the
+	// object in the way is not cached (it is not labelled as ours), so its
+	// removal raises no event.
+	conflictRetry = time.Minute
+)
 
-// +kubebuilder:rbac:groups=gateway.portico.dev,resources=apirules,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.portico.dev,resources=apirules,verbs=get;list;watch;patch;update
 // +kubebuilder:rbac:groups=gateway.portico.dev,resources=apirules/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.portico.dev,resources=apirules/finalizers,verbs=update
 // +kubebuilder:rbac:groups=networking.istio.io,resources=virtualservices,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=security.istio.io,resources=authorizationpolicies;requestauthentications,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.istio.io,resources=gateways,verbs=get;list;watch
@@ -36,67 +49,97 @@ const FieldManager = "apirule-controller"
 // Reconciler reconciles APIRules.
 type Reconciler struct {
 	Client client.Client
+	// Reader reads past the cache, which holds only the Istio objects the
+	// controller labelled: it finds other objects that hold a name the
+	// controller needs, and objects the cache has not seen yet.
+	Reader client.Reader
 	// CheckGateways verifies that the referenced Istio Gateway exists; only
 	// possible while Istio's Gateway CRD is installed.
 	CheckGateways bool
 }
 
 // Reconcile converges one APIRule's Istio objects.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	rule := &gatewayv1alpha1.APIRule{}
 	if err := r.Client.Get(ctx, req.NamespacedName, rule); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !rule.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil // owner references remove the Istio objects
-	}
 	log := ctrl.LoggerFrom(ctx).WithValues("apirule", klog.KObj(rule))
 	ctx = ctrl.LoggerInto(ctx, log)
+	if !rule.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, rule)
+	}
 
 	before := rule.DeepCopy()
 	defer func() {
 		retErr = errors.Join(retErr, r.writeStatus(ctx, before, rule))
 	}()
 
-	selector, reason, msg := r.checkReferences(ctx, rule)
+	selectors, reason, msg := r.checkReferences(ctx, rule)
 	if reason != "" {
 		setReady(rule, metav1.ConditionFalse, reason, msg)
 		return ctrl.Result{}, nil
 	}
-	out, err := translate.Translate(translate.Input{APIRule: rule, Selector: selector})
+	out, err := translate.Translate(translate.Input{APIRule: rule, Selectors: selectors})
 	if err != nil {
 		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonInvalidRule, err.Error()+"; the Istio objects were left unchanged")
 		return ctrl.Result{}, nil
 	}
-	if err := r.applyAll(ctx, rule, out); err != nil {
+	desired := desiredObjects(out)
+	live, conflicts, err := r.liveObjects(ctx, rule, desired)
+	if err != nil {
 		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, err
 	}
-	msg = "VirtualService and AuthorizationPolicy applied"
-	if out.RequestAuthentication != nil {
-		msg = "VirtualService, AuthorizationPolicy and RequestAuthentication applied"
+	if len(conflicts) > 0 {
+		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonConflict, strings.Join(conflicts, "; ")+
+			" and was not created for this APIRule: it is left untouched, and nothing is written until it is removed or renamed")
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
-	setReady(rule, metav1.ConditionTrue, gatewayv1alpha1.ReasonApplied, msg)
+	if err := r.converge(ctx, rule, desired, live); err != nil {
+		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
+		return ctrl.Result{}, err
+	}
+	setReady(rule, metav1.ConditionTrue, gatewayv1alpha1.ReasonApplied, appliedMessage(desired))
 	return ctrl.Result{}, nil
 }
 
-// checkReferences returns the default Service's pod selector, or the reason
-// and message of a missing reference.
-func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.APIRule) (map[string]string, string, string) {
-	var selector map[string]string
-	def := translate.DefaultService(rule)
-	for _, ref := range translate.Services(rule) {
+// desiredObjects orders the objects for writing: access control before the
+// VirtualService, so that a new route never reaches pods before their
+// policies are in place.
+func desiredObjects(out translate.Output) []client.Object {
+	var objs []client.Object
+	for _, w := range out.Workloads {
+		if w.RequestAuthentication != nil {
+			objs = append(objs, w.RequestAuthentication)
+		}
+		objs = append(objs, w.AuthorizationPolicy)
+	}
+	return append(objs, out.VirtualService)
+}
+
+// checkReferences returns the pod selector of every backend Service, or the
+// reason and message of a reference that cannot be followed.
+func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.APIRule) (map[types.NamespacedName]map[string]string, string, string) {
+	selectors := map[types.NamespacedName]map[string]string{}
+	for _, ref := range translate.Backends(rule) {
 		svc := &corev1.Service{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, svc); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, gatewayv1alpha1.ReasonServiceNotFound,
-					fmt.Sprintf("service %s/%s not found; the Istio objects were left unchanged", ref.Namespace, ref.Name)
-			}
-			return nil, gatewayv1alpha1.ReasonApplyFailed, fmt.Sprintf("read service %s/%s: %v", ref.Namespace, ref.Name, err)
+		err := r.Client.Get(ctx, ref, svc)
+		if ref.Namespace != rule.Namespace && (apierrors.IsNotFound(err) || (err == nil && !permits(svc, rule.Namespace))) {
+			// One message for both: the APIRule's author learns nothing
+			// about Services of other namespaces that do not consent.
+			return nil, gatewayv1alpha1.ReasonReferenceNotPermitted, fmt.Sprintf(
+				"service %s does not exist or does not allow APIRules of namespace %s (its annotation %s must list %s, or be \"*\"); nothing was written",
+				ref, rule.Namespace, gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces, rule.Namespace)
 		}
-		if ref.Name == def.Name && ref.Namespace == def.Namespace {
-			selector = maps.Clone(svc.Spec.Selector)
+		if apierrors.IsNotFound(err) {
+			return nil, gatewayv1alpha1.ReasonServiceNotFound,
+				fmt.Sprintf("service %s not found; the Istio objects were left unchanged", ref)
 		}
+		if err != nil {
+			return nil, gatewayv1alpha1.ReasonApplyFailed, fmt.Sprintf("read service %s: %v", ref, err)
+		}
+		selectors[ref] = svc.Spec.Selector
 	}
 	if r.CheckGateways {
 		ns, name := splitGateway(rule.Spec.Gateway)
@@ -107,7 +150,17 @@ func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.
 				fmt.Sprintf("Istio gateway %s not found; the Istio objects were left unchanged", rule.Spec.Gateway)
 		}
 	}
-	return selector, "", ""
+	return selectors, "", ""
+}
+
+// permits reports whether a Service consents to APIRules of namespace ns.
+func permits(svc *corev1.Service, ns string) bool {
+	for _, allowed := range strings.Split(svc.Annotations[gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces], ",") {
+		if allowed = strings.TrimSpace(allowed); allowed == "*" || allowed == ns {
+			return true
+		}
+	}
+	return false
 }
 
 func splitGateway(ref string) (string, string) {
@@ -119,50 +172,236 @@ func splitGateway(ref string) (string, string) {
 	return "", ref
 }
 
-func (r *Reconciler) applyAll(ctx context.Context, rule *gatewayv1alpha1.APIRule, out translate.Output) error {
-	key := client.ObjectKeyFromObject(rule)
-	errs := []error{
-		r.applyIfChanged(ctx, out.VirtualService, &networkingv1.VirtualService{}, key),
-		r.applyIfChanged(ctx, out.AuthorizationPolicy, &securityv1.AuthorizationPolicy{}, key),
+// owns reports whether obj was created for rule. In the APIRule's namespace
+// that is its controller owner reference (by UID, so not a former APIRule
+// of the same name); elsewhere, where owner references cannot point to it,
+// the labels naming it, on an object no one else controls.
+func owns(rule *gatewayv1alpha1.APIRule, obj client.Object) bool {
+	if obj.GetNamespace() == rule.Namespace {
+		return metav1.IsControlledBy(obj, rule)
 	}
-	if out.RequestAuthentication != nil {
-		errs = append(errs, r.applyIfChanged(ctx, out.RequestAuthentication, &securityv1.RequestAuthentication{}, key))
-	} else {
-		errs = append(errs, r.deleteOwned(ctx, rule, &securityv1.RequestAuthentication{}, key))
+	l := obj.GetLabels()
+	return l[translate.LabelManagedBy] == translate.ManagedBy && l[translate.LabelAPIRule] == rule.Name &&
+		l[translate.LabelAPIRuleNamespace] == rule.Namespace && metav1.GetControllerOf(obj) == nil
+}
+
+// liveObjects reads the live counterpart of every desired object: the
+// cached one, or, when the cache has none (it holds only labelled objects),
+// the API server's. It returns nil for an object that does not exist yet,
+// and names every object that exists but is not this APIRule's.
+func (r *Reconciler) liveObjects(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired []client.Object) ([]client.Object, []string, error) {
+	live := make([]client.Object, len(desired))
+	var conflicts []string
+	for i, d := range desired {
+		obj := d.DeepCopyObject().(client.Object)
+		key := client.ObjectKeyFromObject(d)
+		err := r.Client.Get(ctx, key, obj)
+		if apierrors.IsNotFound(err) {
+			err = r.Reader.Get(ctx, key, obj)
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, nil, fmt.Errorf("read %s %s: %w", kindOf(d), key, err)
+		case !owns(rule, obj):
+			conflicts = append(conflicts, fmt.Sprintf("%s %s exists", kindOf(d), key))
+			continue
+		}
+		live[i] = obj
+	}
+	return live, conflicts, nil
+}
+
+// converge writes the desired objects and deletes this APIRule's objects
+// that are no longer desired. The finalizer goes on before the first object
+// in another namespace is created, and comes off once none is left.
+func (r *Reconciler) converge(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired, live []client.Object) error {
+	crossNamespace := false
+	for _, d := range desired {
+		crossNamespace = crossNamespace || d.GetNamespace() != rule.Namespace
+	}
+	if crossNamespace {
+		if err := r.setFinalizer(ctx, rule, true); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	for i, d := range desired {
+		if _, isVS := d.(*networkingv1.VirtualService); isVS && len(errs) > 0 {
+			// Never route to pods whose access control could not be written.
+			break
+		}
+		if err := r.write(ctx, d, live[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	keep := map[string]bool{}
+	for _, d := range desired {
+		keep[objectID(d)] = true
+	}
+	if err := r.deleteUnwanted(ctx, rule, r.Client, keep); err != nil {
+		return err
+	}
+	if !crossNamespace && controllerutil.ContainsFinalizer(rule, Finalizer) {
+		// Objects of other namespaces may have been created moments ago and
+		// not be cached yet: look past the cache before letting go.
+		if err := r.deleteUnwanted(ctx, rule, r.Reader, keep); err != nil {
+			return err
+		}
+		return r.setFinalizer(ctx, rule, false)
+	}
+	return nil
+}
+
+// write creates a missing object, or updates one of ours that differs. An
+// update carries the resourceVersion of the object whose ownership was
+// checked, so it fails rather than overwrite an object that replaced it
+// meanwhile; server-side apply with force would take it over instead.
+func (r *Reconciler) write(ctx context.Context, desired, live client.Object) error {
+	log := ctrl.LoggerFrom(ctx)
+	if live == nil {
+		obj := desired.DeepCopyObject().(client.Object)
+		if err := r.Client.Create(ctx, obj, client.FieldOwner(FieldManager)); err != nil {
+			return fmt.Errorf("create %s %s: %w", kindOf(desired), client.ObjectKeyFromObject(desired), err)
+		}
+		log.V(1).Info("Created", "kind", kindOf(desired), "object", klog.KObj(desired))
+		return nil
+	}
+	if upToDate(desired, live) {
+		return nil
+	}
+	updated := live.DeepCopyObject().(client.Object)
+	labels := updated.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	for k, v := range desired.GetLabels() {
+		labels[k] = v
+	}
+	updated.SetLabels(labels)
+	for _, ref := range desired.GetOwnerReferences() {
+		refs := updated.GetOwnerReferences()
+		for i := range refs {
+			if refs[i].UID == ref.UID {
+				refs = append(refs[:i], refs[i+1:]...)
+				break
+			}
+		}
+		updated.SetOwnerReferences(append(refs, ref))
+	}
+	proto.Reset(specOf(updated))
+	proto.Merge(specOf(updated), specOf(desired))
+	if err := r.Client.Update(ctx, updated, client.FieldOwner(FieldManager)); err != nil {
+		return fmt.Errorf("update %s %s: %w", kindOf(desired), client.ObjectKeyFromObject(desired), err)
+	}
+	log.V(1).Info("Updated", "kind", kindOf(desired), "object", klog.KObj(desired))
+	return nil
+}
+
+func upToDate(desired, live client.Object) bool {
+	for k, v := range desired.GetLabels() {
+		if live.GetLabels()[k] != v {
+			return false
+		}
+	}
+	for _, want := range desired.GetOwnerReferences() {
+		found := false
+		for _, got := range live.GetOwnerReferences() {
+			found = found || equality.Semantic.DeepEqual(want, got)
+		}
+		if !found {
+			return false
+		}
+	}
+	return proto.Equal(specOf(desired), specOf(live))
+}
+
+// deleteUnwanted deletes the objects of rule, read through reader, that
+// are not in keep. Objects that are not the APIRule's are never deleted,
+// whatever their labels.
+func (r *Reconciler) deleteUnwanted(ctx context.Context, rule *gatewayv1alpha1.APIRule, reader client.Reader, keep map[string]bool) error {
+	selector := client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: rule.Name}
+	var objs []client.Object
+	vs := &networkingv1.VirtualServiceList{}
+	ap := &securityv1.AuthorizationPolicyList{}
+	ra := &securityv1.RequestAuthenticationList{}
+	for _, list := range []client.ObjectList{vs, ap, ra} {
+		if err := reader.List(ctx, list, selector); err != nil {
+			return fmt.Errorf("list the Istio objects of the APIRule: %w", err)
+		}
+	}
+	for _, o := range vs.Items {
+		objs = append(objs, o)
+	}
+	for _, o := range ap.Items {
+		objs = append(objs, o)
+	}
+	for _, o := range ra.Items {
+		objs = append(objs, o)
+	}
+	var errs []error
+	for _, obj := range objs {
+		if keep[objectID(obj)] || !owns(rule, obj) {
+			continue
+		}
+		uid := obj.GetUID()
+		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("delete %s %s: %w", kindOf(obj), client.ObjectKeyFromObject(obj), err))
+			continue
+		}
+		ctrl.LoggerFrom(ctx).V(1).Info("Deleted", "kind", kindOf(obj), "object", klog.KObj(obj))
 	}
 	return errors.Join(errs...)
 }
 
-// applyIfChanged reads the live object from the cache and applies desired
-// unless the live spec, labels and owner already match.
-func (r *Reconciler) applyIfChanged(ctx context.Context, desired, live client.Object, key client.ObjectKey) error {
-	err := r.Client.Get(ctx, key, live)
-	if err == nil && upToDate(desired, live) {
-		return nil
+// finalize deletes the APIRule's objects (those in other namespaces above
+// all, which no garbage collector would) before letting the APIRule go.
+func (r *Reconciler) finalize(ctx context.Context, rule *gatewayv1alpha1.APIRule) error {
+	if !controllerutil.ContainsFinalizer(rule, Finalizer) {
+		return nil // owner references remove the Istio objects
 	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("read %T %s: %w", live, key, err)
-	}
-	if err := controllerruntime.Apply(ctx, r.Client, desired, FieldManager); err != nil {
+	if err := r.deleteUnwanted(ctx, rule, r.Reader, nil); err != nil {
 		return err
 	}
-	ctrl.LoggerFrom(ctx).V(1).Info("Applied", "kind", fmt.Sprintf("%T", desired), "name", key.Name)
+	return r.setFinalizer(ctx, rule, false)
+}
+
+func (r *Reconciler) setFinalizer(ctx context.Context, rule *gatewayv1alpha1.APIRule, present bool) error {
+	if controllerutil.ContainsFinalizer(rule, Finalizer) == present {
+		return nil
+	}
+	updated := rule.DeepCopy()
+	if present {
+		controllerutil.AddFinalizer(updated, Finalizer)
+	} else {
+		controllerutil.RemoveFinalizer(updated, Finalizer)
+	}
+	if err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(rule, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("update the finalizers of the APIRule: %w", err)
+	}
+	rule.Finalizers = updated.Finalizers
 	return nil
 }
 
-// deleteOwned deletes an object of the APIRule's that is no longer needed.
-func (r *Reconciler) deleteOwned(ctx context.Context, rule *gatewayv1alpha1.APIRule, obj client.Object, key client.ObjectKey) error {
-	if err := r.Client.Get(ctx, key, obj); err != nil {
-		return client.IgnoreNotFound(err)
+// objectID identifies an object among the APIRule's of every kind.
+func objectID(obj client.Object) string {
+	return kindOf(obj) + " " + obj.GetNamespace() + "/" + obj.GetName()
+}
+
+func kindOf(obj client.Object) string {
+	switch obj.(type) {
+	case *networkingv1.VirtualService:
+		return "VirtualService"
+	case *securityv1.AuthorizationPolicy:
+		return "AuthorizationPolicy"
+	case *securityv1.RequestAuthentication:
+		return "RequestAuthentication"
 	}
-	if !metav1.IsControlledBy(obj, rule) {
-		return nil // not ours: never touch users' objects
-	}
-	uid := obj.GetUID()
-	if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete %T %s: %w", obj, key, err)
-	}
-	return nil
+	return fmt.Sprintf("%T", obj)
 }
 
 func specOf(obj client.Object) proto.Message {
@@ -177,14 +416,23 @@ func specOf(obj client.Object) proto.Message {
 	return nil
 }
 
-func upToDate(desired, live client.Object) bool {
-	for k, v := range desired.GetLabels() {
-		if live.GetLabels()[k] != v {
-			return false
+// appliedMessage names what the APIRule is made of, by kind:
+// "AuthorizationPolicy shop/orders, VirtualService shop/orders applied".
+func appliedMessage(desired []client.Object) string {
+	byKind := map[string][]string{}
+	var kinds []string
+	for _, d := range desired {
+		kind := kindOf(d)
+		if _, ok := byKind[kind]; !ok {
+			kinds = append(kinds, kind)
 		}
+		byKind[kind] = append(byKind[kind], d.GetNamespace()+"/"+d.GetName())
 	}
-	return equality.Semantic.DeepEqual(desired.GetOwnerReferences(), live.GetOwnerReferences()) &&
-		proto.Equal(specOf(desired), specOf(live))
+	parts := make([]string, 0, len(kinds))
+	for _, kind := range kinds {
+		parts = append(parts, kind+" "+strings.Join(byKind[kind], ", "))
+	}
+	return strings.Join(parts, "; ") + " applied"
 }
 
 func setReady(rule *gatewayv1alpha1.APIRule, status metav1.ConditionStatus, reason, msg string) {

@@ -7,7 +7,10 @@ import (
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -22,15 +25,31 @@ const (
 	gatewayIndex = "apirule.gateway"
 )
 
+// ConfigureCache narrows what the controller caches: of the Istio kinds it
+// writes, only the objects it labelled. Others' objects are read past the
+// cache, only when they hold a name the controller needs.
+func ConfigureCache(opts *cache.Options) {
+	if opts.ByObject == nil {
+		opts.ByObject = map[client.Object]cache.ByObject{}
+	}
+	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{translate.LabelManagedBy: translate.ManagedBy})}
+	opts.ByObject[&networkingv1.VirtualService{}] = managed
+	opts.ByObject[&securityv1.AuthorizationPolicy{}] = managed
+	opts.ByObject[&securityv1.RequestAuthentication{}] = managed
+}
+
 // SetupWithManager registers the reconciler and its watches: APIRules, the
-// Istio objects they own, the Services they route to and, when checked, the
-// Gateways they use.
+// Istio objects they labelled (in any namespace), the Services they route
+// to and, when checked, the Gateways they use.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if r.Reader == nil {
+		r.Reader = mgr.GetAPIReader()
+	}
 	indexer := mgr.GetFieldIndexer()
 	if err := indexer.IndexField(ctx, &gatewayv1alpha1.APIRule{}, serviceIndex, func(o client.Object) []string {
 		var keys []string
-		for _, s := range translate.Services(o.(*gatewayv1alpha1.APIRule)) {
-			keys = append(keys, s.Namespace+"/"+s.Name)
+		for _, s := range translate.Backends(o.(*gatewayv1alpha1.APIRule)) {
+			keys = append(keys, s.String())
 		}
 		return keys
 	}); err != nil {
@@ -54,15 +73,29 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 			return reqs
 		}
 	}
+	// Objects in other namespaces have no owner reference: their labels name
+	// the APIRule (older objects lack the namespace label: they live in
+	// their APIRule's namespace).
+	toAPIRule := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		l := o.GetLabels()
+		if l[translate.LabelManagedBy] != translate.ManagedBy || l[translate.LabelAPIRule] == "" {
+			return nil
+		}
+		ns := l[translate.LabelAPIRuleNamespace]
+		if ns == "" {
+			ns = o.GetNamespace()
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: l[translate.LabelAPIRule]}}}
+	})
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("apirule").
 		// APIRules are independent; the API server's write latency, not the
 		// controller, bounds one worker (measured by make bench-controllers).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		For(&gatewayv1alpha1.APIRule{}).
-		Owns(&networkingv1.VirtualService{}).
-		Owns(&securityv1.AuthorizationPolicy{}).
-		Owns(&securityv1.RequestAuthentication{}).
+		Watches(&networkingv1.VirtualService{}, toAPIRule).
+		Watches(&securityv1.AuthorizationPolicy{}, toAPIRule).
+		Watches(&securityv1.RequestAuthentication{}, toAPIRule).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(byIndex(serviceIndex)))
 	if r.CheckGateways {
 		gw := &metav1.PartialObjectMetadata{}

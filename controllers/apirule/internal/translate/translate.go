@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,33 +17,59 @@ import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
-// Labels on every object the apirule controller writes.
+// Labels on every object the apirule controller writes. Objects in another
+// namespace than their APIRule's cannot have an owner reference to it; these
+// labels are how the controller finds them again (to update and delete them).
 const (
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	ManagedBy      = "apirule-controller"
-	LabelAPIRule   = "gateway.portico.dev/apirule"
+	LabelManagedBy        = "app.kubernetes.io/managed-by"
+	ManagedBy             = "apirule-controller"
+	LabelAPIRule          = "gateway.portico.dev/apirule"
+	LabelAPIRuleNamespace = "gateway.portico.dev/apirule-namespace"
 )
 
-// Input is an APIRule and what the cluster told about its backend.
+// Input is an APIRule and what the cluster told about its backends.
 type Input struct {
 	APIRule *gatewayv1alpha1.APIRule
-	// Selector is the pod selector of the default Service: the workload the
-	// AuthorizationPolicy and RequestAuthentication apply to.
-	Selector map[string]string
+	// Selectors holds the pod selector of every Service the rules route to
+	// (see Backends): the workloads the AuthorizationPolicies and
+	// RequestAuthentications apply to.
+	Selectors map[types.NamespacedName]map[string]string
 	// ClusterDomain completes Service host names; "cluster.local" when empty.
 	ClusterDomain string
 }
 
 // Output holds the desired Istio objects.
 type Output struct {
-	VirtualService        *networkingv1.VirtualService
+	VirtualService *networkingv1.VirtualService
+	// Workloads has the access control of every backend, in the order of
+	// Backends.
+	Workloads []Workload
+}
+
+// Workload is the access control of one backend Service's pods.
+type Workload struct {
+	Service               types.NamespacedName
 	AuthorizationPolicy   *securityv1.AuthorizationPolicy
-	RequestAuthentication *securityv1.RequestAuthentication // nil without JWT rules
+	RequestAuthentication *securityv1.RequestAuthentication // nil without JWT rules routed here
+}
+
+// Objects returns every desired object, the VirtualService first.
+func (o Output) Objects() []client.Object {
+	objs := []client.Object{o.VirtualService}
+	for _, w := range o.Workloads {
+		objs = append(objs, w.AuthorizationPolicy)
+		if w.RequestAuthentication != nil {
+			objs = append(objs, w.RequestAuthentication)
+		}
+	}
+	return objs
 }
 
 // DefaultService returns the Service that serves rules without their own.
@@ -57,7 +85,7 @@ func DefaultService(r *gatewayv1alpha1.APIRule) gatewayv1alpha1.ServiceReference
 	return gatewayv1alpha1.ServiceReference{}
 }
 
-// Services returns every Service the APIRule routes to, sorted.
+// Services returns every Service port the APIRule routes to, sorted.
 func Services(r *gatewayv1alpha1.APIRule) []gatewayv1alpha1.ServiceReference {
 	seen := map[gatewayv1alpha1.ServiceReference]bool{}
 	var out []gatewayv1alpha1.ServiceReference
@@ -71,6 +99,20 @@ func Services(r *gatewayv1alpha1.APIRule) []gatewayv1alpha1.ServiceReference {
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name || (out[i] == out[j] && out[i].Port < out[j].Port)
 	})
+	return out
+}
+
+// Backends returns every Service the APIRule routes to, whatever the port,
+// sorted by namespace and name: each is one workload with its own access
+// control.
+func Backends(r *gatewayv1alpha1.APIRule) []types.NamespacedName {
+	var out []types.NamespacedName
+	for _, s := range Services(r) {
+		key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+		if !slices.Contains(out, key) {
+			out = append(out, key)
+		}
+	}
 	return out
 }
 
@@ -88,42 +130,119 @@ func serviceOf(r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule) gatewayv1a
 	return DefaultService(r)
 }
 
-// Translate builds the Istio objects of an APIRule.
+func backendOf(r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule) types.NamespacedName {
+	s := serviceOf(r, rule)
+	return types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+}
+
+// maxNameLength keeps generated names valid as label values and DNS labels.
+const maxNameLength = 63
+
+// PolicyName is the name of the AuthorizationPolicy and RequestAuthentication
+// of one backend, which live in the backend's namespace. The default
+// Service's are named like the APIRule; another Service's are
+// <apirule>-<service>; in another namespace than the APIRule's, the name is
+// prefixed with the APIRule's namespace, so that APIRules of two namespaces
+// do not compete for one name. Names beyond 63 characters are shortened
+// with a hash of the full name.
+func PolicyName(r *gatewayv1alpha1.APIRule, backend types.NamespacedName) string {
+	def := DefaultService(r)
+	name := r.Name
+	if backend.Namespace != def.Namespace || backend.Name != def.Name {
+		name += "-" + backend.Name
+	}
+	if backend.Namespace != r.Namespace {
+		name = r.Namespace + "-" + name
+	}
+	if len(name) <= maxNameLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	hash := hex.EncodeToString(sum[:])[:10]
+	return strings.TrimRight(name[:maxNameLength-len(hash)-1], "-.") + "-" + hash
+}
+
+// Translate builds the Istio objects of an APIRule, or explains why the
+// APIRule cannot be enforced as written.
 func Translate(in Input) (Output, error) {
 	r := in.APIRule
-	if len(in.Selector) == 0 {
-		return Output{}, fmt.Errorf("service %s has no pod selector, so access rules cannot be bound to a workload", DefaultService(r).Name)
-	}
-	jwtRules, err := jwtRules(r)
-	if err != nil {
+	if err := checkPaths(r); err != nil {
 		return Output{}, err
 	}
-	out := Output{
-		VirtualService:      virtualService(r, in.ClusterDomain),
-		AuthorizationPolicy: authorizationPolicy(r, in.Selector),
-	}
-	if len(jwtRules) > 0 {
-		ra := &securityv1.RequestAuthentication{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "security.istio.io/v1", Kind: "RequestAuthentication"},
-			ObjectMeta: objectMeta(r),
+	backends := Backends(r)
+	for _, b := range backends {
+		if b.Name == "" {
+			return Output{}, fmt.Errorf("a rule names no service and spec.service is not set")
 		}
-		ra.Spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(in.Selector)}
-		ra.Spec.JwtRules = jwtRules
-		out.RequestAuthentication = ra
+		if len(in.Selectors[b]) == 0 {
+			return Output{}, fmt.Errorf("service %s has no pod selector, so access rules cannot be bound to a workload", b)
+		}
+	}
+	if err := checkIssuers(r); err != nil {
+		return Output{}, err
+	}
+	if err := checkDuplicates(r); err != nil {
+		return Output{}, err
+	}
+	if err := checkCoveredRules(r, in.Selectors); err != nil {
+		return Output{}, err
+	}
+	out := Output{VirtualService: virtualService(r, in.ClusterDomain)}
+	names := map[types.NamespacedName]types.NamespacedName{}
+	for _, b := range backends {
+		w := Workload{Service: b}
+		meta := objectMeta(r, b.Namespace, PolicyName(r, b))
+		key := types.NamespacedName{Namespace: meta.Namespace, Name: meta.Name}
+		if other, taken := names[key]; taken {
+			return Output{}, fmt.Errorf("services %s and %s would share the access policy %s; rename one of them", other, b, key)
+		}
+		names[key] = b
+		w.AuthorizationPolicy = authorizationPolicy(r, b, meta, in.Selectors[b])
+		if jwtRules := jwtRules(r, b); len(jwtRules) > 0 {
+			ra := &securityv1.RequestAuthentication{
+				TypeMeta:   metav1.TypeMeta{APIVersion: "security.istio.io/v1", Kind: "RequestAuthentication"},
+				ObjectMeta: objectMeta(r, b.Namespace, meta.Name),
+			}
+			ra.Spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(in.Selectors[b])}
+			ra.Spec.JwtRules = jwtRules
+			w.RequestAuthentication = ra
+		}
+		out.Workloads = append(out.Workloads, w)
 	}
 	return out, nil
 }
 
-func objectMeta(r *gatewayv1alpha1.APIRule) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Name:      r.Name,
-		Namespace: r.Namespace,
-		Labels:    map[string]string{LabelManagedBy: ManagedBy, LabelAPIRule: r.Name},
-		OwnerReferences: []metav1.OwnerReference{{
+// objectMeta labels an object for its APIRule and, in the APIRule's
+// namespace, makes the APIRule its controlling owner. Owner references
+// across namespaces are invalid (the garbage collector treats the owner as
+// absent and deletes the object), so objects elsewhere carry only labels.
+func objectMeta(r *gatewayv1alpha1.APIRule, namespace, name string) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{
+		Name:      name,
+		Namespace: namespace,
+		Labels:    map[string]string{LabelManagedBy: ManagedBy, LabelAPIRule: r.Name, LabelAPIRuleNamespace: r.Namespace},
+	}
+	if namespace == r.Namespace {
+		m.OwnerReferences = []metav1.OwnerReference{{
 			APIVersion: gatewayv1alpha1.GroupVersion.String(), Kind: "APIRule", Name: r.Name, UID: r.UID,
 			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-		}},
+		}}
 	}
+	return m
+}
+
+// checkPaths rejects paths that Istio would read differently from the
+// APIRule (the API server rejects them too; the controller must not rely on
+// it): an AuthorizationPolicy path starting or ending with '*' is a suffix
+// or prefix match, anything else is exact.
+func checkPaths(r *gatewayv1alpha1.APIRule) error {
+	for _, rule := range r.Spec.Rules {
+		p := rule.Path
+		if !strings.HasPrefix(p, "/") || strings.Contains(strings.TrimSuffix(p, "/*"), "*") {
+			return fmt.Errorf("path %q must start with '/' and may only end with the wildcard '/*'", p)
+		}
+	}
+	return nil
 }
 
 // orderedRules sorts rules so Istio, which takes the first matching route,
@@ -158,7 +277,7 @@ func methodStrings(methods []gatewayv1alpha1.HTTPMethod) []string {
 		out[i] = string(m)
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 func duration(d *metav1.Duration) *durationpb.Duration {
@@ -178,7 +297,7 @@ func virtualService(r *gatewayv1alpha1.APIRule, clusterDomain string) *networkin
 	}
 	vs := &networkingv1.VirtualService{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.istio.io/v1", Kind: "VirtualService"},
-		ObjectMeta: objectMeta(r),
+		ObjectMeta: objectMeta(r, r.Namespace, r.Name),
 	}
 	// Proto messages must not be copied: fill the object's spec in place.
 	spec := &vs.Spec
@@ -232,27 +351,39 @@ func corsPolicy(c *gatewayv1alpha1.CORSPolicy) *networkingv1alpha3.CorsPolicy {
 	return p
 }
 
-func authorizationPolicy(r *gatewayv1alpha1.APIRule, selector map[string]string) *securityv1.AuthorizationPolicy {
+// authorizationPolicy allows, on one backend's pods, the requests of the
+// rules routed to it. Istio allows a request that any ALLOW rule of any
+// policy on the workload matches, so checkCoveredRules must have made sure
+// that no rule matches a request another rule guards with other
+// authentication.
+func authorizationPolicy(r *gatewayv1alpha1.APIRule, backend types.NamespacedName, meta metav1.ObjectMeta, selector map[string]string) *securityv1.AuthorizationPolicy {
 	ap := &securityv1.AuthorizationPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "security.istio.io/v1", Kind: "AuthorizationPolicy"},
-		ObjectMeta: objectMeta(r),
+		ObjectMeta: meta,
 	}
 	spec := &ap.Spec
 	spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(selector)}
 	spec.Action = securityv1beta1.AuthorizationPolicy_ALLOW
 	for _, exposed := range orderedRules(r) {
+		if backendOf(r, exposed) != backend {
+			continue
+		}
 		rule := &securityv1beta1.Rule{To: []*securityv1beta1.Rule_To{{Operation: &securityv1beta1.Operation{
 			Paths:   []string{exposed.Path},
 			Methods: methodStrings(exposed.Methods),
 		}}}}
 		if jwt := exposed.JWT; jwt != nil {
+			// The principal is <iss>/<sub>: "iss/*" alone would also admit
+			// an issuer named iss/<anything> that another RequestAuthentication
+			// on the workload trusts, so the issuer is pinned exactly too.
 			rule.From = []*securityv1beta1.Rule_From{{Source: &securityv1beta1.Source{
 				RequestPrincipals: []string{jwt.Issuer + "/*"},
 			}}}
+			rule.When = append(rule.When, &securityv1beta1.Condition{Key: "request.auth.claims[iss]", Values: []string{jwt.Issuer}})
 			if len(jwt.Audiences) > 0 {
-				rule.When = append(rule.When, &securityv1beta1.Condition{Key: "request.auth.claims[aud]", Values: slices.Sorted(slices.Values(jwt.Audiences))})
+				rule.When = append(rule.When, &securityv1beta1.Condition{Key: "request.auth.claims[aud]", Values: slices.Compact(slices.Sorted(slices.Values(jwt.Audiences)))})
 			}
-			for _, scope := range slices.Sorted(slices.Values(jwt.RequiredScopes)) {
+			for _, scope := range slices.Compact(slices.Sorted(slices.Values(jwt.RequiredScopes))) {
 				rule.When = append(rule.When, &securityv1beta1.Condition{Key: "request.auth.claims[scope]", Values: []string{scope}})
 			}
 		}
@@ -261,29 +392,145 @@ func authorizationPolicy(r *gatewayv1alpha1.APIRule, selector map[string]string)
 	return ap
 }
 
-// jwtRules collects one JWT rule per issuer. Two rules naming the same
-// issuer with different key sets cannot both hold.
-func jwtRules(r *gatewayv1alpha1.APIRule) ([]*securityv1beta1.JWTRule, error) {
-	byIssuer := map[string]*securityv1beta1.JWTRule{}
+// checkIssuers rejects two rules naming one issuer with different key sets:
+// both cannot hold.
+func checkIssuers(r *gatewayv1alpha1.APIRule) error {
+	jwksByIssuer := map[string]string{}
 	for _, rule := range r.Spec.Rules {
 		if rule.JWT == nil {
 			continue
 		}
-		existing, ok := byIssuer[rule.JWT.Issuer]
+		existing, ok := jwksByIssuer[rule.JWT.Issuer]
 		if !ok {
+			jwksByIssuer[rule.JWT.Issuer] = rule.JWT.JWKSURI
+			continue
+		}
+		if existing != rule.JWT.JWKSURI {
+			return fmt.Errorf("rules for path %s use issuer %s with jwksUri %s, but another rule uses %s: one issuer needs one key set",
+				rule.Path, rule.JWT.Issuer, rule.JWT.JWKSURI, existing)
+		}
+	}
+	return nil
+}
+
+// jwtRules collects one JWT rule per issuer of the rules routed to backend.
+func jwtRules(r *gatewayv1alpha1.APIRule, backend types.NamespacedName) []*securityv1beta1.JWTRule {
+	byIssuer := map[string]*securityv1beta1.JWTRule{}
+	for _, rule := range r.Spec.Rules {
+		if rule.JWT == nil || backendOf(r, rule) != backend {
+			continue
+		}
+		if _, ok := byIssuer[rule.JWT.Issuer]; !ok {
 			byIssuer[rule.JWT.Issuer] = &securityv1beta1.JWTRule{
 				Issuer: rule.JWT.Issuer, JwksUri: rule.JWT.JWKSURI, ForwardOriginalToken: true,
 			}
-			continue
-		}
-		if existing.JwksUri != rule.JWT.JWKSURI {
-			return nil, fmt.Errorf("rules for path %s use issuer %s with jwksUri %s, but another rule uses %s: one issuer needs one key set",
-				rule.Path, rule.JWT.Issuer, rule.JWT.JWKSURI, existing.JwksUri)
 		}
 	}
 	var out []*securityv1beta1.JWTRule
 	for _, issuer := range slices.Sorted(maps.Keys(byIssuer)) {
 		out = append(out, byIssuer[issuer])
 	}
-	return out, nil
+	return out
+}
+
+// checkDuplicates rejects two rules for the same requests: only the first
+// would route, but both would be allowed on the pods they share.
+func checkDuplicates(r *gatewayv1alpha1.APIRule) error {
+	for i, a := range r.Spec.Rules {
+		for _, b := range r.Spec.Rules[i+1:] {
+			if a.Path == b.Path && methodsOverlap(a.Methods, b.Methods) {
+				return fmt.Errorf("two rules have the path %s and a method in common", a.Path)
+			}
+		}
+	}
+	return nil
+}
+
+// checkCoveredRules rejects a prefix rule that covers another rule's path,
+// with a method in common, on pods both may reach, with other
+// authentication. Istio adds up the ALLOW rules of every policy on a
+// workload, so the covering rule would let its callers into the covered
+// path (a noAuth "/api/*" would open a JWT "/api/admin"). The API server
+// checks this for rules naming the same service; here it is checked for
+// every pair, including rules whose Services differ but select common pods.
+func checkCoveredRules(r *gatewayv1alpha1.APIRule, selectors map[types.NamespacedName]map[string]string) error {
+	for i, a := range r.Spec.Rules {
+		if !isPrefix(a.Path) {
+			continue
+		}
+		for j, b := range r.Spec.Rules {
+			if i == j {
+				continue
+			}
+			if !strings.HasPrefix(b.Path, strings.TrimSuffix(a.Path, "*")) || !methodsOverlap(a.Methods, b.Methods) ||
+				sameAuthentication(a, b) {
+				continue
+			}
+			wa, wb := backendOf(r, a), backendOf(r, b)
+			if !MayShareWorkload(wa, selectors[wa], wb, selectors[wb]) {
+				continue
+			}
+			return fmt.Errorf("rule %s (%s) covers rule %s (%s) on the pods of service %s, which Istio would open to the callers of %s: "+
+				"give both the same authentication, disjoint methods, or disjoint paths",
+				a.Path, authentication(a), b.Path, authentication(b), wb, a.Path)
+		}
+	}
+	return nil
+}
+
+// MayShareWorkload reports whether two Services may select common pods:
+// both in one namespace, and no label that both select on with different
+// values. The same Service always does.
+func MayShareWorkload(a types.NamespacedName, selA map[string]string, b types.NamespacedName, selB map[string]string) bool {
+	if a == b {
+		return true
+	}
+	if a.Namespace != b.Namespace {
+		return false
+	}
+	for k, v := range selA {
+		if w, ok := selB[k]; ok && w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func methodsOverlap(a, b []gatewayv1alpha1.HTTPMethod) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return true
+	}
+	for _, m := range a {
+		if slices.Contains(b, m) {
+			return true
+		}
+	}
+	return false
+}
+
+func sameAuthentication(a, b gatewayv1alpha1.Rule) bool {
+	if a.JWT == nil || b.JWT == nil {
+		return a.JWT == nil && b.JWT == nil
+	}
+	return a.JWT.Issuer == b.JWT.Issuer && sameSet(a.JWT.Audiences, b.JWT.Audiences) && sameSet(a.JWT.RequiredScopes, b.JWT.RequiredScopes)
+}
+
+func sameSet(a, b []string) bool {
+	return slices.Equal(slices.Compact(slices.Sorted(slices.Values(a))), slices.Compact(slices.Sorted(slices.Values(b))))
+}
+
+// authentication describes what a rule demands of a caller; two rules
+// demanding the same have the same description.
+func authentication(rule gatewayv1alpha1.Rule) string {
+	if rule.JWT == nil {
+		return "noAuth"
+	}
+	desc := "jwt issuer " + rule.JWT.Issuer
+	if len(rule.JWT.Audiences) > 0 {
+		desc += ", audiences " + strings.Join(slices.Compact(slices.Sorted(slices.Values(rule.JWT.Audiences))), ",")
+	}
+	if len(rule.JWT.RequiredScopes) > 0 {
+		desc += ", scopes " + strings.Join(slices.Compact(slices.Sorted(slices.Values(rule.JWT.RequiredScopes))), ",")
+	}
+	return desc
 }

@@ -4,11 +4,13 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -45,7 +47,15 @@ func jwt(issuer string, audiences, scopes []string) *gatewayv1alpha1.JWTAuthenti
 	return &gatewayv1alpha1.JWTAuthentication{Issuer: issuer, JWKSURI: issuer + "/jwks.json", Audiences: audiences, RequiredScopes: scopes}
 }
 
-var selector = map[string]string{"app": "orders"}
+// selectors are the pod selectors of the Services the tests route to:
+// orders-admin selects the same pods as orders, reports and analytics'
+// reports other pods.
+var selectors = map[types.NamespacedName]map[string]string{
+	{Namespace: "shop", Name: "orders"}:       {"app": "orders"},
+	{Namespace: "shop", Name: "orders-admin"}: {"app": "orders"},
+	{Namespace: "shop", Name: "reports"}:      {"app": "reports"},
+	{Namespace: "analytics", Name: "reports"}: {"app": "reports"},
+}
 
 func TestTranslateGolden(t *testing.T) {
 	tests := map[string]*gatewayv1alpha1.APIRule{
@@ -55,6 +65,13 @@ func TestTranslateGolden(t *testing.T) {
 			gatewayv1alpha1.Rule{Path: "/orders/*", Methods: []gatewayv1alpha1.HTTPMethod{"POST", "GET"},
 				JWT: jwt("https://idp.example.com", []string{"shop", "orders"}, []string{"orders.write", "orders.read"})},
 			gatewayv1alpha1.Rule{Path: "/admin/*", JWT: jwt("https://admin-idp.example.com", nil, nil)},
+		)),
+		"rules-with-their-own-services": newAPIRule(withRules(
+			gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+			gatewayv1alpha1.Rule{Path: "/reports/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"},
+				Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}, JWT: jwt("https://idp.example.com", []string{"reports"}, nil)},
+			gatewayv1alpha1.Rule{Path: "/exports/*",
+				Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}, JWT: jwt("https://idp.example.com", nil, []string{"export"})},
 		)),
 		"routing-cors-timeouts": newAPIRule(func(r *gatewayv1alpha1.APIRule) {
 			r.Spec.Hosts = append(r.Spec.Hosts, "*.orders.example.com")
@@ -75,7 +92,7 @@ func TestTranslateGolden(t *testing.T) {
 	for name, rule := range tests {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			out, err := Translate(Input{APIRule: rule, Selector: selector})
+			out, err := Translate(Input{APIRule: rule, Selectors: selectors})
 			g.Expect(err).NotTo(HaveOccurred())
 			got, err := yaml.Marshal(out)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -87,7 +104,7 @@ func TestTranslateGolden(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred(), "run go test -update to create %s", path)
 			g.Expect(string(got)).To(Equal(string(want)))
 
-			again, _ := yaml.Marshal(must(Translate(Input{APIRule: rule, Selector: selector})))
+			again, _ := yaml.Marshal(must(Translate(Input{APIRule: rule, Selectors: selectors})))
 			g.Expect(string(again)).To(Equal(string(got)), "translation is deterministic")
 		})
 	}
@@ -102,31 +119,153 @@ func must(o Output, err error) Output {
 
 func TestRequestAuthenticationOnlyWithJWT(t *testing.T) {
 	g := NewWithT(t)
-	out, err := Translate(Input{APIRule: newAPIRule(), Selector: selector})
+	out, err := Translate(Input{APIRule: newAPIRule(), Selectors: selectors})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(out.RequestAuthentication).To(BeNil())
+	g.Expect(out.Workloads).To(HaveLen(1))
+	g.Expect(out.Workloads[0].RequestAuthentication).To(BeNil())
 
-	out, err = Translate(Input{APIRule: newAPIRule(withRules(gatewayv1alpha1.Rule{Path: "/a", JWT: jwt("https://idp", nil, nil)})), Selector: selector})
+	out, err = Translate(Input{APIRule: newAPIRule(withRules(gatewayv1alpha1.Rule{Path: "/a", JWT: jwt("https://idp", nil, nil)})), Selectors: selectors})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(out.RequestAuthentication).NotTo(BeNil())
-	g.Expect(out.RequestAuthentication.Spec.JwtRules).To(HaveLen(1))
+	g.Expect(out.Workloads[0].RequestAuthentication).NotTo(BeNil())
+	g.Expect(out.Workloads[0].RequestAuthentication.Spec.JwtRules).To(HaveLen(1))
+}
+
+// A rule with its own Service reaches other pods than the default Service's:
+// they get their own AuthorizationPolicy and RequestAuthentication, else the
+// rule's JWT would be enforced nowhere.
+func TestEveryBackendGetsItsOwnAccessControl(t *testing.T) {
+	g := NewWithT(t)
+	reports := &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}
+	remote := &gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}
+	out, err := Translate(Input{APIRule: newAPIRule(withRules(
+		gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+		gatewayv1alpha1.Rule{Path: "/reports/*", Service: reports, JWT: jwt("https://idp", []string{"reports"}, nil)},
+		gatewayv1alpha1.Rule{Path: "/export", Service: remote, JWT: jwt("https://idp", nil, nil)},
+	)), Selectors: selectors})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out.Workloads).To(HaveLen(3))
+
+	byService := map[string]Workload{}
+	for _, w := range out.Workloads {
+		byService[w.Service.String()] = w
+	}
+	own := byService["shop/reports"]
+	g.Expect(own.AuthorizationPolicy.Name).To(Equal("orders-reports"))
+	g.Expect(own.AuthorizationPolicy.Namespace).To(Equal("shop"))
+	g.Expect(own.AuthorizationPolicy.Spec.Selector.MatchLabels).To(Equal(map[string]string{"app": "reports"}))
+	g.Expect(own.AuthorizationPolicy.Spec.Rules).To(HaveLen(1), "only the rules routed to reports")
+	g.Expect(own.AuthorizationPolicy.Spec.Rules[0].From[0].Source.RequestPrincipals).To(Equal([]string{"https://idp/*"}))
+	g.Expect(own.AuthorizationPolicy.OwnerReferences).To(HaveLen(1))
+	g.Expect(own.RequestAuthentication).NotTo(BeNil())
+	g.Expect(own.RequestAuthentication.Spec.Selector.MatchLabels).To(Equal(map[string]string{"app": "reports"}))
+
+	def := byService["shop/orders"]
+	g.Expect(def.AuthorizationPolicy.Name).To(Equal("orders"))
+	g.Expect(def.AuthorizationPolicy.Spec.Rules).To(HaveLen(1))
+	g.Expect(def.RequestAuthentication).To(BeNil(), "no JWT rule is routed to orders")
+
+	other := byService["analytics/reports"]
+	g.Expect(other.AuthorizationPolicy.Namespace).To(Equal("analytics"))
+	g.Expect(other.AuthorizationPolicy.Name).To(Equal("shop-orders-reports"))
+	g.Expect(other.AuthorizationPolicy.OwnerReferences).To(BeEmpty(), "an owner in another namespace is invalid")
+	g.Expect(other.AuthorizationPolicy.Labels).To(Equal(map[string]string{
+		LabelManagedBy: ManagedBy, LabelAPIRule: "orders", LabelAPIRuleNamespace: "shop",
+	}))
+	g.Expect(other.RequestAuthentication).NotTo(BeNil())
+	g.Expect(other.RequestAuthentication.Namespace).To(Equal("analytics"))
+}
+
+// The request principal is <iss>/<sub>, so "iss/*" alone would also admit
+// tokens of an issuer named iss/<anything> that another
+// RequestAuthentication on the same pods trusts.
+func TestJWTRulesPinTheIssuer(t *testing.T) {
+	g := NewWithT(t)
+	out, err := Translate(Input{APIRule: newAPIRule(withRules(
+		gatewayv1alpha1.Rule{Path: "/a", JWT: jwt("https://idp.example.com", nil, nil)},
+	)), Selectors: selectors})
+	g.Expect(err).NotTo(HaveOccurred())
+	rule := out.Workloads[0].AuthorizationPolicy.Spec.Rules[0]
+	g.Expect(rule.When).To(ContainElement(And(
+		HaveField("Key", "request.auth.claims[iss]"), HaveField("Values", []string{"https://idp.example.com"}),
+	)))
 }
 
 func TestTranslateErrors(t *testing.T) {
+	admin := &gatewayv1alpha1.ServiceReference{Name: "orders-admin", Port: 8080}
 	tests := map[string]struct {
 		input   Input
 		wantErr string
 	}{
 		"service without selector": {
 			input:   Input{APIRule: newAPIRule()},
-			wantErr: "service orders has no pod selector",
+			wantErr: "service shop/orders has no pod selector",
+		},
+		"rule service without selector": {
+			input: Input{APIRule: newAPIRule(withRules(
+				gatewayv1alpha1.Rule{Path: "/a", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "external", Port: 80}},
+			)), Selectors: selectors},
+			wantErr: "service shop/external has no pod selector",
 		},
 		"one issuer, two key sets": {
 			input: Input{APIRule: newAPIRule(withRules(
 				gatewayv1alpha1.Rule{Path: "/a", JWT: &gatewayv1alpha1.JWTAuthentication{Issuer: "https://idp", JWKSURI: "https://idp/one"}},
 				gatewayv1alpha1.Rule{Path: "/b", JWT: &gatewayv1alpha1.JWTAuthentication{Issuer: "https://idp", JWKSURI: "https://idp/two"}},
-			)), Selector: selector},
+			)), Selectors: selectors},
 			wantErr: "one issuer needs one key set",
+		},
+		"noAuth prefix covers a JWT path": {
+			input: Input{APIRule: newAPIRule(withRules(
+				gatewayv1alpha1.Rule{Path: "/api/*", NoAuth: ptr.To(true)},
+				gatewayv1alpha1.Rule{Path: "/api/admin", JWT: jwt("https://idp", nil, nil)},
+			)), Selectors: selectors},
+			wantErr: "rule /api/* (noAuth) covers rule /api/admin (jwt issuer https://idp)",
+		},
+		"JWT prefix covers a path with more scopes": {
+			input: Input{APIRule: newAPIRule(withRules(
+				gatewayv1alpha1.Rule{Path: "/api/*", JWT: jwt("https://idp", nil, nil)},
+				gatewayv1alpha1.Rule{Path: "/api/admin/*", JWT: jwt("https://idp", nil, []string{"admin"})},
+			)), Selectors: selectors},
+			wantErr: "rule /api/* (jwt issuer https://idp) covers rule /api/admin/* (jwt issuer https://idp, scopes admin)",
+		},
+		"covered rule names the default service explicitly": {
+			input: Input{APIRule: newAPIRule(withRules(
+				gatewayv1alpha1.Rule{Path: "/api/*", NoAuth: ptr.To(true)},
+				gatewayv1alpha1.Rule{Path: "/api/admin", JWT: jwt("https://idp", nil, nil), Service: &gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8081}},
+			)), Selectors: selectors},
+			wantErr: "on the pods of service shop/orders",
+		},
+		"covered rule on another service selecting the same pods": {
+			input: Input{APIRule: newAPIRule(withRules(
+				gatewayv1alpha1.Rule{Path: "/api/*", NoAuth: ptr.To(true)},
+				gatewayv1alpha1.Rule{Path: "/api/admin", JWT: jwt("https://idp", nil, nil), Service: admin},
+			)), Selectors: selectors},
+			wantErr: "on the pods of service shop/orders-admin",
+		},
+		"same path twice with other authentication": {
+			input: Input{APIRule: newAPIRule(withRules(
+				gatewayv1alpha1.Rule{Path: "/api/*", NoAuth: ptr.To(true)},
+				gatewayv1alpha1.Rule{Path: "/api/*", JWT: jwt("https://idp", nil, nil), Service: admin},
+			)), Selectors: selectors},
+			wantErr: "two rules have the path /api/* and a method in common",
+		},
+		"same exact path twice": {
+			input: Input{APIRule: newAPIRule(withRules(
+				gatewayv1alpha1.Rule{Path: "/health", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
+				gatewayv1alpha1.Rule{Path: "/health", JWT: jwt("https://idp", nil, nil), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 80}},
+			)), Selectors: selectors},
+			wantErr: "two rules have the path /health and a method in common",
+		},
+		"wildcard inside a path": {
+			input:   Input{APIRule: newAPIRule(withRules(gatewayv1alpha1.Rule{Path: "/a/*/b", NoAuth: ptr.To(true)})), Selectors: selectors},
+			wantErr: "may only end with the wildcard",
+		},
+		"suffix match": {
+			input:   Input{APIRule: newAPIRule(withRules(gatewayv1alpha1.Rule{Path: "*/admin", NoAuth: ptr.To(true)})), Selectors: selectors},
+			wantErr: "must start with '/'",
+		},
+		"no service at all": {
+			input:   Input{APIRule: newAPIRule(func(r *gatewayv1alpha1.APIRule) { r.Spec.Service = nil }), Selectors: selectors},
+			wantErr: "a rule names no service",
 		},
 	}
 	for name, tc := range tests {
@@ -138,14 +277,73 @@ func TestTranslateErrors(t *testing.T) {
 	}
 }
 
+// Overlapping rules with other authentication are fine where Istio cannot
+// mix them up: disjoint methods, or pods that no Service has in common.
+func TestCoveredRulesThatCannotMeet(t *testing.T) {
+	tests := map[string][]gatewayv1alpha1.Rule{
+		"disjoint methods": {
+			{Path: "/api/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
+			{Path: "/api/admin", Methods: []gatewayv1alpha1.HTTPMethod{"POST"}, JWT: jwt("https://idp", nil, nil)},
+		},
+		"other pods": {
+			{Path: "/api/*", NoAuth: ptr.To(true)},
+			{Path: "/api/reports", JWT: jwt("https://idp", nil, nil), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 80}},
+		},
+		"other namespace": {
+			{Path: "/api/*", NoAuth: ptr.To(true)},
+			{Path: "/api/reports", JWT: jwt("https://idp", nil, nil), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 80}},
+		},
+		"same authentication, audiences in another order": {
+			{Path: "/api/*", JWT: jwt("https://idp", []string{"a", "b"}, nil)},
+			{Path: "/api/admin", JWT: jwt("https://idp", []string{"b", "a"}, nil)},
+		},
+		"sibling path, not covered": {
+			{Path: "/api/*", NoAuth: ptr.To(true)},
+			{Path: "/api", JWT: jwt("https://idp", nil, nil)},
+		},
+	}
+	for name, rules := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := Translate(Input{APIRule: newAPIRule(withRules(rules...)), Selectors: selectors})
+			NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		})
+	}
+}
+
+func TestPolicyName(t *testing.T) {
+	long := strings.Repeat("x", 60)
+	tests := map[string]struct {
+		apiRule string
+		backend types.NamespacedName
+		want    string
+	}{
+		"default service":                {apiRule: "orders", backend: types.NamespacedName{Namespace: "shop", Name: "orders"}, want: "orders"},
+		"another service":                {apiRule: "orders", backend: types.NamespacedName{Namespace: "shop", Name: "reports"}, want: "orders-reports"},
+		"a service in another namespace": {apiRule: "orders", backend: types.NamespacedName{Namespace: "analytics", Name: "reports"}, want: "shop-orders-reports"},
+		"too long": {apiRule: "orders", backend: types.NamespacedName{Namespace: "analytics", Name: long},
+			want: "shop-orders-" + long[:40] + "-1ebdc062bd"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := PolicyName(newAPIRule(func(r *gatewayv1alpha1.APIRule) { r.Name = tc.apiRule }), tc.backend)
+			g.Expect(len(got)).To(BeNumerically("<=", 63))
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}
+
 func TestServices(t *testing.T) {
 	g := NewWithT(t)
 	r := newAPIRule(withRules(
 		gatewayv1alpha1.Rule{Path: "/a", NoAuth: ptr.To(true)},
 		gatewayv1alpha1.Rule{Path: "/b", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "b", Port: 1}},
+		gatewayv1alpha1.Rule{Path: "/c", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "b", Port: 2}},
 	))
 	g.Expect(Services(r)).To(Equal([]gatewayv1alpha1.ServiceReference{
 		{Name: "b", Namespace: "shop", Port: 1},
+		{Name: "b", Namespace: "shop", Port: 2},
 		{Name: "orders", Namespace: "shop", Port: 8080},
 	}))
+	g.Expect(Backends(r)).To(Equal([]types.NamespacedName{{Namespace: "shop", Name: "b"}, {Namespace: "shop", Name: "orders"}}))
 }

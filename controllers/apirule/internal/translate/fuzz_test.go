@@ -1,0 +1,317 @@
+package translate
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	securityv1beta1 "istio.io/api/security/v1beta1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+)
+
+// The fuzzer builds APIRules from a small vocabulary, chosen so that random
+// picks often meet the cases that matter: prefixes over exact paths,
+// services sharing pods, issuers that are prefixes of each other.
+var (
+	fuzzPaths    = []string{"/*", "/api/*", "/api", "/api/admin", "/api/admin/*", "/api/admin/keys", "/apix", "/health"}
+	fuzzMethods  = []gatewayv1alpha1.HTTPMethod{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+	fuzzServices = []*gatewayv1alpha1.ServiceReference{
+		nil,                                // spec.service
+		{Name: "orders", Port: 8081},       // spec.service's pods, named explicitly
+		{Name: "orders-admin", Port: 8080}, // the same pods under another Service
+		{Name: "reports", Port: 9000},      // other pods
+		{Name: "reports", Namespace: "analytics", Port: 9000}, // another namespace
+		{Name: "external", Port: 80},                          // no selector
+	}
+	fuzzAuth = []*gatewayv1alpha1.JWTAuthentication{
+		nil, // noAuth
+		{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"},
+		{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json", Audiences: []string{"shop"}},
+		{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json", Audiences: []string{"shop", "admin"}, RequiredScopes: []string{"admin"}},
+		{Issuer: "https://idp.example.com/evil", JWKSURI: "https://evil.example.com/jwks.json"},
+		{Issuer: "https://idp.example.com", JWKSURI: "https://other.example.com/jwks.json"},
+	}
+	fuzzSelectors = map[types.NamespacedName]map[string]string{
+		{Namespace: "shop", Name: "orders"}:       {"app": "orders"},
+		{Namespace: "shop", Name: "orders-admin"}: {"app": "orders", "tier": "admin"},
+		{Namespace: "shop", Name: "reports"}:      {"app": "reports"},
+		{Namespace: "analytics", Name: "reports"}: {"app": "orders"},
+	}
+)
+
+// fuzzAPIRule decodes an APIRule: byte 0 drops spec.service when odd,
+// byte 1 is the number of rules (1 to 8), then four bytes per rule: path
+// (past the vocabulary: the fuzzed path), methods (a bit mask), service,
+// authentication.
+func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
+	next := func() byte {
+		if len(data) == 0 {
+			return 0
+		}
+		b := data[0]
+		data = data[1:]
+		return b
+	}
+	r := newAPIRule()
+	if next()%2 == 1 {
+		r.Spec.Service = nil
+	}
+	r.Spec.Rules = nil
+	for n := int(next()%8) + 1; n > 0; n-- {
+		rule := gatewayv1alpha1.Rule{}
+		if i := int(next()) % (len(fuzzPaths) + 1); i < len(fuzzPaths) {
+			rule.Path = fuzzPaths[i]
+		} else {
+			rule.Path = path
+		}
+		mask := next()
+		for i, m := range fuzzMethods {
+			if mask&(1<<i) != 0 {
+				rule.Methods = append(rule.Methods, m)
+			}
+		}
+		if s := fuzzServices[int(next())%len(fuzzServices)]; s != nil {
+			rule.Service = ptr.To(*s)
+		}
+		if a := fuzzAuth[int(next())%len(fuzzAuth)]; a != nil {
+			rule.JWT = a.DeepCopy()
+		} else {
+			rule.NoAuth = ptr.To(true)
+		}
+		r.Spec.Rules = append(r.Spec.Rules, rule)
+	}
+	return r
+}
+
+// FuzzTranslate checks what must hold for every APIRule that translates:
+// the output is deterministic, every backend gets an AuthorizationPolicy
+// selecting its pods, every JWT rule is enforced on its backend by a
+// RequestAuthentication and an ALLOW rule requiring its token, and no
+// ALLOW rule on pods a JWT rule reaches admits its requests with less.
+func FuzzTranslate(f *testing.F) {
+	f.Add([]byte{0, 1, 1, 0, 0, 0, 3, 0, 1, 0}, "/api/*")             // noAuth prefix over a JWT path
+	f.Add([]byte{0, 1, 6, 0, 1, 0, 3, 0, 2, 1}, "/")                  // ... whose rule names another Service of the same pods
+	f.Add([]byte{0, 1, 1, 1, 0, 0, 3, 4, 4, 1}, "/")                  // ... with disjoint methods, one in another namespace
+	f.Add([]byte{1, 2, 7, 0, 3, 1, 8, 0, 4, 2, 2, 0, 1, 4}, "/api/x") // no spec.service, issuers that prefix each other
+	f.Add([]byte{0, 0, 8, 0, 5, 0}, "/a/*/b")                         // a Service without selector, a bad path
+	f.Fuzz(func(t *testing.T, data []byte, path string) {
+		r := fuzzAPIRule(data, path)
+		in := Input{APIRule: r, Selectors: fuzzSelectors}
+		out, err := Translate(in)
+		if err != nil {
+			if out.VirtualService != nil || out.Workloads != nil {
+				t.Fatalf("an error comes with no objects: %v", err)
+			}
+			return
+		}
+		first, _ := yaml.Marshal(out)
+		again, _ := yaml.Marshal(must(Translate(in)))
+		if string(first) != string(again) {
+			t.Fatalf("translation is not deterministic:\n%s\n---\n%s", first, again)
+		}
+		checkEveryBackendHasAccessControl(t, r, out)
+		checkEveryRuleIsEnforced(t, r, out)
+		checkNoRuleAdmitsLess(t, r, out)
+	})
+}
+
+func workloadOf(out Output, backend types.NamespacedName) *Workload {
+	for i := range out.Workloads {
+		if out.Workloads[i].Service == backend {
+			return &out.Workloads[i]
+		}
+	}
+	return nil
+}
+
+func checkEveryBackendHasAccessControl(t *testing.T, r *gatewayv1alpha1.APIRule, out Output) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, obj := range out.Objects() {
+		key := obj.GetObjectKind().GroupVersionKind().Kind + " " + obj.GetNamespace() + "/" + obj.GetName()
+		if seen[key] {
+			t.Fatalf("%s is generated twice", key)
+		}
+		seen[key] = true
+	}
+	for _, rule := range r.Spec.Rules {
+		b := backendOf(r, rule)
+		w := workloadOf(out, b)
+		if w == nil || w.AuthorizationPolicy == nil {
+			t.Fatalf("rule %s routes to %s, which has no AuthorizationPolicy", rule.Path, b)
+		}
+		ap := w.AuthorizationPolicy
+		if ap.Namespace != b.Namespace || !equalMaps(ap.Spec.Selector.GetMatchLabels(), fuzzSelectors[b]) {
+			t.Fatalf("the AuthorizationPolicy of %s is %s/%s selecting %v, want namespace %s selecting %v",
+				b, ap.Namespace, ap.Name, ap.Spec.Selector.GetMatchLabels(), b.Namespace, fuzzSelectors[b])
+		}
+		if ap.Spec.Action != securityv1beta1.AuthorizationPolicy_ALLOW {
+			t.Fatalf("the AuthorizationPolicy of %s is %s", b, ap.Spec.Action)
+		}
+	}
+}
+
+func checkEveryRuleIsEnforced(t *testing.T, r *gatewayv1alpha1.APIRule, out Output) {
+	t.Helper()
+	for _, rule := range r.Spec.Rules {
+		w := workloadOf(out, backendOf(r, rule))
+		found := false
+		for _, allow := range w.AuthorizationPolicy.Spec.Rules {
+			op := allow.To[0].Operation
+			if slices.Equal(op.Paths, []string{rule.Path}) && slices.Equal(op.Methods, methodStrings(rule.Methods)) &&
+				demands(allow) == demanded(rule) {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("rule %s %v (%s) has no ALLOW rule demanding %q on %s", rule.Path, rule.Methods, authentication(rule), demanded(rule), w.Service)
+		}
+		if rule.JWT == nil {
+			continue
+		}
+		ra := w.RequestAuthentication
+		if ra == nil || ra.Namespace != w.Service.Namespace || !equalMaps(ra.Spec.Selector.GetMatchLabels(), fuzzSelectors[w.Service]) {
+			t.Fatalf("JWT rule %s: %s has no RequestAuthentication selecting its pods", rule.Path, w.Service)
+		}
+		if !slices.ContainsFunc(ra.Spec.JwtRules, func(j *securityv1beta1.JWTRule) bool {
+			return j.Issuer == rule.JWT.Issuer && j.JwksUri == rule.JWT.JWKSURI
+		}) {
+			t.Fatalf("JWT rule %s: the RequestAuthentication of %s does not validate issuer %s", rule.Path, w.Service, rule.JWT.Issuer)
+		}
+	}
+}
+
+// checkNoRuleAdmitsLess: Istio allows a request that any ALLOW rule on the
+// pods matches, so every ALLOW rule that matches a request of a JWT rule,
+// on any policy that may apply to its pods, must demand at least as much.
+func checkNoRuleAdmitsLess(t *testing.T, r *gatewayv1alpha1.APIRule, out Output) {
+	t.Helper()
+	for _, rule := range r.Spec.Rules {
+		if rule.JWT == nil {
+			continue
+		}
+		b := backendOf(r, rule)
+		for _, w := range out.Workloads {
+			if !shareable(b, w.Service) {
+				continue
+			}
+			for _, allow := range w.AuthorizationPolicy.Spec.Rules {
+				op := allow.To[0].Operation
+				if !pathsMeet(op.Paths[0], rule.Path) || !methodsMeet(op.Methods, methodStrings(rule.Methods)) {
+					continue
+				}
+				if !atLeast(allow, rule.JWT) {
+					t.Fatalf("the ALLOW rule %v %v (%s) of %s admits requests to JWT rule %s %v of %s with less than %s",
+						op.Paths, op.Methods, demands(allow), w.Service, rule.Path, rule.Methods, b, authentication(rule))
+				}
+			}
+		}
+	}
+}
+
+// shareable is written independently of MayShareWorkload: a pod with the
+// union of both selectors exists unless they disagree on a label.
+func shareable(a, b types.NamespacedName) bool {
+	if a.Namespace != b.Namespace {
+		return false
+	}
+	union := map[string]string{}
+	for k, v := range fuzzSelectors[a] {
+		union[k] = v
+	}
+	for k, v := range fuzzSelectors[b] {
+		if w, ok := union[k]; ok && w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// pathsMeet reports whether some request path matches both Istio paths
+// (exact, or a prefix when ending with '*').
+func pathsMeet(p, q string) bool {
+	pp, qp := strings.HasSuffix(p, "*"), strings.HasSuffix(q, "*")
+	p, q = strings.TrimSuffix(p, "*"), strings.TrimSuffix(q, "*")
+	switch {
+	case pp && qp:
+		return strings.HasPrefix(p, q) || strings.HasPrefix(q, p)
+	case pp:
+		return strings.HasPrefix(q, p)
+	case qp:
+		return strings.HasPrefix(p, q)
+	}
+	return p == q
+}
+
+func methodsMeet(a, b []string) bool {
+	return len(a) == 0 || len(b) == 0 || slices.ContainsFunc(a, func(m string) bool { return slices.Contains(b, m) })
+}
+
+// atLeast reports whether an ALLOW rule admits only tokens of the JWT's
+// issuer, with one of (a subset of) its audiences and all its scopes.
+func atLeast(allow *securityv1beta1.Rule, jwt *gatewayv1alpha1.JWTAuthentication) bool {
+	if len(allow.From) != 1 || !slices.Equal(allow.From[0].Source.RequestPrincipals, []string{jwt.Issuer + "/*"}) {
+		return false
+	}
+	conditions := map[string][][]string{}
+	for _, c := range allow.When {
+		conditions[c.Key] = append(conditions[c.Key], c.Values)
+	}
+	if !slices.ContainsFunc(conditions["request.auth.claims[iss]"], func(v []string) bool { return slices.Equal(v, []string{jwt.Issuer}) }) {
+		return false
+	}
+	if len(jwt.Audiences) > 0 && !slices.ContainsFunc(conditions["request.auth.claims[aud]"], func(v []string) bool {
+		return !slices.ContainsFunc(v, func(a string) bool { return !slices.Contains(jwt.Audiences, a) })
+	}) {
+		return false
+	}
+	for _, scope := range jwt.RequiredScopes {
+		if !slices.ContainsFunc(conditions["request.auth.claims[scope]"], func(v []string) bool { return slices.Equal(v, []string{scope}) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// demands and demanded describe an ALLOW rule's and an APIRule rule's
+// requirements in one format, to pair them up.
+func demands(allow *securityv1beta1.Rule) string {
+	var parts []string
+	for _, from := range allow.From {
+		parts = append(parts, "principals="+strings.Join(from.Source.RequestPrincipals, ","))
+	}
+	for _, c := range allow.When {
+		parts = append(parts, c.Key+"="+strings.Join(c.Values, ","))
+	}
+	return strings.Join(parts, " ")
+}
+
+func demanded(rule gatewayv1alpha1.Rule) string {
+	if rule.JWT == nil {
+		return ""
+	}
+	parts := []string{"principals=" + rule.JWT.Issuer + "/*", "request.auth.claims[iss]=" + rule.JWT.Issuer}
+	if len(rule.JWT.Audiences) > 0 {
+		parts = append(parts, "request.auth.claims[aud]="+strings.Join(slices.Compact(slices.Sorted(slices.Values(rule.JWT.Audiences))), ","))
+	}
+	for _, s := range slices.Compact(slices.Sorted(slices.Values(rule.JWT.RequiredScopes))) {
+		parts = append(parts, "request.auth.claims[scope]="+s)
+	}
+	return strings.Join(parts, " ")
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
