@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -26,7 +27,9 @@ import (
 )
 
 const (
-	ns         = "shop"
+	ns = "shop"
+	// otherNS holds Services that APIRules of ns route to across namespaces.
+	otherNS    = "analytics"
 	eventually = 20 * time.Second
 )
 
@@ -69,7 +72,7 @@ func run(m *testing.M) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for _, name := range []string{ns, "istio-system"} {
+	for _, name := range []string{ns, otherNS, "istio-system"} {
 		if err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 			panic(err)
 		}
@@ -84,8 +87,11 @@ func run(m *testing.M) int {
 		panic(err)
 	}
 
+	cacheOpts := cache.Options{}
+	ConfigureCache(&cacheOpts)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testScheme(),
+		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -102,8 +108,13 @@ func run(m *testing.M) int {
 
 func createService(t *testing.T, name string) {
 	t.Helper()
+	createServiceIn(t, ns, name, nil)
+}
+
+func createServiceIn(t *testing.T, namespace, name string, annotations map[string]string) {
+	t.Helper()
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Annotations: annotations},
 		Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"app": name},
 			Ports:    []corev1.ServicePort{{Name: "http", Port: 8080}},
@@ -151,12 +162,20 @@ func readyCondition(g Gomega, name string) *metav1.Condition {
 }
 
 func get(g Gomega, name string, obj client.Object) {
-	g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)).To(Succeed())
+	getIn(g, ns, name, obj)
+}
+
+func getIn(g Gomega, namespace, name string, obj client.Object) {
+	g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, obj)).To(Succeed())
 }
 
 func gone(name string, obj client.Object) func() bool {
+	return goneIn(ns, name, obj)
+}
+
+func goneIn(namespace, name string, obj client.Object) func() bool {
 	return func() bool {
-		return apierrors.IsNotFound(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj))
+		return apierrors.IsNotFound(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, obj))
 	}
 }
 
@@ -206,7 +225,8 @@ func TestAPIRuleLifecycle(t *testing.T) {
 			get(g, "orders", ap)
 			g.Expect(ap.Spec.Rules).To(HaveLen(2))
 			g.Expect(ap.Spec.Rules[1].From[0].Source.RequestPrincipals).To(Equal([]string{"https://idp.example.com/*"}))
-			g.Expect(ap.Spec.Rules[1].When[0].Key).To(Equal("request.auth.claims[aud]"))
+			g.Expect(ap.Spec.Rules[1].When).To(HaveEach(HaveField("Key", BeElementOf("request.auth.claims[iss]", "request.auth.claims[aud]"))))
+			g.Expect(ap.Spec.Rules[1].When).To(HaveLen(2))
 		}, eventually).Should(Succeed())
 	})
 
