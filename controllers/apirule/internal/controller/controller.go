@@ -38,7 +38,7 @@ const (
 	conflictRetry = time.Minute
 )
 
-// +kubebuilder:rbac:groups=gateway.portico.dev,resources=apirules,verbs=get;list;watch;patch;update
+// +kubebuilder:rbac:groups=gateway.portico.dev,resources=apirules,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=gateway.portico.dev,resources=apirules/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=gateway.portico.dev,resources=apirules/finalizers,verbs=update
 // +kubebuilder:rbac:groups=networking.istio.io,resources=virtualservices,verbs=get;list;watch;create;update;patch;delete
