@@ -226,8 +226,9 @@ type APIRuleStatus struct {
 // every backend workload the rules route to, one AuthorizationPolicy and,
 // when a rule routed there uses JWT, one RequestAuthentication. The objects
 // for spec.service are named like the APIRule, the others
-// <apirule>-<service> (prefixed with the APIRule's namespace when they live
-// in the Service's namespace, shortened with a hash beyond 63 characters).
+// <apirule>-<service>; those in another namespace than the APIRule's (the
+// Service's) are prefixed with the APIRule's namespace, and names beyond 63
+// characters are shortened with a hash.
 // The controller never changes or deletes an object it did not create: a
 // same-named object of someone else's is reported (reason Conflict).
 //

@@ -1,9 +1,20 @@
 // Package controller reconciles APIRules: for each it checks the Services
 // (and, when Istio's Gateway CRD is installed, the Gateway) it references,
-// translates it, and server-side applies the VirtualService,
-// AuthorizationPolicy and, with JWT rules, RequestAuthentication, deleting
-// the RequestAuthentication once no rule needs it. It watches the objects it
-// owns and re-applies on drift or deletion, and reports a Ready condition.
+// translates it, and writes the RequestAuthentications, AuthorizationPolicies
+// and VirtualService, deleting those no rule needs any more. It watches the
+// objects it labelled and rewrites them on drift or deletion, and reports a
+// Ready condition.
+//
+// It writes and deletes only objects it created for the APIRule: in the
+// APIRule's namespace those it controls by owner reference, in a Service's
+// other namespace (where owner references cannot point) those labelled with
+// the APIRule's namespace and name, which a finalizer on the APIRule lets it
+// delete. A same-named object of someone else's is reported (Conflict) and
+// left alone. Objects are created, or updated at the resourceVersion whose
+// ownership was checked, never force-applied: an object that replaced ours
+// in between makes the write fail instead of being taken over. A Service in
+// another namespace is used only when its annotation
+// gateway.portico.dev/allowed-apirule-namespaces consents.
 //
 // A problem with the APIRule or what it references is reported in status
 // and leaves the live Istio objects as they were.

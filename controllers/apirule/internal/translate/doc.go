@@ -1,11 +1,17 @@
 // Package translate turns an APIRule into the Istio objects that implement
 // it: one VirtualService (hosts, gateway, one HTTP route per rule to the
-// service FQDN and port, timeouts, CORS), one AuthorizationPolicy (per-rule
-// paths and methods; JWT rules require a request principal of the issuer
-// and, when given, audience and scope claims) and, only when a rule uses
-// JWT, one RequestAuthentication (issuer, jwksUri).
+// service FQDN and port, timeouts, CORS) and, for every backend Service the
+// rules route to, one AuthorizationPolicy on that Service's pods (the paths
+// and methods of the rules routed there; JWT rules require a request
+// principal of the exact issuer and, when given, audience and scope claims)
+// and, only when a rule routed there uses JWT, one RequestAuthentication.
+//
+// Istio allows a request that any ALLOW rule on a workload matches, so the
+// translation refuses rules that would let one rule's callers into another
+// rule's path with weaker authentication, on pods both may reach; FuzzTranslate
+// checks that no output does.
 //
 // Translation is pure and deterministic: it reads nothing from the cluster
-// (the caller passes the workload selector of the backend Service) and
-// returns an error for rules the API server cannot reject by itself.
+// (the caller passes the pod selectors of the backend Services) and returns
+// an error for rules the API server cannot reject by itself.
 package translate
