@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -193,7 +194,9 @@ func (r *Reconciler) liveObjects(ctx context.Context, rule *gatewayv1alpha1.APIR
 	live := make([]client.Object, len(desired))
 	var conflicts []string
 	for i, d := range desired {
-		obj := d.DeepCopyObject().(client.Object)
+		// Read into an empty object: decoding into a copy of the desired one
+		// would keep desired fields the live object lacks (owner references).
+		obj := reflect.New(reflect.TypeOf(d).Elem()).Interface().(client.Object)
 		key := client.ObjectKeyFromObject(d)
 		err := r.Client.Get(ctx, key, obj)
 		if apierrors.IsNotFound(err) {
