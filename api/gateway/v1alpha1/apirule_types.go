@@ -14,9 +14,10 @@ type Hostname string
 // +kubebuilder:validation:Enum=GET;HEAD;POST;PUT;PATCH;DELETE;OPTIONS
 type HTTPMethod string
 
-// AnnotationAllowedAPIRuleNamespaces, on a Service, lists the namespaces
-// (comma separated, or "*" for all) whose APIRules may route to it from
-// another namespace. Whoever may write the Service grants it.
+// AnnotationAllowedAPIRuleNamespaces is the Service annotation that lists
+// the namespaces (comma separated, or "*" for all) whose APIRules may route
+// to the Service from another namespace. Whoever may write the Service
+// grants it.
 const AnnotationAllowedAPIRuleNamespaces = "gateway.portico.dev/allowed-apirule-namespaces"
 
 // ServiceReference points at a port of a Kubernetes Service.
