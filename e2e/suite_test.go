@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -74,7 +75,7 @@ func TestE2E(t *testing.T) {
 func scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, appsv1.AddToScheme, eventsv1.AddToScheme, apiextensionsv1.AddToScheme,
+		corev1.AddToScheme, appsv1.AddToScheme, eventsv1.AddToScheme, apiextensionsv1.AddToScheme, rbacv1.AddToScheme,
 		operatorv1alpha1.AddToScheme, gatewayv1alpha1.AddToScheme,
 		networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
 	} {
@@ -145,6 +146,7 @@ func setUpNode(ctx context.Context) {
 	Expect(k8sClient.Create(ctx, restrictedNamespace(namespace))).To(Succeed())
 
 	By("installing the chart with those images")
+	started = time.Now()
 	_, err = framework.Run(ctx, root, filepath.Join(testbin, "helm"), "upgrade", "--install", release, "charts/portico",
 		"--kubeconfig", kubeconfig, "--namespace", namespace,
 		"--set", "image.repository="+imageRegistry+"/portico-operator", "--set", "image.tag="+imageTag,
@@ -152,6 +154,8 @@ func setUpNode(ctx context.Context) {
 		"--set", "extraArgs={--controller-progress-deadline="+progressDeadline+"}",
 		"--wait", "--timeout", "3m")
 	Expect(err).NotTo(HaveOccurred())
+	// The operator's readiness probe starts after 5s (initialDelaySeconds).
+	fmt.Fprintf(GinkgoWriter, "chart installed, operator pod Available in %s\n", time.Since(started).Round(100*time.Millisecond))
 }
 
 // restrictedNamespace is a namespace whose pods must meet the restricted

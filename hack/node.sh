@@ -398,6 +398,16 @@ cleanup_iptables() {
 	done
 }
 
+# remove_cgroups removes the cgroups runc made for the node's containers
+# (under containerd's k8s.io parent); rmdir only removes empty ones.
+remove_cgroups() {
+	local dir
+	for dir in /sys/fs/cgroup/*/k8s.io /sys/fs/cgroup/k8s.io; do
+		[[ -d "$dir" ]] || continue
+		find "$dir" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+	done
+}
+
 cmd_down() {
 	need_root
 	host_lock
@@ -409,6 +419,7 @@ cmd_down() {
 	stop_pidfile containerd
 	stop_shims
 	unmount_state
+	remove_cgroups
 	"$here/cluster.sh" down "$name" 7>&- >&2 || true
 	ip link del "$BRIDGE_IF" 2>/dev/null || true
 	ip addr del "$NODE_IP/32" dev lo 2>/dev/null || true

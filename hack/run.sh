@@ -1,26 +1,33 @@
 #!/usr/bin/env bash
-# run.sh runs Portico's operator on a local, offline kwok cluster.
+# run.sh runs the whole of Portico on a local cluster with one real node
+# (hack/node.sh: kubelet, containerd, kube-proxy; needs root), offline.
 #
-#   hack/run.sh                start (or reuse) the cluster, install Portico's
-#                              CRDs, the controllers' ServiceAccounts and the
-#                              sample APIGateway, then run the operator in the
-#                              foreground (Ctrl-C stops it)
+#   hack/run.sh                start (or reuse) the node, build every image
+#                              (hack/images) and import it, install Istio's
+#                              CRDs and the chart into portico-system (restricted
+#                              Pod Security Standard enforced), create the
+#                              APIGateway; the operator and the controllers
+#                              run as pods. Then:
+#                                kubectl apply -f config/samples/
 #   hack/run.sh install-istio  apply the real Istio CRDs (from the istio.io/api
 #                              Go module) to the cluster
-#   hack/run.sh remove-istio   delete the Istio CRDs again
+#   hack/run.sh remove-istio   delete them again: the operator removes the
+#                              controllers that need them (Blocked)
 #
-# The cluster stays up after Ctrl-C; `make run-down` removes it.
+# `make run-down` (hack/node.sh down) removes the node and the cluster.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 namespace=portico-system
+release=portico
+registry=portico.local
+tag=dev
 istio_api_version=v1.31.1 # used only when go.mod does not require istio.io/api
 
 log() { echo "run: $*" >&2; }
 
-kubeconfig=$("$here/cluster.sh" up | tail -n 1)
-bin=$("$here/testbin.sh")
+bin=$("$here/testbin.sh" --node)
 kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 
 istio_crds() {
@@ -32,15 +39,21 @@ istio_crds() {
 	echo "$dir/kubernetes/customresourcedefinitions.gen.yaml"
 }
 
-case "${1:-run}" in
-install-istio)
+install_istio() {
 	kubectl apply --server-side --field-manager=istio-install -f "$(istio_crds)" >/dev/null
-	log "Istio CRDs applied; the operator rolls the controllers out"
-	exit 0
-	;;
-remove-istio)
-	kubectl delete --ignore-not-found --wait=false -f "$(istio_crds)" >/dev/null
-	log "Istio CRDs deleted; the operator removes the controllers"
+	kubectl wait --for=condition=Established --timeout=60s -f "$(istio_crds)" >/dev/null
+}
+
+case "${1:-run}" in
+install-istio | remove-istio)
+	kubeconfig=$("$here/cluster.sh" kubeconfig portico-node)
+	if [[ $1 == install-istio ]]; then
+		install_istio
+		log "Istio CRDs applied; the operator rolls the controllers out"
+	else
+		kubectl delete --ignore-not-found --wait=false -f "$(istio_crds)" >/dev/null
+		log "Istio CRDs deleted; the operator removes the controllers"
+	fi
 	exit 0
 	;;
 run) ;;
@@ -50,27 +63,57 @@ run) ;;
 	;;
 esac
 
-log "installing Portico's CRDs, namespace, controller ServiceAccounts and the sample APIGateway"
-kubectl apply --server-side --field-manager=portico-run -f "$root/config/crd/bases" >/dev/null
-kubectl wait --for=condition=Established --timeout=60s -f "$root/config/crd/bases" >/dev/null
-kubectl create namespace "$namespace" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-for c in apirule ratelimit; do
-	kubectl -n "$namespace" create serviceaccount "$c-controller" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-done
-kubectl apply -f "$root/config/samples/operator_v1alpha1_apigateway.yaml" >/dev/null
+kubeconfig=$("$here/node.sh" up | tail -n 1)
 
-log "building the operator"
-(cd "$root" && make --no-print-directory build >/dev/null)
+log "building the images (hack/images) and importing them into the node"
+images=$root/bin/images/run
+(cd "$root" && go run ./hack/images --registry "$registry" --tag "$tag" --output "$images") >/dev/null
+"$here/node.sh" load portico-node "$images"/*.tar 2>/dev/null
+
+log "installing Istio's CRDs"
+install_istio
+
+log "installing the chart into $namespace (restricted Pod Security Standard enforced)"
+kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: $namespace
+  labels:
+    pod-security.kubernetes.io/enforce: restricted
+    pod-security.kubernetes.io/enforce-version: latest
+EOF
+upgrade=false
+"$bin/helm" status "$release" --kubeconfig "$kubeconfig" --namespace "$namespace" >/dev/null 2>&1 && upgrade=true
+"$bin/helm" upgrade --install "$release" "$root/charts/portico" --kubeconfig "$kubeconfig" --namespace "$namespace" \
+	--set image.repository="$registry/portico-operator" --set image.tag="$tag" \
+	--set controllerImages.registry="$registry" --set controllerImages.tag="$tag" \
+	--wait --timeout 3m >/dev/null
+if $upgrade; then
+	# Rebuilt images keep their tag: restart every pod so it runs them.
+	kubectl -n "$namespace" rollout restart deployment >/dev/null
+	kubectl -n "$namespace" rollout status deployment/portico-operator --timeout 3m >/dev/null
+fi
+
+log "creating the APIGateway"
+kubectl apply -f "$root/config/samples/operator_v1alpha1_apigateway.yaml" >/dev/null
+kubectl wait --for=jsonpath='{.status.state}'=Ready apigateway/default --timeout 3m >/dev/null ||
+	log "the APIGateway is not Ready yet: kubectl get apigw default -o yaml"
 
 cat >&2 <<MSG
 
-  Kubeconfig:  $kubeconfig
-  Watch:       KUBECONFIG=$kubeconfig $bin/kubectl get apigw -w
-  Istio CRDs:  make run-istio         (controllers go Blocked -> Progressing -> Ready)
-               make run-istio-remove  (controllers are removed, Blocked again)
-  Stop:        Ctrl-C here; make run-down removes the cluster
+  Portico runs on node portico-node: the operator and every controller are pods.
+
+  export KUBECONFIG=$kubeconfig PATH=$bin:\$PATH
+  kubectl get apigw                          # STATE Ready, READY 2/2
+  kubectl get pods -n $namespace
+  kubectl apply -f config/samples/           # shop/orders: Service, APIRule, RateLimit
+  kubectl get apirule -n shop orders         # Ready
+  kubectl get virtualservice -n shop orders -o yaml
+
+  make run-istio-remove   # delete Istio's CRDs: controllers removed, Blocked
+  make run-istio          # apply them again: controllers roll out
+  make run-down           # remove the node and the cluster
 
 MSG
-exec "$root/bin/portico-operator" --kubeconfig "$kubeconfig" --namespace "$namespace" \
-	--controller-image-registry registry.local/portico --controller-image-tag dev \
-	--metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081
+echo "$kubeconfig"
