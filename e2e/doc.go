@@ -1,5 +1,5 @@
 // Package e2e holds Portico's end-to-end suite: one set of Ginkgo specs,
-// each a user story, run against one of two targets (build tag e2e):
+// each a user story, run against one of three targets (build tag e2e):
 //
 //   - local (default, `make test-e2e`): a real control plane — etcd,
 //     kube-apiserver, kube-controller-manager, kube-scheduler built from Go
@@ -9,8 +9,19 @@
 //     ServiceAccount the chart created for them, so a missing RBAC rule fails
 //     the suite. Controller processes are started from the args and env of
 //     the Deployments the operator creates and stopped when it deletes them.
-//   - kind (`make test-e2e-kind`, needs Docker): a kind cluster, every image
-//     built and loaded, the chart installed, real pods.
+//   - node (`make test-e2e-node`, what `make test` runs; needs root): the
+//     same control plane with admission on and one real node (hack/node.sh:
+//     kubelet, containerd, kube-proxy). Every image is built without a
+//     container engine (hack/images) and imported into the node, the chart
+//     is installed, and the operator and controllers run as real pods with
+//     their real ServiceAccount tokens in a namespace that enforces the
+//     restricted Pod Security Standard. On top of the common specs it checks
+//     the controllers' probe endpoints, PodSecurity admission, and real
+//     traffic from a client pod routed by an APIRule's VirtualService (the
+//     e2e agent in e2e/agent stands in for Istio's ingress gateway). The
+//     suite removes the node with everything it made (hack/node.sh down).
+//   - kind (`make test-e2e-kind`, needs Docker and kind): a kind cluster, the
+//     same images loaded as archives, the chart installed, real pods.
 //
 // The package itself holds no code outside the e2e build tag.
 package e2e

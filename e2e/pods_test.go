@@ -171,6 +171,19 @@ func deployTrafficPath(ctx context.Context) string {
 	return svc.Spec.ClusterIP
 }
 
+// runGatewayPods runs pods with the labels the Gateway istio-system/public
+// selects, without the VirtualService router: on kwok, whose pods run no
+// container, this is all a gateway workload can be.
+func runGatewayPods(ctx context.Context) {
+	labels := map[string]string{"istio": "ingressgateway"}
+	createOrExisting(ctx, agentDeployment("istio-system", "public-gateway", labels, "default", "gateway"))
+	Eventually(func(g Gomega) {
+		d := &appsv1.Deployment{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "istio-system", Name: "public-gateway"}, d)).To(Succeed())
+		g.Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1))
+	}, timeout, interval).Should(Succeed())
+}
+
 // requestFromPod runs one client pod per named request (e2e-agent get ARGS:
 // it retries until the answer is the expected one), waits until each
 // succeeds, and returns what each printed, read through the kubelet's log

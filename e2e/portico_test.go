@@ -244,6 +244,10 @@ var _ = Describe("Portico", Ordered, func() {
 	})
 
 	It("enforces a RateLimit with an EnvoyFilter on the gateway workload", func(ctx SpecContext) {
+		if !target.RealPods() {
+			By("running pods for the Gateway's selector (kwok fakes them), where the EnvoyFilter applies")
+			runGatewayPods(ctx)
+		}
 		Expect(k8sClient.Create(ctx, &gatewayv1alpha1.RateLimit{
 			ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop"},
 			Spec: gatewayv1alpha1.RateLimitSpec{

@@ -18,7 +18,7 @@
 #
 # Needs root (containers, mounts, iptables). Missing Debian packages
 # (containerd, runc, containernetworking-plugins, iptables, conntrack,
-# iproute2) are installed with apt-get. State and logs live under
+# iproute2, procps) are installed with apt-get. State and logs live under
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/portico/node/NAME/
 #
 # Network: the API server advertises NODE_IP (a TEST-NET-1 address added to
@@ -70,6 +70,7 @@ install_packages() {
 	command -v iptables >/dev/null || missing+=(iptables)
 	command -v conntrack >/dev/null || missing+=(conntrack)
 	command -v ip >/dev/null || missing+=(iproute2)
+	command -v sysctl >/dev/null || missing+=(procps)
 	[[ ${#missing[@]} -eq 0 ]] && return 0
 	command -v apt-get >/dev/null || die "missing ${missing[*]}, and no apt-get to install them"
 	log "installing Debian packages: ${missing[*]}"
