@@ -146,7 +146,19 @@ test: generate manifests fmt vet lint build ## Run unit, envtest and the e2e sui
 	@# In CI the tree must be exactly what was committed after regeneration.
 	@if [ -n "$$CI" ]; then $(MAKE) --no-print-directory check-clean; fi
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh)" go test ./... -count=1
+	$(MAKE) --no-print-directory test-fuzz
 	$(MAKE) --no-print-directory test-e2e-node
+
+# Every fuzz target, as package:Target. Their seed corpora
+# (testdata/fuzz/<Target>/) also run as plain tests in `go test ./...`.
+FUZZ_TARGETS := ./controllers/apirule/internal/translate:FuzzTranslate ./controllers/ratelimit/internal/topology:FuzzCompute
+FUZZ_TIME ?= 10s
+
+.PHONY: test-fuzz
+test-fuzz: ## Fuzz every fuzz target for FUZZ_TIME each (10s; FUZZ_TIME=10m for a longer hunt). A failure leaves its input in testdata/fuzz: commit it as a seed with the fix.
+	@for t in $(FUZZ_TARGETS); do \
+		echo "go test -fuzz $${t#*:} $${t%%:*} ($(FUZZ_TIME))"; \
+		go test "$${t%%:*}" -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZ_TIME) || exit 1; done
 
 .PHONY: test-e2e
 test-e2e: build ## Run the e2e suite on a local kwok control plane (fast: operator and controllers as host processes).
