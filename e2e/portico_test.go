@@ -303,6 +303,25 @@ var _ = Describe("Portico", Ordered, func() {
 		Eventually(func(g Gomega) { g.Expect(deployment(g, "ratelimit-controller").UID).NotTo(Equal(old.UID)) }, timeout, interval).Should(Succeed())
 	})
 
+	It("removes the EnvoyFilters it wrote when the ratelimit controller is disabled, and writes them again when enabled", func(ctx SpecContext) {
+		managed := func(g Gomega) []*networkingv1alpha3.EnvoyFilter {
+			var filters networkingv1alpha3.EnvoyFilterList
+			g.Expect(k8sClient.List(ctx, &filters, client.MatchingLabels{"app.kubernetes.io/managed-by": "ratelimit-controller"})).To(Succeed())
+			return filters.Items
+		}
+		Eventually(managed, timeout, interval).Should(HaveLen(1))
+
+		setController(operatorv1alpha1.ControllerSpec{Name: ratelimt, Enabled: ptr.To(false)})
+		Eventually(isGone(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "ratelimit-controller"}}), timeout, interval).Should(BeTrue())
+		By("letting the stopping controller remove its filters: nothing would maintain them")
+		Eventually(managed, timeout, interval).Should(BeEmpty())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, &gatewayv1alpha1.RateLimit{})).To(Succeed(), "the user's RateLimit stays")
+
+		setController(operatorv1alpha1.ControllerSpec{Name: ratelimt, Enabled: ptr.To(true)})
+		Eventually(managed, timeout, interval).Should(HaveLen(1))
+		Eventually(func(g Gomega) { g.Expect(gatewayStatus(g).State).To(Equal(operatorv1alpha1.StateReady)) }, timeout, interval).Should(Succeed())
+	})
+
 	It("reverts an image edited by hand", func(ctx SpecContext) {
 		want := deployment(Default, "apirule-controller").Spec.Template.Spec.Containers[0].Image
 		Eventually(func() error {
