@@ -66,19 +66,28 @@ func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 	g.Expect(err).NotTo(HaveOccurred())
 	out, err := exec.Command(filepath.Join(bin, "kubectl"), "kustomize", dir).Output()
 	g.Expect(err).NotTo(HaveOccurred(), "kubectl kustomize %s", dir)
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	return decodeYAML(t, out)
+}
+
+// decodeYAML splits a multi-document YAML stream into objects, skipping
+// empty documents.
+func decodeYAML(t *testing.T, raw []byte) []*unstructured.Unstructured {
+	t.Helper()
+	g := NewWithT(t)
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
 	var objs []*unstructured.Unstructured
 	for {
 		doc, err := reader.Read()
 		if errors.Is(err, io.EOF) {
-			break
+			return objs
 		}
 		g.Expect(err).NotTo(HaveOccurred())
 		u := &unstructured.Unstructured{}
 		g.Expect(u.UnmarshalJSON(mustJSON(t, doc))).To(Succeed())
-		objs = append(objs, u)
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
 	}
-	return objs
 }
 
 func mustJSON(t *testing.T, doc []byte) []byte {
@@ -143,19 +152,7 @@ func TestSamplesAreValid(t *testing.T) {
 		g.Expect(filepath.Base(p)).NotTo(Equal("kustomization.yaml"))
 		raw, err := os.ReadFile(p)
 		g.Expect(err).NotTo(HaveOccurred())
-		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
-		for {
-			doc, err := reader.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			g.Expect(err).NotTo(HaveOccurred())
-			u := &unstructured.Unstructured{}
-			g.Expect(u.UnmarshalJSON(mustJSON(t, doc))).To(Succeed())
-			if len(u.Object) > 0 {
-				objs = append(objs, u)
-			}
-		}
+		objs = append(objs, decodeYAML(t, raw)...)
 	}
 	kinds := []string{}
 	for _, u := range objs {

@@ -311,6 +311,17 @@ func TestFiltersAreOwnedByTheirRateLimits(t *testing.T) {
 	}, eventually).Should(Succeed())
 }
 
+// adminsFilter is an EnvoyFilter the controller did not write.
+func adminsFilter(ns, name string) *networkingv1alpha3.EnvoyFilter {
+	return &networkingv1alpha3.EnvoyFilter{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: networkingapi.EnvoyFilter{ConfigPatches: []*networkingapi.EnvoyFilter_EnvoyConfigObjectPatch{{
+			ApplyTo: networkingapi.EnvoyFilter_HTTP_FILTER,
+			Patch:   &networkingapi.EnvoyFilter_Patch{Operation: networkingapi.EnvoyFilter_Patch_REMOVE},
+		}}},
+	}
+}
+
 // TestForeignEnvoyFilterIsLeftUntouched: an EnvoyFilter of the same name that
 // the controller did not write (an administrator's) is never overwritten or
 // deleted; the RateLimit reports the conflict.
@@ -320,16 +331,9 @@ func TestForeignEnvoyFilterIsLeftUntouched(t *testing.T) {
 	selector := map[string]string{"app": "admin-gateway"}
 	gatewayPod(t, "istio-system", "admin-gateway-1", selector)
 	create(t, gatewayIn("istio-system", "admin", selector))
-	foreign := &networkingv1alpha3.EnvoyFilter{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "istio-system", Name: topology.EnvoyFilterName("istio-system", selector), Labels: map[string]string{"owner": "admin"}},
-		Spec: networkingapi.EnvoyFilter{
-			WorkloadSelector: &networkingapi.WorkloadSelector{Labels: selector},
-			ConfigPatches: []*networkingapi.EnvoyFilter_EnvoyConfigObjectPatch{{
-				ApplyTo: networkingapi.EnvoyFilter_HTTP_FILTER,
-				Patch:   &networkingapi.EnvoyFilter_Patch{Operation: networkingapi.EnvoyFilter_Patch_REMOVE},
-			}},
-		},
-	}
+	foreign := adminsFilter("istio-system", topology.EnvoyFilterName("istio-system", selector))
+	foreign.Labels = map[string]string{"owner": "admin"}
+	foreign.Spec.WorkloadSelector = &networkingapi.WorkloadSelector{Labels: selector}
 	create(t, foreign)
 	limit := rateLimit("istio-system", "admin", gatewayv1alpha1.TargetGateway, "admin", 10)
 	create(t, limit)
@@ -360,13 +364,7 @@ func TestRetireRemovesOnlyManagedFilters(t *testing.T) {
 	create(t, gatewayIn("bookinfo", "retire", selector))
 	create(t, rateLimit("bookinfo", "retire", gatewayv1alpha1.TargetGateway, "retire", 10))
 	g.Eventually(func(g Gomega) { envoyFilterIn(g, "gateways", selector) }, eventually).Should(Succeed())
-	admins := &networkingv1alpha3.EnvoyFilter{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "gateways", Name: "admins-own-filter"},
-		Spec: networkingapi.EnvoyFilter{ConfigPatches: []*networkingapi.EnvoyFilter_EnvoyConfigObjectPatch{{
-			ApplyTo: networkingapi.EnvoyFilter_HTTP_FILTER,
-			Patch:   &networkingapi.EnvoyFilter_Patch{Operation: networkingapi.EnvoyFilter_Patch_REMOVE},
-		}}},
-	}
+	admins := adminsFilter("gateways", "admins-own-filter")
 	create(t, admins)
 
 	var before networkingv1alpha3.EnvoyFilterList
