@@ -310,6 +310,13 @@ var _ = Describe("Portico", Ordered, func() {
 			return filters.Items
 		}
 		Eventually(managed, timeout, interval).Should(HaveLen(1))
+		By("waiting for the running controller (the previous spec replaced it), which is the one that cleans up")
+		Eventually(func(g Gomega) {
+			d := deployment(g, "ratelimit-controller")
+			g.Expect(d.Status.ObservedGeneration).To(Equal(d.Generation))
+			g.Expect(d.Status.AvailableReplicas).To(BeNumerically(">=", 1))
+			g.Expect(controllerStatus(g, ratelimt).Phase).To(Equal(operatorv1alpha1.PhaseReady))
+		}, timeout, interval).Should(Succeed())
 
 		setController(operatorv1alpha1.ControllerSpec{Name: ratelimt, Enabled: ptr.To(false)})
 		Eventually(isGone(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "ratelimit-controller"}}), timeout, interval).Should(BeTrue())

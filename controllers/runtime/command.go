@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -252,21 +253,19 @@ func Run(ctx context.Context, c Controller, o Options) error {
 		return err
 	}
 	log.Info("Starting", "version", version, "namespace", o.Namespace, "required", c.RequiredCRDs)
-	if err := outer.Start(ctx); err != nil {
-		return err
-	}
-	if c.Retire != nil {
-		// Every replica may run it: removing the controller's own objects
-		// twice is harmless, and a non-leader may be the last one left.
+	startErr := outer.Start(ctx)
+	if c.Retire != nil && ctx.Err() != nil {
+		// Asked to stop (SIGTERM), possibly while still starting up, which
+		// may have made Start fail: retire all the same. Every replica may
+		// run it: removing the controller's own objects twice is harmless,
+		// and a non-leader may be the last one left.
 		retired, err := retireIfUnwanted(cfg, scheme, c)
-		if err != nil {
-			return err
-		}
 		if retired {
 			log.Info("The APIGateway no longer wants this controller; removed the objects it wrote")
 		}
+		return errors.Join(startErr, err)
 	}
-	return nil
+	return startErr
 }
 
 var _ manager.LeaderElectionRunnable = &watchdog{}

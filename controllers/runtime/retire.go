@@ -13,9 +13,10 @@ import (
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 )
 
-// retireTimeout bounds the clean-up on the way out; it stays well inside a
-// pod's default 30 s termination grace period.
-const retireTimeout = 15 * time.Second
+// retireTimeout bounds the clean-up on the way out. The operator gives
+// controller pods 10 s to stop; the workers usually stop in well under a
+// second, so this fits.
+const retireTimeout = 5 * time.Second
 
 // Wanted reports whether the APIGateway still asks for the named controller:
 // it exists, is not being deleted, and does not disable it. Scaling to zero
