@@ -21,6 +21,10 @@ import (
 // Gateway are reported instead of applied.
 var istioGateways = controllerruntime.CRD{Name: "gateways.networking.istio.io", Version: "v1"}
 
+// serviceEntries is optional: when installed, a backend whose host a
+// ServiceEntry also declares is refused, as traffic to it may land elsewhere.
+var serviceEntries = controllerruntime.CRD{Name: "serviceentries.networking.istio.io", Version: "v1"}
+
 func main() {
 	controllerruntime.Main(controllerruntime.Controller{
 		Name:  "apirule",
@@ -31,13 +35,17 @@ func main() {
 			{Name: "authorizationpolicies.security.istio.io", Version: "v1"},
 			{Name: "requestauthentications.security.istio.io", Version: "v1"},
 		},
-		OptionalCRDs: []controllerruntime.CRD{istioGateways},
-		Cache:        func(opts *cache.Options, _ controllerruntime.Environment) { controller.ConfigureCache(opts) },
+		OptionalCRDs: []controllerruntime.CRD{istioGateways, serviceEntries},
+		Cache: func(opts *cache.Options, env controllerruntime.Environment) {
+			controller.ConfigureCache(opts, env.HasOptional(serviceEntries))
+		},
 		AddToScheme: []func(*runtime.Scheme) error{
 			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme,
 		},
 		Setup: func(mgr ctrl.Manager, env controllerruntime.Environment) error {
-			r := &controller.Reconciler{Client: mgr.GetClient(), CheckGateways: env.HasOptional(istioGateways)}
+			r := &controller.Reconciler{
+				Client: mgr.GetClient(), CheckGateways: env.HasOptional(istioGateways), CheckServiceEntries: env.HasOptional(serviceEntries),
+			}
 			return r.SetupWithManager(context.Background(), mgr)
 		},
 	})

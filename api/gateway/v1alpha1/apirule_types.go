@@ -34,10 +34,11 @@ type ServiceReference struct {
 	// gateway.portico.dev/allowed-apirule-namespaces lists the namespaces
 	// whose APIRules may route to it, comma separated ("team-a,team-b"), or
 	// is "*" for every namespace. Without consent the APIRule is not applied
-	// (reason ReferenceNotPermitted). The AuthorizationPolicy and
-	// RequestAuthentication of such a Service are created in its namespace,
-	// labelled with the APIRule's namespace and name, and deleted by the
-	// controller when the APIRule is deleted or stops routing there.
+	// and its Istio objects are removed (reason ReferenceNotPermitted).
+	// Consent grants routing only: the APIRule writes no access policy in
+	// the other namespace, whose own AuthorizationPolicies and
+	// RequestAuthentications decide who may call its pods; this APIRule's
+	// noAuth and jwt settings apply to Services of its own namespace.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
@@ -164,11 +165,18 @@ type Rule struct {
 // APIRuleSpec is the desired exposure of a Service.
 // +kubebuilder:validation:XValidation:rule="has(self.service) || self.rules.all(r, has(r.service))",message="set spec.service, or a service on every rule"
 type APIRuleSpec struct {
-	// hosts the API is served on.
+	// hosts the API is served on. A host has one owner cluster-wide: the
+	// oldest APIRule that claims it, exactly or through a wildcard
+	// ("*.example.com" covers every name ending in .example.com); a later
+	// claim is refused (reason HostOccupied) until the owner lets go. A
+	// wildcard host needs the cluster administrator's grant (APIGateway
+	// spec.apiRules.wildcardHosts). hosts cannot be changed, since a claim
+	// dates from the APIRule's creation: create a new APIRule instead.
 	// +required
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="hosts cannot be changed: a claim on a host dates from the APIRule's creation; create a new APIRule for other hosts"
 	Hosts []Hostname `json:"hosts"`
 
 	// gateway is the Istio Gateway, as <namespace>/<name>, that serves the hosts.

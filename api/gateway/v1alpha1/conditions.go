@@ -30,6 +30,29 @@ const (
 	// namespace in its gateway.portico.dev/allowed-apirule-namespaces
 	// annotation; nothing is written.
 	ReasonReferenceNotPermitted = "ReferenceNotPermitted"
+	// ReasonBackendNotPermitted (False): a backend Service is an alias of
+	// somewhere else (type ExternalName, no pod selector, endpoints that are
+	// not pods of its own namespace, or a ServiceEntry declaring its host),
+	// so traffic would not land on the workload the access rules protect.
+	// The APIRule's Istio objects are removed.
+	ReasonBackendNotPermitted = "BackendNotPermitted"
+	// ReasonHostOccupied (False): an older APIRule already claims a host of
+	// this one, exactly or through a wildcard; a host has one owner
+	// cluster-wide. The APIRule's Istio objects are removed; it is applied
+	// once the owner lets the host go.
+	ReasonHostOccupied = "HostOccupied"
+	// ReasonHostNotPermitted (False): a wildcard host ("*.example.com") is
+	// not granted to the APIRule's namespace by the cluster administrator
+	// (APIGateway spec.apiRules.wildcardHosts). The APIRule's Istio objects
+	// are removed.
+	ReasonHostNotPermitted = "HostNotPermitted"
+	// ReasonAccessConflict (False): on a workload both may reach, a rule of
+	// this APIRule would let callers into requests that a live policy of
+	// another APIRule of the namespace guards with other authentication, or
+	// would add another key set for an issuer that policy trusts. Istio adds
+	// up the policies of a workload, so nothing is written; the live Istio
+	// objects stay as they were.
+	ReasonAccessConflict = "AccessConflict"
 )
 
 // RateLimit's Ready condition reasons.

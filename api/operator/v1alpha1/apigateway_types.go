@@ -42,6 +42,61 @@ type APIGatewaySpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
 	Controllers []ControllerSpec `json:"controllers,omitempty"`
+
+	// apiRules holds what the cluster administrator grants to tenants'
+	// APIRules.
+	// +optional
+	APIRules *APIRulesSpec `json:"apiRules,omitempty"`
+}
+
+// APIRulesSpec holds the cluster administrator's grants to APIRules.
+type APIRulesSpec struct {
+	// wildcardHosts grants wildcard hosts to namespaces. An APIRule may
+	// claim a wildcard host ("*.example.com", which covers every name ending
+	// in .example.com) only when an entry with that exact host lists its
+	// namespace; tenants cannot grant it to themselves.
+	// +optional
+	// +listType=map
+	// +listMapKey=host
+	// +kubebuilder:validation:MaxItems=64
+	WildcardHosts []WildcardHostGrant `json:"wildcardHosts,omitempty"`
+}
+
+// WildcardHostGrant lets the APIRules of some namespaces claim one wildcard host.
+type WildcardHostGrant struct {
+	// host is the wildcard host, such as *.example.com.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^\\*\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$')",message="host must be a lower-case wildcard DNS name such as *.example.com"
+	Host string `json:"host"`
+
+	// namespaces whose APIRules may claim the host; "*" grants it to every
+	// namespace.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$`
+	Namespaces []string `json:"namespaces"`
+}
+
+// Grants reports whether the wildcard host is granted to namespace ns.
+func (s *APIRulesSpec) Grants(host, ns string) bool {
+	if s == nil {
+		return false
+	}
+	for _, g := range s.WildcardHosts {
+		if g.Host != host {
+			continue
+		}
+		for _, n := range g.Namespaces {
+			if n == "*" || n == ns {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ControllerSpec configures one controller of the catalog.

@@ -46,6 +46,9 @@ const (
 // +kubebuilder:rbac:groups=security.istio.io,resources=authorizationpolicies;requestauthentications,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.istio.io,resources=gateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.istio.io,resources=serviceentries,verbs=get;list;watch
+// +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways,verbs=get;list;watch
 
 // Reconciler reconciles APIRules.
 type Reconciler struct {
@@ -57,6 +60,9 @@ type Reconciler struct {
 	// CheckGateways verifies that the referenced Istio Gateway exists; only
 	// possible while Istio's Gateway CRD is installed.
 	CheckGateways bool
+	// CheckServiceEntries refuses backends whose host a ServiceEntry also
+	// declares; only possible while Istio's ServiceEntry CRD is installed.
+	CheckServiceEntries bool
 }
 
 // Reconcile converges one APIRule's Istio objects.
@@ -76,14 +82,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		retErr = errors.Join(retErr, r.writeStatus(ctx, before, rule))
 	}()
 
+	reason, msg, err := r.checkHosts(ctx, rule)
+	if err != nil {
+		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
+		return ctrl.Result{}, err
+	}
+	if reason != "" {
+		return ctrl.Result{}, r.refuse(ctx, rule, reason, msg)
+	}
 	selectors, reason, msg := r.checkReferences(ctx, rule)
 	if reason != "" {
+		if withdraws(reason) {
+			return ctrl.Result{}, r.refuse(ctx, rule, reason, msg)
+		}
 		setReady(rule, metav1.ConditionFalse, reason, msg)
 		return ctrl.Result{}, nil
 	}
 	out, err := translate.Translate(translate.Input{APIRule: rule, Selectors: selectors})
 	if err != nil {
 		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonInvalidRule, err.Error()+"; the Istio objects were left unchanged")
+		return ctrl.Result{}, nil
+	}
+	if msg, err := r.checkAccess(ctx, rule, out); err != nil || msg != "" {
+		if err != nil {
+			setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
+			return ctrl.Result{}, err
+		}
+		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonAccessConflict, msg)
 		return ctrl.Result{}, nil
 	}
 	desired := desiredObjects(out)
@@ -130,7 +155,7 @@ func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.
 			// One message for both: the APIRule's author learns nothing
 			// about Services of other namespaces that do not consent.
 			return nil, gatewayv1alpha1.ReasonReferenceNotPermitted, fmt.Sprintf(
-				"service %s does not exist or does not allow APIRules of namespace %s (its annotation %s must list %s, or be \"*\"); nothing was written",
+				"service %s does not exist or does not allow APIRules of namespace %s (its annotation %s must list %s, or be \"*\"); the APIRule's Istio objects were removed",
 				ref, rule.Namespace, gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces, rule.Namespace)
 		}
 		if apierrors.IsNotFound(err) {
@@ -139,6 +164,14 @@ func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.
 		}
 		if err != nil {
 			return nil, gatewayv1alpha1.ReasonApplyFailed, fmt.Sprintf("read service %s: %v", ref, err)
+		}
+		alias, err := r.aliasOf(ctx, svc)
+		if err != nil {
+			return nil, gatewayv1alpha1.ReasonApplyFailed, err.Error()
+		}
+		if alias != "" {
+			return nil, gatewayv1alpha1.ReasonBackendNotPermitted, fmt.Sprintf(
+				"service %s %s, so traffic routed to it would not land on the pods the access rules protect; the APIRule's Istio objects were removed", ref, alias)
 		}
 		selectors[ref] = svc.Spec.Selector
 	}

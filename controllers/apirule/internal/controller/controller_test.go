@@ -11,6 +11,7 @@ import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/hack/testenv"
 )
 
@@ -38,7 +40,8 @@ var k8sClient client.Client
 func testScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme,
+		corev1.AddToScheme, discoveryv1.AddToScheme, gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme,
+		networkingv1.AddToScheme, securityv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(err)
@@ -88,7 +91,7 @@ func run(m *testing.M) int {
 	}
 
 	cacheOpts := cache.Options{}
-	ConfigureCache(&cacheOpts)
+	ConfigureCache(&cacheOpts, true)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testScheme(),
 		Cache:                  cacheOpts,
@@ -99,7 +102,7 @@ func run(m *testing.M) int {
 	if err != nil {
 		panic(err)
 	}
-	if err := (&Reconciler{Client: mgr.GetClient(), CheckGateways: true}).SetupWithManager(ctx, mgr); err != nil {
+	if err := (&Reconciler{Client: mgr.GetClient(), CheckGateways: true, CheckServiceEntries: true}).SetupWithManager(ctx, mgr); err != nil {
 		panic(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()

@@ -2,10 +2,13 @@ package controller
 
 import (
 	"context"
+	"slices"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,18 +20,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
 )
 
 const (
 	serviceIndex = "apirule.services"
 	gatewayIndex = "apirule.gateway"
+	// zoneIndex finds the APIRules whose hosts may overlap a host: those
+	// that share its zone (hosts.Zone).
+	zoneIndex = "apirule.zones"
 )
 
 // ConfigureCache narrows what the controller caches: of the Istio kinds it
 // writes, only the objects it labelled. Others' objects are read past the
 // cache, only when they hold a name the controller needs.
-func ConfigureCache(opts *cache.Options) {
+func ConfigureCache(opts *cache.Options, serviceEntries bool) {
 	if opts.ByObject == nil {
 		opts.ByObject = map[client.Object]cache.ByObject{}
 	}
@@ -36,6 +44,39 @@ func ConfigureCache(opts *cache.Options) {
 	opts.ByObject[&networkingv1.VirtualService{}] = managed
 	opts.ByObject[&securityv1.AuthorizationPolicy{}] = managed
 	opts.ByObject[&securityv1.RequestAuthentication{}] = managed
+	opts.ByObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Transform: stripEndpointSlice}
+	if serviceEntries {
+		opts.ByObject[&networkingv1.ServiceEntry{}] = cache.ByObject{Transform: stripServiceEntry}
+	}
+}
+
+// stripEndpointSlice keeps what the alias check reads: the slice's
+// identity and labels, and each endpoint's target.
+func stripEndpointSlice(obj any) (any, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return obj, nil
+	}
+	out := &discoveryv1.EndpointSlice{TypeMeta: s.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: s.Name, Namespace: s.Namespace, Labels: s.Labels, ResourceVersion: s.ResourceVersion, UID: s.UID,
+	}}
+	for _, ep := range s.Endpoints {
+		out.Endpoints = append(out.Endpoints, discoveryv1.Endpoint{TargetRef: ep.TargetRef})
+	}
+	return out, nil
+}
+
+// stripServiceEntry keeps a ServiceEntry's identity and hosts.
+func stripServiceEntry(obj any) (any, error) {
+	se, ok := obj.(*networkingv1.ServiceEntry)
+	if !ok {
+		return obj, nil
+	}
+	out := &networkingv1.ServiceEntry{TypeMeta: se.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: se.Name, Namespace: se.Namespace, ResourceVersion: se.ResourceVersion, UID: se.UID,
+	}}
+	out.Spec.Hosts = se.Spec.Hosts
+	return out, nil
 }
 
 // SetupWithManager registers the reconciler and its watches: APIRules, the
@@ -60,6 +101,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}); err != nil {
 		return err
 	}
+	if err := indexer.IndexField(ctx, &gatewayv1alpha1.APIRule{}, zoneIndex, func(o client.Object) []string {
+		return zonesOf(o.(*gatewayv1alpha1.APIRule))
+	}); err != nil {
+		return err
+	}
 	byIndex := func(index string) handler.MapFunc {
 		return func(ctx context.Context, o client.Object) []reconcile.Request {
 			var rules gatewayv1alpha1.APIRuleList
@@ -77,15 +123,54 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	// the APIRule (older objects lack the namespace label: they live in
 	// their APIRule's namespace).
 	toAPIRule := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		l := o.GetLabels()
-		if l[translate.LabelManagedBy] != translate.ManagedBy || l[translate.LabelAPIRule] == "" {
+		return toAPIRuleRequests(o)
+	})
+	list := func(ctx context.Context, opts ...client.ListOption) []gatewayv1alpha1.APIRule {
+		var rules gatewayv1alpha1.APIRuleList
+		if err := mgr.GetClient().List(ctx, &rules, opts...); err != nil {
 			return nil
 		}
-		ns := l[translate.LabelAPIRuleNamespace]
-		if ns == "" {
-			ns = o.GetNamespace()
+		return rules.Items
+	}
+	requests := func(rules []gatewayv1alpha1.APIRule, keep func(*gatewayv1alpha1.APIRule) bool) []reconcile.Request {
+		var reqs []reconcile.Request
+		for i := range rules {
+			if keep == nil || keep(&rules[i]) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rules[i])})
+			}
 		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: l[translate.LabelAPIRule]}}}
+		return reqs
+	}
+	// A host's claimants: when one comes or goes, the others decide again.
+	sameZone := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var reqs []reconcile.Request
+		for _, zone := range zonesOf(o.(*gatewayv1alpha1.APIRule)) {
+			reqs = append(reqs, requests(list(ctx, client.MatchingFields{zoneIndex: zone}), nil)...)
+		}
+		return reqs
+	})
+	// Policies going away may end an AccessConflict of the namespace.
+	inConflict := func(ctx context.Context, o client.Object) []reconcile.Request {
+		return requests(list(ctx, client.InNamespace(o.GetNamespace())), func(a *gatewayv1alpha1.APIRule) bool {
+			c := meta.FindStatusCondition(a.Status.Conditions, gatewayv1alpha1.ConditionReady)
+			return c != nil && c.Reason == gatewayv1alpha1.ReasonAccessConflict
+		})
+	}
+	policyEvents := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		return append(toAPIRuleRequests(o), inConflict(ctx, o)...)
+	})
+	// Grants concern the APIRules with wildcard hosts.
+	grants := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		return requests(list(ctx), func(a *gatewayv1alpha1.APIRule) bool {
+			return slices.ContainsFunc(a.Spec.Hosts, func(h gatewayv1alpha1.Hostname) bool { return hosts.IsWildcard(string(h)) })
+		})
+	})
+	endpoints := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		svc := o.GetLabels()[discoveryv1.LabelServiceName]
+		if svc == "" {
+			return nil
+		}
+		return requests(list(ctx, client.MatchingFields{serviceIndex: o.GetNamespace() + "/" + svc}), nil)
 	})
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("apirule").
@@ -93,14 +178,37 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// controller, bounds one worker (measured by make bench-controllers).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		For(&gatewayv1alpha1.APIRule{}).
+		Watches(&gatewayv1alpha1.APIRule{}, sameZone).
 		Watches(&networkingv1.VirtualService{}, toAPIRule).
-		Watches(&securityv1.AuthorizationPolicy{}, toAPIRule).
-		Watches(&securityv1.RequestAuthentication{}, toAPIRule).
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(byIndex(serviceIndex)))
+		Watches(&securityv1.AuthorizationPolicy{}, policyEvents).
+		Watches(&securityv1.RequestAuthentication{}, policyEvents).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(byIndex(serviceIndex))).
+		Watches(&discoveryv1.EndpointSlice{}, endpoints).
+		Watches(&operatorv1alpha1.APIGateway{}, grants)
+	if r.CheckServiceEntries {
+		// ServiceEntries are rare and their hosts may be wildcards: every
+		// APIRule looks again.
+		b = b.Watches(&networkingv1.ServiceEntry{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+			return requests(list(ctx), nil)
+		}))
+	}
 	if r.CheckGateways {
 		gw := &metav1.PartialObjectMetadata{}
 		gw.SetGroupVersionKind(networkingv1.SchemeGroupVersion.WithKind("Gateway"))
 		b = b.Watches(gw, handler.EnqueueRequestsFromMapFunc(byIndex(gatewayIndex)))
 	}
 	return b.Complete(r)
+}
+
+// toAPIRuleRequests maps an object the controller labelled to its APIRule.
+func toAPIRuleRequests(o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[translate.LabelManagedBy] != translate.ManagedBy || l[translate.LabelAPIRule] == "" {
+		return nil
+	}
+	ns := l[translate.LabelAPIRuleNamespace]
+	if ns == "" {
+		ns = o.GetNamespace()
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: l[translate.LabelAPIRule]}}}
 }

@@ -48,8 +48,10 @@ type Input struct {
 // Output holds the desired Istio objects.
 type Output struct {
 	VirtualService *networkingv1.VirtualService
-	// Workloads has the access control of every backend, in the order of
-	// Backends.
+	// Workloads has the access control of every backend in the APIRule's
+	// own namespace, in the order of Backends. Backends of other namespaces
+	// get routes only: their namespace's own policies decide who may call
+	// their pods.
 	Workloads []Workload
 }
 
@@ -190,6 +192,11 @@ func Translate(in Input) (Output, error) {
 	out := Output{VirtualService: virtualService(r, in.ClusterDomain)}
 	names := map[types.NamespacedName]types.NamespacedName{}
 	for _, b := range backends {
+		if b.Namespace != r.Namespace {
+			// Consent to route is not consent to set access rules: the
+			// Service's own namespace decides who may call its pods.
+			continue
+		}
 		w := Workload{Service: b}
 		meta := objectMeta(r, b.Namespace, PolicyName(r, b))
 		key := types.NamespacedName{Namespace: meta.Namespace, Name: meta.Name}

@@ -1,0 +1,275 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
+	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+)
+
+// clusterDomain completes Service host names.
+const clusterDomain = "cluster.local"
+
+// withdraws reports whether a refusal must take back what the APIRule
+// wrote: the reference, or the host, is no longer the APIRule's to use, so
+// leaving the old route in place would keep serving what was withdrawn.
+func withdraws(reason string) bool {
+	switch reason {
+	case gatewayv1alpha1.ReasonReferenceNotPermitted, gatewayv1alpha1.ReasonBackendNotPermitted,
+		gatewayv1alpha1.ReasonHostOccupied, gatewayv1alpha1.ReasonHostNotPermitted:
+		return true
+	}
+	return false
+}
+
+// refuse reports reason and removes every Istio object of the APIRule.
+func (r *Reconciler) refuse(ctx context.Context, rule *gatewayv1alpha1.APIRule, reason, msg string) error {
+	setReady(rule, metav1.ConditionFalse, reason, msg)
+	if err := r.deleteUnwanted(ctx, rule, r.Client, nil); err != nil {
+		return err
+	}
+	if controllerutil.ContainsFinalizer(rule, Finalizer) {
+		if err := r.deleteUnwanted(ctx, rule, r.Reader, nil); err != nil {
+			return err
+		}
+		return r.setFinalizer(ctx, rule, false)
+	}
+	return nil
+}
+
+// checkHosts returns why the APIRule may not serve its hosts: an ungranted
+// wildcard, or a host an older APIRule claims.
+func (r *Reconciler) checkHosts(ctx context.Context, rule *gatewayv1alpha1.APIRule) (string, string, error) {
+	grants, err := r.wildcardGrants(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	var others []hosts.Claim
+	seen := map[types.UID]bool{}
+	for _, zone := range zonesOf(rule) {
+		var rules gatewayv1alpha1.APIRuleList
+		if err := r.Client.List(ctx, &rules, client.MatchingFields{zoneIndex: zone}); err != nil {
+			return "", "", fmt.Errorf("list the APIRules of zone %s: %w", zone, err)
+		}
+		for i := range rules.Items {
+			o := &rules.Items[i]
+			if seen[o.UID] || !o.DeletionTimestamp.IsZero() {
+				continue
+			}
+			seen[o.UID] = true
+			others = append(others, claimOf(o))
+		}
+	}
+	v := hosts.Decide(claimOf(rule), others, grants.Grants)
+	switch v.Reason {
+	case hosts.NotPermitted:
+		return gatewayv1alpha1.ReasonHostNotPermitted, v.Message + "; the APIRule's Istio objects were removed", nil
+	case hosts.Occupied:
+		return gatewayv1alpha1.ReasonHostOccupied, v.Message + "; the APIRule's Istio objects were removed", nil
+	}
+	return "", "", nil
+}
+
+// wildcardGrants reads the cluster administrator's grants from the
+// APIGateway; none without it.
+func (r *Reconciler) wildcardGrants(ctx context.Context) (*operatorv1alpha1.APIRulesSpec, error) {
+	gw := &operatorv1alpha1.APIGateway{}
+	err := r.Client.Get(ctx, client.ObjectKey{Name: operatorv1alpha1.SingletonName}, gw)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the APIGateway's wildcard host grants: %w", err)
+	}
+	return gw.Spec.APIRules, nil
+}
+
+func claimOf(rule *gatewayv1alpha1.APIRule) hosts.Claim {
+	c := hosts.Claim{APIRule: client.ObjectKeyFromObject(rule), Created: rule.CreationTimestamp.Time}
+	for _, h := range rule.Spec.Hosts {
+		c.Hosts = append(c.Hosts, string(h))
+	}
+	return c
+}
+
+func zonesOf(rule *gatewayv1alpha1.APIRule) []string {
+	var zones []string
+	seen := map[string]bool{}
+	for _, h := range rule.Spec.Hosts {
+		if z := hosts.Zone(string(h)); !seen[z] {
+			seen[z] = true
+			zones = append(zones, z)
+		}
+	}
+	return zones
+}
+
+// aliasOf explains how a Service would send traffic somewhere else than
+// its own namespace's pods that its selector picks, or returns "".
+func (r *Reconciler) aliasOf(ctx context.Context, svc *corev1.Service) (string, error) {
+	switch {
+	case svc.Spec.Type == corev1.ServiceTypeExternalName:
+		return "is of type ExternalName (an alias of " + svc.Spec.ExternalName + ")", nil
+	case len(svc.Spec.Selector) == 0:
+		return "has no pod selector (its endpoints may be anything)", nil
+	}
+	var slices discoveryv1.EndpointSliceList
+	if err := r.Client.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
+		return "", fmt.Errorf("list the endpoints of service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	for _, s := range slices.Items {
+		for _, ep := range s.Endpoints {
+			if ref := ep.TargetRef; ref == nil || ref.Kind != "Pod" || (ref.Namespace != "" && ref.Namespace != svc.Namespace) {
+				return "has endpoints that are not pods of its own namespace (EndpointSlice " + s.Name + ")", nil
+			}
+		}
+	}
+	if !r.CheckServiceEntries {
+		return "", nil
+	}
+	var entries networkingv1.ServiceEntryList
+	if err := r.Client.List(ctx, &entries); err != nil {
+		return "", fmt.Errorf("list ServiceEntries: %w", err)
+	}
+	names := serviceHostNames(svc)
+	for _, se := range entries.Items {
+		for _, h := range se.Spec.Hosts {
+			for _, name := range names {
+				if hosts.Overlap(strings.ToLower(h), name) {
+					return "has a host that a ServiceEntry also declares (" + h + ")", nil
+				}
+			}
+		}
+	}
+	return "", nil
+}
+
+// serviceHostNames are the names under which Istio knows a Service.
+func serviceHostNames(svc *corev1.Service) []string {
+	base := svc.Name + "." + svc.Namespace
+	return []string{base + ".svc." + clusterDomain, base + ".svc", base}
+}
+
+// checkAccess refuses an APIRule whose access control would meet, on
+// pods both may reach, the live access control of another APIRule of the
+// namespace with other authentication (or another key set for an issuer).
+// Istio adds up a workload's policies, so either would open what the other
+// guards. When this APIRule's own live objects already meet the other's
+// (written concurrently, or before the other), the newer one gives way and
+// removes its objects; the older one stays.
+func (r *Reconciler) checkAccess(ctx context.Context, rule *gatewayv1alpha1.APIRule, out translate.Output) (string, error) {
+	ownAPs, otherAPs, ownRAs, otherRAs, err := r.livePolicies(ctx, rule)
+	if err != nil {
+		return "", err
+	}
+	msg := ""
+	for _, w := range out.Workloads {
+		msg = firstConflict(w.AuthorizationPolicy, w.RequestAuthentication, otherAPs, otherRAs)
+		if msg != "" {
+			break
+		}
+	}
+	if msg == "" {
+		return "", nil
+	}
+	for _, ap := range ownAPs {
+		if c := firstConflict(ap, nil, olderAPs(ap, otherAPs), nil); c != "" {
+			return msg + "; this APIRule's live objects met older ones and were removed", r.deleteUnwanted(ctx, rule, r.Client, nil)
+		}
+	}
+	for _, ra := range ownRAs {
+		if c := firstConflict(nil, ra, nil, olderRAs(ra, otherRAs)); c != "" {
+			return msg + "; this APIRule's live objects met older ones and were removed", r.deleteUnwanted(ctx, rule, r.Client, nil)
+		}
+	}
+	return msg + "; nothing was written, the live Istio objects were left unchanged", nil
+}
+
+func firstConflict(ap *securityv1.AuthorizationPolicy, ra *securityv1.RequestAuthentication, aps []*securityv1.AuthorizationPolicy, ras []*securityv1.RequestAuthentication) string {
+	if ap != nil {
+		for _, other := range aps {
+			if c := translate.AuthorizationConflict(ap, other); c != "" {
+				return c + "; another APIRule's live AuthorizationPolicy guards those requests"
+			}
+		}
+	}
+	if ra != nil {
+		for _, other := range ras {
+			if c := translate.AuthenticationConflict(ra, other); c != "" {
+				return c
+			}
+		}
+	}
+	return ""
+}
+
+func isOlder(a, b metav1.Object) bool {
+	ta, tb := a.GetCreationTimestamp().Time, b.GetCreationTimestamp().Time
+	if !ta.Equal(tb) {
+		return ta.Before(tb)
+	}
+	return a.GetName() < b.GetName()
+}
+
+func olderAPs(self *securityv1.AuthorizationPolicy, others []*securityv1.AuthorizationPolicy) []*securityv1.AuthorizationPolicy {
+	var out []*securityv1.AuthorizationPolicy
+	for _, o := range others {
+		if isOlder(o, self) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func olderRAs(self *securityv1.RequestAuthentication, others []*securityv1.RequestAuthentication) []*securityv1.RequestAuthentication {
+	var out []*securityv1.RequestAuthentication
+	for _, o := range others {
+		if isOlder(o, self) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// livePolicies reads the access control the controller keeps in the
+// APIRule's namespace, split into this APIRule's and the others'.
+func (r *Reconciler) livePolicies(ctx context.Context, rule *gatewayv1alpha1.APIRule) (own, other []*securityv1.AuthorizationPolicy, ownRA, otherRA []*securityv1.RequestAuthentication, err error) {
+	managed := client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy}
+	var aps securityv1.AuthorizationPolicyList
+	if err := r.Client.List(ctx, &aps, client.InNamespace(rule.Namespace), managed); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("list the AuthorizationPolicies of namespace %s: %w", rule.Namespace, err)
+	}
+	var ras securityv1.RequestAuthenticationList
+	if err := r.Client.List(ctx, &ras, client.InNamespace(rule.Namespace), managed); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("list the RequestAuthentications of namespace %s: %w", rule.Namespace, err)
+	}
+	for _, ap := range aps.Items {
+		if owns(rule, ap) {
+			own = append(own, ap)
+		} else if ap.DeletionTimestamp.IsZero() {
+			other = append(other, ap)
+		}
+	}
+	for _, ra := range ras.Items {
+		if owns(rule, ra) {
+			ownRA = append(ownRA, ra)
+		} else if ra.DeletionTimestamp.IsZero() {
+			otherRA = append(otherRA, ra)
+		}
+	}
+	return own, other, ownRA, otherRA, nil
+}

@@ -1,0 +1,130 @@
+package hosts
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Claim is one APIRule's claim on its hosts.
+type Claim struct {
+	APIRule types.NamespacedName
+	Created time.Time
+	Hosts   []string
+}
+
+// Grants reports whether a wildcard host is granted to a namespace.
+type Grants func(host, namespace string) bool
+
+// Verdict is the outcome for one claim: empty Reason means it owns all its hosts.
+type Verdict struct {
+	// Reason is "", NotPermitted (an ungranted wildcard) or Occupied.
+	Reason  string
+	Message string
+}
+
+// The verdict reasons.
+const (
+	NotPermitted = "NotPermitted"
+	Occupied     = "Occupied"
+)
+
+// IsWildcard reports whether host is a wildcard ("*.example.com").
+func IsWildcard(host string) bool { return strings.HasPrefix(host, "*.") }
+
+// Zone is the last two labels of a host ("example.com" for
+// "*.api.example.com"). Overlapping hosts always share their zone, since a
+// wildcard has at least two labels after "*.".
+func Zone(host string) string {
+	host = strings.TrimPrefix(host, "*.")
+	labels := strings.Split(host, ".")
+	if len(labels) <= 2 {
+		return host
+	}
+	return strings.Join(labels[len(labels)-2:], ".")
+}
+
+// Overlap reports whether two hosts can name the same request's host: they
+// are equal, or one is a wildcard covering the other (Envoy's "*.x" matches
+// any name ending in ".x", also with several labels before it).
+func Overlap(a, b string) bool {
+	if a == b {
+		return true
+	}
+	return covers(a, b) || covers(b, a)
+}
+
+func covers(wildcard, host string) bool {
+	if !IsWildcard(wildcard) {
+		return false
+	}
+	suffix := wildcard[1:] // ".example.com"
+	return strings.HasSuffix(strings.TrimPrefix(host, "*"), suffix) && strings.TrimPrefix(host, "*") != suffix
+}
+
+// older orders claims: creation time, then namespace, then name.
+func older(a, b Claim) bool {
+	if !a.Created.Equal(b.Created) {
+		return a.Created.Before(b.Created)
+	}
+	if a.APIRule.Namespace != b.APIRule.Namespace {
+		return a.APIRule.Namespace < b.APIRule.Namespace
+	}
+	return a.APIRule.Name < b.APIRule.Name
+}
+
+// Decide tells whether self owns every host it claims, given every other
+// claim that may overlap (others may include self and claims in other
+// zones; both are ignored). A message never names an APIRule of another
+// namespace than self's.
+func Decide(self Claim, others []Claim, granted Grants) Verdict {
+	for _, h := range self.Hosts {
+		if IsWildcard(h) && (granted == nil || !granted(h, self.APIRule.Namespace)) {
+			return Verdict{Reason: NotPermitted, Message: fmt.Sprintf(
+				"wildcard host %s is not granted to namespace %s: the cluster administrator grants wildcard hosts in the APIGateway (spec.apiRules.wildcardHosts)",
+				h, self.APIRule.Namespace)}
+		}
+	}
+	contenders := slices.Clone(others)
+	slices.SortFunc(contenders, func(a, b Claim) int {
+		if older(a, b) {
+			return -1
+		}
+		if older(b, a) {
+			return 1
+		}
+		return 0
+	})
+	for _, other := range contenders {
+		if other.APIRule == self.APIRule || !older(other, self) {
+			continue
+		}
+		for _, h := range self.Hosts {
+			for _, o := range other.Hosts {
+				if !Overlap(h, o) || (IsWildcard(o) && (granted == nil || !granted(o, other.APIRule.Namespace))) {
+					continue
+				}
+				return Verdict{Reason: Occupied, Message: occupiedMessage(self, other, h, o)}
+			}
+		}
+	}
+	return Verdict{}
+}
+
+func occupiedMessage(self, owner Claim, host, ownerHost string) string {
+	by := "an older APIRule of another namespace"
+	if owner.APIRule.Namespace == self.APIRule.Namespace {
+		by = "the older APIRule " + owner.APIRule.String()
+	}
+	how := ""
+	if ownerHost != host {
+		how = " (through " + ownerHost + ")"
+		if IsWildcard(host) {
+			how = " (it claims " + ownerHost + ", which " + host + " covers)"
+		}
+	}
+	return fmt.Sprintf("host %s is already claimed by %s%s; a host has one owner, so this APIRule is not applied until the owner lets it go", host, by, how)
+}

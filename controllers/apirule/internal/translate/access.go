@@ -1,0 +1,176 @@
+package translate
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	securityv1beta1 "istio.io/api/security/v1beta1"
+	typev1beta1 "istio.io/api/type/v1beta1"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+)
+
+// AuthorizationConflict explains how ALLOW policy a would meet ALLOW policy b
+// of the same namespace: on pods both may select, a rule of one allows an
+// operation that a rule of the other allows too, but with other
+// authentication. Istio allows a request when any ALLOW rule of any policy
+// on the pod matches, so the laxer rule would open what the stricter one
+// guards. It returns "" when they cannot meet.
+func AuthorizationConflict(a, b *securityv1.AuthorizationPolicy) string {
+	if a.Namespace != b.Namespace || !selectorsMayOverlap(a.Spec.GetSelector(), b.Spec.GetSelector()) {
+		return ""
+	}
+	if a.Spec.Action != securityv1beta1.AuthorizationPolicy_ALLOW || b.Spec.Action != securityv1beta1.AuthorizationPolicy_ALLOW {
+		return ""
+	}
+	for _, ra := range a.Spec.Rules {
+		for _, rb := range b.Spec.Rules {
+			if sameCaller(ra, rb) {
+				continue
+			}
+			if op, ok := operationsMeet(ra, rb); ok {
+				return fmt.Sprintf("%s and %s on the same pods allow %s to different callers (%s; %s)",
+					policyName(a), policyName(b), op, callerOf(ra), callerOf(rb))
+			}
+		}
+	}
+	return ""
+}
+
+// AuthenticationConflict explains how RequestAuthentication a would change
+// what b trusts on pods both may select: the same issuer with another key
+// set, with which tokens signed by either key set would pass both. It
+// returns "" when they cannot meet.
+func AuthenticationConflict(a, b *securityv1.RequestAuthentication) string {
+	if a.Namespace != b.Namespace || !selectorsMayOverlap(a.Spec.GetSelector(), b.Spec.GetSelector()) {
+		return ""
+	}
+	for _, ja := range a.Spec.JwtRules {
+		for _, jb := range b.Spec.JwtRules {
+			if ja.Issuer == jb.Issuer && (ja.JwksUri != jb.JwksUri || ja.Jwks != jb.Jwks) {
+				return fmt.Sprintf("%s and %s on the same pods trust issuer %s with different key sets (%s; %s), so tokens signed with either would pass both",
+					"RequestAuthentication "+a.Name, "RequestAuthentication "+b.Name, ja.Issuer, keySet(ja), keySet(jb))
+			}
+		}
+	}
+	return ""
+}
+
+func keySet(j *securityv1beta1.JWTRule) string {
+	if j.JwksUri != "" {
+		return j.JwksUri
+	}
+	return "inline jwks"
+}
+
+func policyName(p *securityv1.AuthorizationPolicy) string { return "AuthorizationPolicy " + p.Name }
+
+// selectorsMayOverlap reports whether two workload selectors of one
+// namespace may select a common pod: no label both name with different
+// values. A missing selector selects every pod.
+func selectorsMayOverlap(a, b *typev1beta1.WorkloadSelector) bool {
+	for k, v := range a.GetMatchLabels() {
+		if w, ok := b.GetMatchLabels()[k]; ok && w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// sameCaller reports whether two rules demand the same of the caller.
+func sameCaller(a, b *securityv1beta1.Rule) bool {
+	return proto.Equal(&securityv1beta1.Rule{From: a.From, When: a.When}, &securityv1beta1.Rule{From: b.From, When: b.When})
+}
+
+func callerOf(r *securityv1beta1.Rule) string {
+	if len(r.From) == 0 && len(r.When) == 0 {
+		return "anyone"
+	}
+	var parts []string
+	for _, f := range r.From {
+		parts = append(parts, strings.Join(f.GetSource().GetRequestPrincipals(), ","))
+	}
+	for _, w := range r.When {
+		parts = append(parts, w.Key+"="+strings.Join(w.Values, ","))
+	}
+	return strings.Join(parts, " ")
+}
+
+// operationsMeet finds an operation both rules allow. A rule without "to"
+// allows every operation; exclusions (notPaths, notMethods) are taken as
+// allowing everything, which can only find more conflicts.
+func operationsMeet(a, b *securityv1beta1.Rule) (string, bool) {
+	for _, oa := range operations(a) {
+		for _, ob := range operations(b) {
+			if path, ok := opPathsMeet(oa.GetPaths(), ob.GetPaths()); ok && opMethodsMeet(oa.GetMethods(), ob.GetMethods()) {
+				return path, true
+			}
+		}
+	}
+	return "", false
+}
+
+func operations(r *securityv1beta1.Rule) []*securityv1beta1.Operation {
+	if len(r.To) == 0 {
+		return []*securityv1beta1.Operation{{}}
+	}
+	ops := make([]*securityv1beta1.Operation, 0, len(r.To))
+	for _, to := range r.To {
+		ops = append(ops, to.GetOperation())
+	}
+	return ops
+}
+
+func opPathsMeet(a, b []string) (string, bool) {
+	if len(a) == 0 {
+		a = []string{"*"}
+	}
+	if len(b) == 0 {
+		b = []string{"*"}
+	}
+	for _, p := range a {
+		for _, q := range b {
+			if istioPathsMeet(p, q) {
+				return "path " + narrower(p, q), true
+			}
+		}
+	}
+	return "", false
+}
+
+// istioPathsMeet reports whether two AuthorizationPolicy path patterns
+// (exact, "x*" prefix, "*x" suffix, "*") match a common path.
+func istioPathsMeet(p, q string) bool {
+	switch {
+	case p == "*" || q == "*":
+		return true
+	case strings.HasPrefix(p, "*") || strings.HasPrefix(q, "*"):
+		return true // suffix patterns: assume they meet
+	case strings.HasSuffix(p, "*") && strings.HasSuffix(q, "*"):
+		pp, qp := strings.TrimSuffix(p, "*"), strings.TrimSuffix(q, "*")
+		return strings.HasPrefix(pp, qp) || strings.HasPrefix(qp, pp)
+	case strings.HasSuffix(p, "*"):
+		return strings.HasPrefix(q, strings.TrimSuffix(p, "*"))
+	case strings.HasSuffix(q, "*"):
+		return strings.HasPrefix(p, strings.TrimSuffix(q, "*"))
+	}
+	return p == q
+}
+
+func narrower(p, q string) string {
+	if strings.HasSuffix(p, "*") && !strings.HasSuffix(q, "*") {
+		return q
+	}
+	if len(q) > len(p) {
+		return q
+	}
+	return p
+}
+
+func opMethodsMeet(a, b []string) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(a, func(m string) bool { return slices.Contains(b, m) })
+}
