@@ -282,13 +282,14 @@ var _ = Describe("Portico", Ordered, func() {
 			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(orders), r); err != nil {
 				return err
 			}
-			r.Spec.Hosts = append(r.Spec.Hosts, "shop.example.com")
+			r.Spec.Timeout = &metav1.Duration{Duration: 15 * time.Second}
 			return k8sClient.Update(ctx, r)
 		}, timeout, interval).Should(Succeed())
 		Eventually(func(g Gomega) {
 			vs := &networkingv1.VirtualService{}
 			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, vs)).To(Succeed())
-			g.Expect(vs.Spec.Hosts).To(ContainElement("shop.example.com"))
+			g.Expect(vs.Spec.Http).NotTo(BeEmpty())
+			g.Expect(vs.Spec.Http[0].Timeout.AsDuration()).To(Equal(15 * time.Second))
 		}, timeout, interval).Should(Succeed())
 
 		By("installing the EnvoyFilter CRD again")

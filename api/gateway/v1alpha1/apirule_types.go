@@ -232,12 +232,15 @@ type APIRuleStatus struct {
 
 // APIRule exposes a Service through an Istio Gateway with per-path access
 // rules. The apirule controller turns it into one VirtualService and, for
-// every backend workload the rules route to, one AuthorizationPolicy and,
-// when a rule routed there uses JWT, one RequestAuthentication. The objects
+// every backend Service of the APIRule's namespace, one AuthorizationPolicy
+// and, when a rule routed there uses JWT, one RequestAuthentication (a
+// consenting Service of another namespace gets routes only). The objects
 // for spec.service are named like the APIRule, the others
-// <apirule>-<service>; those in another namespace than the APIRule's (the
-// Service's) are prefixed with the APIRule's namespace, and names beyond 63
-// characters are shortened with a hash.
+// <apirule>-<service>; names beyond 63 characters are shortened with a
+// hash. Backends must be ordinary Services whose selector picks pods of
+// their own namespace (reason BackendNotPermitted otherwise), each host has
+// one owner (HostOccupied), and rules may not open what another APIRule's
+// live policy guards on the same pods (AccessConflict).
 // The controller never changes or deletes an object it did not create: a
 // same-named object of someone else's is reported (reason Conflict).
 //

@@ -5,17 +5,27 @@
 // objects it labelled and rewrites them on drift or deletion, and reports a
 // Ready condition.
 //
-// It writes and deletes only objects it created for the APIRule: in the
-// APIRule's namespace those it controls by owner reference, in a Service's
-// other namespace (where owner references cannot point) those labelled with
-// the APIRule's namespace and name, which a finalizer on the APIRule lets it
-// delete. A same-named object of someone else's is reported (Conflict) and
+// It writes and deletes only objects it created for the APIRule: those it
+// controls by owner reference in the APIRule's namespace (and, for objects
+// an earlier version wrote in a Service's other namespace, those labelled
+// with the APIRule's namespace and name, which a finalizer lets it delete). A same-named object of someone else's is reported (Conflict) and
 // left alone. Objects are created, or updated at the resourceVersion whose
 // ownership was checked, never force-applied: an object that replaced ours
 // in between makes the write fail instead of being taken over. A Service in
 // another namespace is used only when its annotation
 // gateway.portico.dev/allowed-apirule-namespaces consents.
 //
-// A problem with the APIRule or what it references is reported in status
-// and leaves the live Istio objects as they were.
+// Tenant isolation (docs/threat-model.md): a host has one owner, the oldest
+// claim (package hosts); a backend must be an ordinary Service whose pods
+// are in its own namespace (no ExternalName, no selector-less Service, no
+// foreign endpoints, no ServiceEntry for its host); consent of another
+// namespace's Service grants routes only, never policies there; and an
+// APIRule whose access rules would meet another APIRule's live policy on
+// the same pods with other authentication is refused.
+//
+// Refusals that withdraw a right (ReferenceNotPermitted,
+// BackendNotPermitted, HostOccupied, HostNotPermitted) remove the
+// APIRule's Istio objects. Any other problem with the APIRule or what it
+// references is reported in status and leaves the live Istio objects as
+// they were.
 package controller

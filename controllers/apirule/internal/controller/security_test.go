@@ -143,8 +143,8 @@ func TestForeignObjectIsNeverTakenOver(t *testing.T) {
 }
 
 // A Service in another namespace consents to APIRules of listed
-// namespaces; its policies live in its namespace, labelled for the
-// APIRule, and are deleted with the APIRule.
+// namespaces. Consent grants routing only: the APIRule writes no policy in
+// the Service's namespace, and withdrawing consent removes the route.
 func TestCrossNamespaceServiceNeedsConsent(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -152,69 +152,52 @@ func TestCrossNamespaceServiceNeedsConsent(t *testing.T) {
 	createServiceIn(t, otherNS, "xns-reports", nil)
 	remote := gatewayv1alpha1.Rule{Path: "/reports/*", JWT: orders.JWT,
 		Service: &gatewayv1alpha1.ServiceReference{Name: "xns-reports", Namespace: otherNS, Port: 8080}}
-	r := createAPIRule(t, "xns", "xns", health, remote)
+	createAPIRule(t, "xns", "xns", health, remote)
 	const remoteName = ns + "-xns-xns-reports"
-
-	g.Eventually(func(g Gomega) {
-		c := readyCondition(g, "xns")
-		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonReferenceNotPermitted))
-		g.Expect(c.Message).To(ContainSubstring("service analytics/xns-reports does not exist or does not allow APIRules of namespace shop"))
-	}, eventually).Should(Succeed())
-	g.Expect(gone("xns", &networkingv1.VirtualService{})()).To(BeTrue(), "nothing is written without consent")
-	g.Expect(gone("xns", &securityv1.AuthorizationPolicy{})()).To(BeTrue())
-	g.Expect(goneIn(otherNS, remoteName, &securityv1.AuthorizationPolicy{})()).To(BeTrue())
-
-	t.Run("with consent the policies are written in the Service's namespace", func(t *testing.T) {
-		g := NewWithT(t)
+	consent := func(value string) {
 		g.Eventually(func() error {
 			svc := &corev1.Service{}
 			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: otherNS, Name: "xns-reports"}, svc); err != nil {
 				return err
 			}
-			svc.Annotations = map[string]string{gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces: "team-x, " + ns}
+			svc.Annotations = map[string]string{gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces: value}
 			return k8sClient.Update(ctx, svc)
 		}, eventually).Should(Succeed())
+	}
+	notPermitted := func(g Gomega) {
+		c := readyCondition(g, "xns")
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonReferenceNotPermitted))
+		g.Expect(c.Message).To(ContainSubstring("service analytics/xns-reports does not exist or does not allow APIRules of namespace shop"))
+	}
+
+	g.Eventually(notPermitted, eventually).Should(Succeed())
+	g.Expect(gone("xns", &networkingv1.VirtualService{})()).To(BeTrue(), "nothing is written without consent")
+	g.Expect(gone("xns", &securityv1.AuthorizationPolicy{})()).To(BeTrue())
+
+	t.Run("consent grants the route, and no policy in the Service's namespace", func(t *testing.T) {
+		g := NewWithT(t)
+		consent("team-x, " + ns)
 		g.Eventually(func(g Gomega) {
 			c := readyCondition(g, "xns")
 			g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonApplied), c.Message)
-			for _, obj := range []client.Object{&securityv1.AuthorizationPolicy{}, &securityv1.RequestAuthentication{}} {
-				getIn(g, otherNS, remoteName, obj)
-				g.Expect(obj.GetOwnerReferences()).To(BeEmpty())
-				g.Expect(obj.GetLabels()).To(HaveKeyWithValue("gateway.portico.dev/apirule", "xns"))
-				g.Expect(obj.GetLabels()).To(HaveKeyWithValue("gateway.portico.dev/apirule-namespace", ns))
-			}
-			ap := &securityv1.AuthorizationPolicy{}
-			getIn(g, otherNS, remoteName, ap)
-			g.Expect(ap.Spec.Selector.MatchLabels).To(Equal(map[string]string{"app": "xns-reports"}))
-			g.Expect(ap.Spec.Rules[0].From[0].Source.RequestPrincipals).To(Equal([]string{"https://idp.example.com/*"}))
-			live := &gatewayv1alpha1.APIRule{}
-			get(g, "xns", live)
-			g.Expect(live.Finalizers).To(ContainElement(Finalizer))
+			vs := &networkingv1.VirtualService{}
+			get(g, "xns", vs)
+			g.Expect(vs.Spec.Http).To(ContainElement(HaveField("Route", ContainElement(
+				HaveField("Destination.Host", "xns-reports.analytics.svc.cluster.local")))))
 		}, eventually).Should(Succeed())
+		g.Expect(goneIn(otherNS, remoteName, &securityv1.AuthorizationPolicy{})()).To(BeTrue(), "the Service's namespace decides who calls its pods")
+		g.Expect(goneIn(otherNS, remoteName, &securityv1.RequestAuthentication{})()).To(BeTrue())
+		var aps securityv1.AuthorizationPolicyList
+		g.Expect(k8sClient.List(ctx, &aps, client.InNamespace(otherNS))).To(Succeed())
+		g.Expect(aps.Items).To(BeEmpty())
 	})
 
-	t.Run("no longer routing there deletes them and lets go of the APIRule", func(t *testing.T) {
+	t.Run("withdrawing consent removes the route", func(t *testing.T) {
 		g := NewWithT(t)
-		updateAPIRule(t, "xns", func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules = r.Spec.Rules[:1] })
-		g.Eventually(goneIn(otherNS, remoteName, &securityv1.AuthorizationPolicy{}), eventually).Should(BeTrue())
-		g.Eventually(goneIn(otherNS, remoteName, &securityv1.RequestAuthentication{}), eventually).Should(BeTrue())
-		g.Eventually(func(g Gomega) {
-			live := &gatewayv1alpha1.APIRule{}
-			get(g, "xns", live)
-			g.Expect(live.Finalizers).NotTo(ContainElement(Finalizer))
-		}, eventually).Should(Succeed())
-	})
-
-	t.Run("deleting the APIRule deletes them", func(t *testing.T) {
-		g := NewWithT(t)
-		updateAPIRule(t, "xns", func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules = append(r.Spec.Rules, remote) })
-		g.Eventually(func(g Gomega) {
-			getIn(g, otherNS, remoteName, &securityv1.AuthorizationPolicy{})
-		}, eventually).Should(Succeed())
-		g.Expect(k8sClient.Delete(ctx, r)).To(Succeed())
-		g.Eventually(goneIn(otherNS, remoteName, &securityv1.AuthorizationPolicy{}), eventually).Should(BeTrue())
-		g.Eventually(goneIn(otherNS, remoteName, &securityv1.RequestAuthentication{}), eventually).Should(BeTrue())
-		g.Eventually(gone("xns", &gatewayv1alpha1.APIRule{}), eventually).Should(BeTrue())
+		consent("team-x")
+		g.Eventually(notPermitted, eventually).Should(Succeed())
+		g.Eventually(gone("xns", &networkingv1.VirtualService{}), eventually).Should(BeTrue())
+		g.Eventually(gone("xns", &securityv1.AuthorizationPolicy{}), eventually).Should(BeTrue())
 	})
 }
