@@ -174,6 +174,11 @@ func Run(ctx context.Context, c Controller, o Options) error {
 			return err
 		}
 	}
+	// No object the API server accepts may stop the controller: every client
+	// skips (and reports) objects that do not decode into their Go types.
+	undecodable := &quarantineEvents{}
+	cfg = guardConfig(cfg, scheme, undecodable, log.WithName("quarantine"))
+
 	leaderNS := o.LeaderElectionNS
 	if leaderNS == "" {
 		leaderNS = os.Getenv("POD_NAMESPACE")
@@ -205,6 +210,7 @@ func Run(ctx context.Context, c Controller, o Options) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
+	undecodable.use(outer.GetEventRecorder(c.Name + "-controller"))
 
 	env := Environment{Namespace: o.Namespace}
 	factory := func(optional []string) (ctrl.Manager, error) {

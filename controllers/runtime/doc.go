@@ -14,6 +14,12 @@
 // present) restart the workers when they come or go so their watches match
 // the cluster.
 //
+// No object the API server accepts can stop a controller: every client of
+// the process (caches, API reader, direct clients) goes through the
+// quarantine guard (package quarantine), which passes on objects that do
+// not decode into their Go types without their status, or leaves them out,
+// and reports each one with a log line, a metric and a Warning Event on it.
+//
 // The package must not contain controller-specific logic.
 package runtime
 

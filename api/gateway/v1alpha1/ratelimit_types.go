@@ -61,16 +61,19 @@ type HeaderMatch struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+\-.^_|~]+$`
 	Name string `json:"name"`
 
-	// value the header must have.
+	// value the header must have: at most 256 characters. The value is
+	// rendered into the EnvoyFilter once for every route the limit covers,
+	// so its length is bounded (see descriptors).
 	// +required
-	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:MaxLength=256
 	Value string `json:"value"`
 }
 
 // Descriptor gives a bucket of its own to the requests it matches.
 // +kubebuilder:validation:XValidation:rule="has(self.path) || has(self.header)",message="a descriptor needs a path, a header or both"
 type Descriptor struct {
-	// path prefix the request must start with.
+	// path prefix the request must start with: at most 256 characters,
+	// rendered into the EnvoyFilter once for every route the limit covers.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="path must start with '/'"
@@ -96,9 +99,16 @@ type RateLimitSpec struct {
 	// +required
 	Local TokenBucket `json:"local"`
 
-	// descriptors add buckets for requests matching a path or header.
+	// descriptors add buckets for requests matching a path or header: at
+	// most 16, whose paths, header names and header values hold at most 512
+	// characters together. For an APIRule target every descriptor is
+	// rendered into the EnvoyFilter once per route, so these bounds keep one
+	// RateLimit on an APIRule of 64 rules below the ratelimit controller's
+	// EnvoyFilter size budget (768 KiB, half the API server's object size
+	// limit of about 1.5 MiB).
 	// +optional
-	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.map(d, (has(d.path) ? size(d.path) : 0) + (has(d.header) ? size(d.header.name) + size(d.header.value) : 0)).sum() <= 512",message="the descriptors' paths, header names and header values may hold at most 512 characters together"
 	Descriptors []Descriptor `json:"descriptors,omitempty"`
 
 	// enforce rejects requests over the limit with 429; false only counts
@@ -126,17 +136,26 @@ type RateLimitStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// envoyFilters are the EnvoyFilters (namespace/name) that enforce this
-	// limit: one per namespace the gateway's pods run in, written there
-	// because Istio applies an EnvoyFilter's workloadSelector only to pods
-	// of its own namespace (of all namespaces in Istio's root namespace).
+	// limit: the one filter that holds the RateLimits of this namespace on
+	// the gateway's pods. It lives in this namespace when all those pods run
+	// here, else in Istio's root namespace (Istio applies an EnvoyFilter's
+	// workloadSelector only to pods of its own namespace, of every namespace
+	// from the root namespace); never in another tenant's namespace.
 	// +optional
 	// +listType=set
 	EnvoyFilters []string `json:"envoyFilters,omitempty"`
 }
 
 // RateLimit applies local token-bucket rate limits to an Istio Gateway's
-// workload or to an APIRule's paths. The ratelimit controller computes one
-// EnvoyFilter per gateway workload from every RateLimit that reaches it.
+// workload or to an APIRule's paths. The ratelimit controller writes one
+// EnvoyFilter per gateway workload and RateLimit namespace, so the
+// RateLimits of one namespace never share a filter with another's: another
+// namespace cannot stop, stale or remove them. A gateway-wide limit
+// (targetRef.kind Gateway) applies only when every pod the Gateway selects
+// runs in the RateLimit's namespace, so a tenant throttles only its own
+// pods; otherwise it reports NotEnforced. A filter over the controller's
+// size budget (768 KiB) is not written, and the RateLimits of its
+// namespace report EnvoyFilterFailed.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

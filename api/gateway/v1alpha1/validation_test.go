@@ -253,6 +253,9 @@ func TestRateLimitValidation(t *testing.T) {
 			wantErr: "path must start with '/'",
 		},
 	}
+	for name, tc := range rateLimitBounds() {
+		tests[name] = tc
+	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -266,6 +269,62 @@ func TestRateLimitValidation(t *testing.T) {
 			}
 			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
 		})
+	}
+}
+
+// rateLimitBounds are the cases on both sides of every bound on the size
+// of a RateLimit: each descriptor is rendered into the EnvoyFilter once per
+// route of the APIRule, so the bounds keep one RateLimit under the
+// controller's EnvoyFilter size budget.
+func rateLimitBounds() map[string]struct {
+	mutate  func(r *gatewayv1alpha1.RateLimit)
+	wantErr string
+} {
+	// path is a descriptor path of n characters.
+	path := func(n int) string { return "/" + strings.Repeat("p", n-1) }
+	header := func(name string, value int) *gatewayv1alpha1.HeaderMatch {
+		return &gatewayv1alpha1.HeaderMatch{Name: name, Value: strings.Repeat("v", value)}
+	}
+	descriptors := func(ds ...gatewayv1alpha1.Descriptor) func(r *gatewayv1alpha1.RateLimit) {
+		return func(r *gatewayv1alpha1.RateLimit) { r.Spec.Descriptors = ds }
+	}
+	// many is n descriptors of 32 characters each (path and header): 16 of
+	// them fill the 512 characters exactly.
+	many := func(n int) func(r *gatewayv1alpha1.RateLimit) {
+		var ds []gatewayv1alpha1.Descriptor
+		for i := range n {
+			ds = append(ds, gatewayv1alpha1.Descriptor{Path: fmt.Sprintf("/%015d", i), Header: header("x-plan", 10)})
+		}
+		return descriptors(ds...)
+	}
+	const total = "the descriptors' paths, header names and header values may hold at most 512 characters together"
+	return map[string]struct {
+		mutate  func(r *gatewayv1alpha1.RateLimit)
+		wantErr string
+	}{
+		"16 descriptors of 512 characters": {mutate: many(16)},
+		"17 descriptors":                   {mutate: many(17), wantErr: "spec.descriptors: Too many: 17: must have at most 16 items"},
+		"header value of 256 characters":   {mutate: descriptors(gatewayv1alpha1.Descriptor{Header: header("x", 256)})},
+		"header value of 257 characters": {
+			mutate:  descriptors(gatewayv1alpha1.Descriptor{Header: header("x", 257)}),
+			wantErr: "spec.descriptors[0].header.value: Too long: may not be more than 256",
+		},
+		"path of 256 characters": {mutate: descriptors(gatewayv1alpha1.Descriptor{Path: path(256)})},
+		"path of 257 characters": {
+			mutate:  descriptors(gatewayv1alpha1.Descriptor{Path: path(257)}),
+			wantErr: "spec.descriptors[0].path: Too long: may not be more than 256",
+		},
+		"512 characters in total": {
+			mutate: descriptors(gatewayv1alpha1.Descriptor{Path: path(256)}, gatewayv1alpha1.Descriptor{Path: path(128), Header: header(strings.Repeat("h", 64), 64)}),
+		},
+		"513 characters in total": {
+			mutate:  descriptors(gatewayv1alpha1.Descriptor{Path: path(256)}, gatewayv1alpha1.Descriptor{Path: path(128), Header: header(strings.Repeat("h", 64), 65)}),
+			wantErr: total,
+		},
+		"513 characters in headers only": {
+			mutate:  descriptors(gatewayv1alpha1.Descriptor{Header: header("x", 256)}, gatewayv1alpha1.Descriptor{Header: header("y", 255)}),
+			wantErr: total,
+		},
 	}
 }
 

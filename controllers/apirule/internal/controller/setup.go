@@ -127,7 +127,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	})
 	list := func(ctx context.Context, opts ...client.ListOption) []gatewayv1alpha1.APIRule {
 		var rules gatewayv1alpha1.APIRuleList
-		if err := mgr.GetClient().List(ctx, &rules, opts...); err != nil {
+		// Read-only: share the cache's objects rather than copy them all.
+		if err := mgr.GetClient().List(ctx, &rules, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
 			return nil
 		}
 		return rules.Items
@@ -143,9 +144,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	// A host's claimants: when one comes or goes, the others decide again.
 	sameZone := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		changed := o.(*gatewayv1alpha1.APIRule)
 		var reqs []reconcile.Request
-		for _, zone := range zonesOf(o.(*gatewayv1alpha1.APIRule)) {
-			reqs = append(reqs, requests(list(ctx, client.MatchingFields{zoneIndex: zone}), nil)...)
+		for _, zone := range zonesOf(changed) {
+			reqs = append(reqs, requests(list(ctx, client.MatchingFields{zoneIndex: zone}), func(a *gatewayv1alpha1.APIRule) bool {
+				return a.UID != changed.UID && hostsOverlap(a, changed)
+			})...)
 		}
 		return reqs
 	})

@@ -62,12 +62,12 @@ func (r *Reconciler) checkHosts(ctx context.Context, rule *gatewayv1alpha1.APIRu
 	seen := map[types.UID]bool{}
 	for _, zone := range zonesOf(rule) {
 		var rules gatewayv1alpha1.APIRuleList
-		if err := r.Client.List(ctx, &rules, client.MatchingFields{zoneIndex: zone}); err != nil {
+		if err := r.Client.List(ctx, &rules, client.MatchingFields{zoneIndex: zone}, client.UnsafeDisableDeepCopy); err != nil {
 			return "", "", fmt.Errorf("list the APIRules of zone %s: %w", zone, err)
 		}
 		for i := range rules.Items {
 			o := &rules.Items[i]
-			if seen[o.UID] || !o.DeletionTimestamp.IsZero() {
+			if seen[o.UID] || !o.DeletionTimestamp.IsZero() || !hostsOverlap(rule, o) {
 				continue
 			}
 			seen[o.UID] = true
@@ -96,6 +96,18 @@ func (r *Reconciler) wildcardGrants(ctx context.Context) (*operatorv1alpha1.APIR
 		return nil, fmt.Errorf("read the APIGateway's wildcard host grants: %w", err)
 	}
 	return gw.Spec.APIRules, nil
+}
+
+// hostsOverlap reports whether two APIRules claim a host in common.
+func hostsOverlap(a, b *gatewayv1alpha1.APIRule) bool {
+	for _, h := range a.Spec.Hosts {
+		for _, o := range b.Spec.Hosts {
+			if hosts.Overlap(string(h), string(o)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func claimOf(rule *gatewayv1alpha1.APIRule) hosts.Claim {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
 	"maps"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
@@ -91,12 +91,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 		live[ef.Namespace+"/"+ef.Name] = ef
 	}
 
+	// Each filter holds the RateLimits of one namespace; a filter that
+	// fails fails only them, and the loop goes on with the others.
 	var errs []error
 	failed := map[string]error{}
 	wanted := map[string]bool{}
 	for _, ef := range out.EnvoyFilters {
 		key := ef.Namespace + "/" + ef.Name
 		wanted[key] = true
+		if err := topology.CheckSize(ef); err != nil {
+			// Not retried with backoff: it lasts until the RateLimits or
+			// their targets change, which reconciles again. The live
+			// version, if any, is kept.
+			failed[key] = err
+			ctrl.LoggerFrom(ctx).Info("EnvoyFilter over its size budget; not written", "envoyfilter", key, "error", err.Error())
+			continue
+		}
 		if err := r.apply(ctx, ef, live[key]); err != nil {
 			failed[key] = err
 			if errors.Is(err, errForeign) {
@@ -244,7 +254,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, limit *gatewayv1alpha1.Rat
 			}
 		}
 		if len(errs) > 0 {
-			status, reason, msg = metav1.ConditionFalse, gatewayv1alpha1.ReasonEnvoyFilterFailed, errors.Join(errs...).Error()
+			status, reason, msg = metav1.ConditionFalse, gatewayv1alpha1.ReasonEnvoyFilterFailed, truncate(errors.Join(errs...).Error())
 		}
 	}
 	updated := limit.DeepCopy()
@@ -260,6 +270,24 @@ func (r *Reconciler) writeStatus(ctx context.Context, limit *gatewayv1alpha1.Rat
 		return fmt.Errorf("write status of RateLimit %s/%s: %w", limit.Namespace, limit.Name, err)
 	}
 	return nil
+}
+
+// maxMessage bounds a condition message (the API allows 32768 bytes): an
+// error from the API server may quote much of the object it refused, and a
+// status patch with a longer message would fail, leaving a stale status.
+const maxMessage = 4096
+
+// truncate shortens msg to at most maxMessage bytes, on a rune boundary.
+func truncate(msg string) string {
+	if len(msg) <= maxMessage {
+		return msg
+	}
+	const ellipsis = "…"
+	cut := maxMessage - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + ellipsis
 }
 
 // ConfigureCache narrows what the controller caches: only the EnvoyFilters

@@ -91,7 +91,7 @@ func TestValidationRejectsBrokenPatches(t *testing.T) {
 		},
 		"zero fill interval": {
 			filter: edit(routeLimit, 1, func(v map[string]any) {
-				perRoute := v["typed_per_filter_config"].(map[string]any)[HTTPFilterName("istio-system", ingress)].(map[string]any)
+				perRoute := v["typed_per_filter_config"].(map[string]any)[HTTPFilterName("istio-system", "shop", ingress)].(map[string]any)
 				perRoute["value"].(map[string]any)["token_bucket"].(map[string]any)["fill_interval"] = "0s"
 			}),
 			message: "FillInterval",

@@ -23,10 +23,12 @@ import (
 // hold for any world: Compute does not panic, is deterministic and
 // independent of input order, gives every policy exactly one verdict,
 // never lets two enforced policies hold the same scope of the same pods,
-// writes filters only where they reach pods, and renders only valid Envoy
-// configuration.
-//
-// A short run: go test ./controllers/ratelimit/internal/topology -run '^$' -fuzz '^FuzzCompute$' -fuzztime 10s
+// writes filters only where they reach pods, renders only valid Envoy
+// configuration, and keeps tenants apart: every filter holds the claims of
+// one namespace and lives in that namespace or in Istio's root namespace,
+// HTTP filter names are unique, a gateway-wide limit reaches only pods of
+// its own namespace, and a tenant's filters in its own namespace are the
+// same whatever the other namespaces' RateLimits are.
 func FuzzCompute(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("portico: gateways, APIRules and RateLimits from bytes"))
@@ -226,7 +228,6 @@ type filterFacts struct {
 	ef          *networkingv1alpha3client.EnvoyFilter
 	gatewayWide bool
 	routes      []string
-	reach       []int // indexes into the input's deduplicated pods
 }
 
 func readFilter(ef *networkingv1alpha3client.EnvoyFilter) filterFacts {
@@ -271,17 +272,26 @@ func checkWith(g Gomega, in Input, out Output) {
 	g.Expect(canonical(g, Compute(in))).To(Equal(want), "same input, same output")
 	g.Expect(canonical(g, Compute(reversed(in)))).To(Equal(want), "input order does not matter")
 
-	// Every policy gets exactly one verdict, with a documented reason.
 	policies := map[types.NamespacedName]Policy{}
 	for _, p := range in.Policies {
 		policies[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = p
 	}
-	g.Expect(out.Verdicts).To(HaveLen(len(policies)))
 	filters := map[string]*networkingv1alpha3client.EnvoyFilter{}
 	for _, ef := range out.EnvoyFilters {
 		g.Expect(filters).NotTo(HaveKey(ef.Namespace+"/"+ef.Name), "one object per name")
 		filters[ef.Namespace+"/"+ef.Name] = ef
 	}
+	checkVerdicts(g, policies, filters, out)
+	checkFilters(g, in, policies, filters, out)
+	checkScopes(g, in, filters)
+	checkGatewayWide(g, in, policies, filters, out)
+	checkIsolation(g, in, out)
+}
+
+// checkVerdicts: every policy gets exactly one verdict, with a documented
+// reason, and every filter enforces some policy.
+func checkVerdicts(g Gomega, policies map[types.NamespacedName]Policy, filters map[string]*networkingv1alpha3client.EnvoyFilter, out Output) {
+	g.Expect(out.Verdicts).To(HaveLen(len(policies)))
 	referenced := map[string]bool{}
 	for key, v := range out.Verdicts {
 		g.Expect(policies).To(HaveKey(key))
@@ -290,33 +300,78 @@ func checkWith(g Gomega, in Input, out Output) {
 		g.Expect(v.Message).NotTo(BeEmpty())
 		g.Expect(utf8.ValidString(v.Message)).To(BeTrue())
 		g.Expect(v.Enforced()).To(Equal(len(v.EnvoyFilters) > 0), "%s: %s", key, v.Message)
-		g.Expect(slices.IsSorted(v.EnvoyFilters)).To(BeTrue())
+		g.Expect(len(v.EnvoyFilters)).To(BeNumerically("<=", 1), "one filter per policy")
 		for _, ref := range v.EnvoyFilters {
 			g.Expect(filters).To(HaveKey(ref), "an enforced policy's filter is written")
 			referenced[ref] = true
 		}
 	}
 	g.Expect(referenced).To(HaveLen(len(filters)), "every filter enforces some policy")
+}
 
-	// Filters reach pods, never twice the same pods with one selector, and
-	// no two enforced policies hold the same scope of the same pods.
+// checkFilters: every filter is valid, reaches pods, holds the claims of
+// the one namespace its label names, lives in that namespace or the root
+// namespace, inserts an HTTP filter of its own name, and is owned by its
+// contributors exactly when it lives in their namespace.
+func checkFilters(g Gomega, in Input, policies map[types.NamespacedName]Policy, filters map[string]*networkingv1alpha3client.EnvoyFilter, out Output) {
+	contributors := map[string][]types.NamespacedName{}
+	for key, v := range out.Verdicts {
+		for _, ref := range v.EnvoyFilters {
+			contributors[ref] = append(contributors[ref], key)
+		}
+	}
+	httpFilters := map[string]string{}
+	for key, ef := range filters {
+		g.Expect(validateEnvoyFilter(ef, nil)).To(Succeed())
+		g.Expect(ef.Labels).To(HaveKeyWithValue(LabelManagedBy, ManagedBy))
+		tenant := ef.Labels[LabelNamespace]
+		g.Expect(ef.Namespace).To(BeElementOf(tenant, in.RootNamespace), "%s is written into another tenant's namespace", key)
+		for _, c := range contributors[key] {
+			g.Expect(c.Namespace).To(Equal(tenant), "%s holds the claims of %s and %s", key, tenant, c.Namespace)
+		}
+		name := value(patches(g, ef)[0])["name"].(string)
+		g.Expect(httpFilters).NotTo(HaveKey(name), "%s and %s insert the same HTTP filter", httpFilters[name], key)
+		httpFilters[name] = key
+		g.Expect(ef.Spec.GetWorkloadSelector().GetLabels()).NotTo(BeEmpty())
+		g.Expect(readReach(in, podGroups(in.Pods), ef)).NotTo(BeEmpty(), "%s reaches no pod", key)
+
+		var owners []string
+		for _, ref := range ef.OwnerReferences {
+			owner := types.NamespacedName{Namespace: ef.Namespace, Name: ref.Name}
+			g.Expect(policies).To(HaveKey(owner), "owners live in the filter's namespace")
+			g.Expect(ref.UID).To(Equal(policies[owner].UID))
+			g.Expect(ref.Controller).To(Equal(ptr.To(false)))
+			g.Expect(ref.BlockOwnerDeletion).To(Equal(ptr.To(false)))
+			owners = append(owners, ref.Name)
+		}
+		if ef.Namespace != tenant {
+			g.Expect(owners).To(BeEmpty(), "%s: no owner across namespaces", key)
+			continue
+		}
+		var want []string
+		for _, c := range contributors[key] {
+			want = append(want, c.Name)
+		}
+		g.Expect(owners).To(ConsistOf(want), "%s is owned by its contributors", key)
+	}
+}
+
+// checkScopes: filters never apply twice to the same pods for one tenant
+// and selector, and no two enforced policies hold the same scope of the
+// same pods, whichever filters they are in.
+func checkScopes(g Gomega, in Input, filters map[string]*networkingv1alpha3client.EnvoyFilter) {
 	pods := podGroups(in.Pods)
 	gatewayWide := map[int]string{}
 	routes := map[int]map[string]string{}
 	bySelector := map[string]map[int]string{}
-	for key, ef := range filters {
-		g.Expect(validateEnvoyFilter(ef, nil)).To(Succeed())
-		g.Expect(ef.Labels).To(HaveKeyWithValue(LabelManagedBy, ManagedBy))
+	for _, key := range slices.Sorted(maps.Keys(filters)) {
+		ef := filters[key]
 		facts := readFilter(ef)
-		selector := ef.Spec.GetWorkloadSelector().GetLabels()
-		g.Expect(selector).NotTo(BeEmpty())
-		facts.reach = readReach(in, pods, ef)
-		g.Expect(facts.reach).NotTo(BeEmpty(), "%s reaches no pod", key)
-		sk := selectorKey(selector)
+		sk := ef.Labels[LabelNamespace] + "|" + selectorKey(ef.Spec.GetWorkloadSelector().GetLabels())
 		if bySelector[sk] == nil {
 			bySelector[sk] = map[int]string{}
 		}
-		for _, i := range facts.reach {
+		for _, i := range readReach(in, pods, ef) {
 			g.Expect(bySelector[sk]).NotTo(HaveKey(i), "%s and %s apply twice to the same pods", bySelector[sk][i], key)
 			bySelector[sk][i] = key
 			if facts.gatewayWide {
@@ -331,38 +386,70 @@ func checkWith(g Gomega, in Input, out Output) {
 				routes[i][r] = key
 			}
 		}
-		// Owners: enforced contributors of the filter's own namespace.
-		for _, ref := range ef.OwnerReferences {
-			owner := types.NamespacedName{Namespace: ef.Namespace, Name: ref.Name}
-			g.Expect(policies).To(HaveKey(owner), "owners live in the filter's namespace")
-			g.Expect(ref.UID).To(Equal(policies[owner].UID))
-			g.Expect(out.Verdicts[owner].EnvoyFilters).To(ContainElement(key))
-			g.Expect(ref.Controller).To(Equal(ptr.To(false)))
-			g.Expect(ref.BlockOwnerDeletion).To(Equal(ptr.To(false)))
-		}
 	}
 	for i := range gatewayWide {
 		g.Expect(routes[i]).To(BeEmpty(), "a gateway-wide limit and route limits on the same pods")
 	}
+}
 
-	// Owners are complete, and a gateway-wide limit serves only its tenant.
+// checkGatewayWide: an enforced gateway-wide limit reaches only pods of its
+// own namespace, and its gateway selects no pod elsewhere.
+func checkGatewayWide(g Gomega, in Input, policies map[types.NamespacedName]Policy, filters map[string]*networkingv1alpha3client.EnvoyFilter, out Output) {
+	pods := podGroups(in.Pods)
 	for key, v := range out.Verdicts {
+		p := policies[key]
+		if !v.Enforced() || p.Spec.TargetRef.Kind != gatewayv1alpha1.TargetGateway {
+			continue
+		}
 		for _, ref := range v.EnvoyFilters {
-			ef := filters[ref]
-			if ef.Namespace == key.Namespace {
-				g.Expect(ef.OwnerReferences).To(ContainElement(HaveField("Name", key.Name)))
+			for _, i := range readReach(in, pods, filters[ref]) {
+				g.Expect(pods[i].namespace).To(Equal(key.Namespace), "%s throttles pods of another namespace", key)
 			}
-			if policies[key].Spec.TargetRef.Kind != gatewayv1alpha1.TargetGateway {
+		}
+		for _, gw := range in.Gateways {
+			if gw.Namespace != key.Namespace || gw.Name != p.Spec.TargetRef.Name {
 				continue
 			}
-			for _, gw := range in.Gateways {
-				for _, i := range readReach(in, pods, ef) {
-					if len(gw.Selector) == 0 || selects(gw.Selector, pods[i].labels) {
-						g.Expect(gw.Namespace).To(Equal(key.Namespace), "%s limits gateway %s/%s of another tenant", key, gw.Namespace, gw.Name)
-					}
+			for _, pod := range pods {
+				if selects(gw.Selector, pod.labels) {
+					g.Expect(pod.namespace).To(Equal(key.Namespace), "%s limits a gateway with pods elsewhere", key)
 				}
 			}
 		}
+	}
+}
+
+// checkIsolation: the filters in a tenant's own namespace, and the verdicts
+// of the limits they hold, are the same when no other namespace has
+// RateLimits: no other tenant's objects can stop, stale or change them.
+// Istio's root namespace is the cluster admin's and is left out.
+func checkIsolation(g Gomega, in Input, out Output) {
+	tenants := map[string]bool{}
+	for _, p := range in.Policies {
+		tenants[p.Namespace] = p.Namespace != in.RootNamespace
+	}
+	for tenant, check := range tenants {
+		if !check {
+			continue
+		}
+		alone := in
+		alone.Policies = slices.DeleteFunc(slices.Clone(in.Policies), func(p Policy) bool { return p.Namespace != tenant })
+		own := func(o Output) string {
+			var efs []*networkingv1alpha3client.EnvoyFilter
+			verdicts := map[types.NamespacedName]Verdict{}
+			for _, ef := range o.EnvoyFilters {
+				if ef.Namespace == tenant {
+					efs = append(efs, ef)
+				}
+			}
+			for key, v := range o.Verdicts {
+				if v.Enforced() && strings.HasPrefix(v.EnvoyFilters[0], tenant+"/") {
+					verdicts[key] = v
+				}
+			}
+			return canonical(g, Output{EnvoyFilters: efs, Verdicts: verdicts})
+		}
+		g.Expect(own(out)).To(Equal(own(Compute(alone))), "other namespaces' RateLimits change the filters of %s", tenant)
 	}
 }
 

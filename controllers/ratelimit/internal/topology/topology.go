@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -23,6 +24,10 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedBy      = "ratelimit-controller"
 	LabelWorkload  = "gateway.portico.dev/workload"
+	// LabelNamespace names the one namespace whose RateLimits the filter
+	// enforces (it differs from the filter's own namespace when the filter
+	// lives in Istio's root namespace).
+	LabelNamespace = "gateway.portico.dev/ratelimit-namespace"
 )
 
 // DefaultRootNamespace is Istio's default root namespace
@@ -85,8 +90,8 @@ type Input struct {
 type Verdict struct {
 	Reason  string
 	Message string
-	// EnvoyFilters are the namespace/name of the filters enforcing the limit,
-	// sorted: one per namespace the gateway's pods run in.
+	// EnvoyFilters are the namespace/name of the filters enforcing the limit:
+	// the one filter of its namespace on the gateway's workload.
 	EnvoyFilters []string
 }
 
@@ -105,28 +110,27 @@ type Output struct {
 type podGroup struct {
 	namespace string
 	labels    map[string]string
-	// gateways that select these pods, as namespace/name.
-	gateways []string
 }
 
-// workload is the set of pods one EnvoyFilter reaches: the pods matching a
-// gateway selector in the filter's namespace (in every namespace when the
-// filter lives in the root namespace).
+// workload is one EnvoyFilter: the pods a gateway selector matches, and
+// the claims on them of the RateLimits of one namespace, the tenant.
 type workload struct {
+	// namespace the filter lives in: the tenant's own when every pod runs
+	// there, else Istio's root namespace.
 	namespace string
+	tenant    string
 	selector  map[string]string
-	gateways  []string // namespace/name of the gateways with this selector that reach it, sorted
-	pods      []int    // pod groups reached, ascending
 	claims    []claim
 }
 
-func (w *workload) filterName() string { return EnvoyFilterName(w.namespace, w.selector) }
+func (w *workload) id() string         { return WorkloadID(w.namespace, w.tenant, w.selector) }
+func (w *workload) filterName() string { return EnvoyFilterName(w.namespace, w.tenant, w.selector) }
 func (w *workload) filterRef() string  { return w.namespace + "/" + w.filterName() }
 
-// gatewayTarget is a gateway and the workloads its selector reaches.
+// gatewayTarget is a gateway and the pods its selector matches.
 type gatewayTarget struct {
 	Gateway
-	workloads []*workload // sorted by namespace
+	pods []int // pod groups matched, in every namespace, ascending
 }
 
 func (g *gatewayTarget) ref() string { return g.Namespace + "/" + g.Name }
@@ -152,25 +156,29 @@ func selects(selector, labels map[string]string) bool {
 	return true
 }
 
-// WorkloadID is a short stable identifier of a workload, used in names.
-func WorkloadID(namespace string, selector map[string]string) string {
-	sum := sha256.Sum256([]byte(namespace + "/" + selectorKey(selector)))
+// WorkloadID is a short stable identifier of one EnvoyFilter: the
+// namespace it lives in, the namespace whose RateLimits it enforces and the
+// workload selector.
+func WorkloadID(namespace, tenant string, selector map[string]string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + tenant + "/" + selectorKey(selector)))
 	return hex.EncodeToString(sum[:])[:10]
 }
 
-// EnvoyFilterName is the name of a workload's EnvoyFilter.
-func EnvoyFilterName(namespace string, selector map[string]string) string {
-	return "portico-ratelimit-" + WorkloadID(namespace, selector)
+// EnvoyFilterName is the name of the EnvoyFilter, in namespace, that
+// enforces the RateLimits of namespace tenant on the pods selector matches.
+func EnvoyFilterName(namespace, tenant string, selector map[string]string) string {
+	return "portico-ratelimit-" + WorkloadID(namespace, tenant, selector)
 }
 
-// HTTPFilterName is the name of the local rate limit HTTP filter a
-// workload's EnvoyFilter inserts. It is unique per EnvoyFilter because
-// Envoy finds a route's typed_per_filter_config by filter name: two
-// EnvoyFilters whose selectors overlap on the same pods insert two filters,
-// and with one shared name each would also apply the other's route buckets,
+// HTTPFilterName is the name of the local rate limit HTTP filter that the
+// EnvoyFilter of EnvoyFilterName(namespace, tenant, selector) inserts. It is
+// unique per EnvoyFilter because Envoy finds a route's
+// typed_per_filter_config by filter name: the filters of two tenants (or of
+// two overlapping selectors) on the same pods insert two HTTP filters, and
+// with one shared name each would also apply the other's route buckets,
 // taking two tokens per request.
-func HTTPFilterName(namespace string, selector map[string]string) string {
-	return "portico.local_ratelimit." + WorkloadID(namespace, selector)
+func HTTPFilterName(namespace, tenant string, selector map[string]string) string {
+	return "portico.local_ratelimit." + WorkloadID(namespace, tenant, selector)
 }
 
 // claim is one rate-limited scope of a workload.
@@ -180,7 +188,7 @@ type claim struct {
 	spec   gatewayv1alpha1.RateLimitSpec
 }
 
-// target is what a policy resolves to: a gateway's workloads, and either the
+// target is what a policy resolves to: a gateway's pods, and either the
 // whole gateway or the routes of an APIRule.
 type target struct {
 	gateway     *gatewayTarget
@@ -195,55 +203,20 @@ type snapshot struct {
 	pods     []podGroup
 	gateways map[string]*gatewayTarget // by namespace/name
 	apiRules map[string]APIRule        // by namespace/name
-	// workloads by namespace/selectorKey.
+	// workloads by namespace/tenant/selectorKey.
 	workloads map[string]*workload
 }
 
 func newSnapshot(in Input) *snapshot {
 	w := &snapshot{in: in, pods: podGroups(in.Pods), gateways: map[string]*gatewayTarget{}, apiRules: map[string]APIRule{}, workloads: map[string]*workload{}}
-	gateways := slices.Clone(in.Gateways)
-	slices.SortFunc(gateways, func(a, b Gateway) int { return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name) })
-	for _, g := range gateways {
+	for _, g := range in.Gateways {
 		t := &gatewayTarget{Gateway: g}
-		w.gateways[t.ref()] = t
-		var matched []int
-		rooted := false
 		for i := range w.pods {
-			if len(g.Selector) == 0 {
-				// Istio applies a gateway without a selector to every
-				// gateway pod; Portico cannot target it, but it shares
-				// every pod with the others.
-				w.pods[i].gateways = append(w.pods[i].gateways, t.ref())
-				continue
-			}
 			if selects(g.Selector, w.pods[i].labels) {
-				matched = append(matched, i)
-				w.pods[i].gateways = append(w.pods[i].gateways, t.ref())
-				rooted = rooted || w.pods[i].namespace == in.RootNamespace
+				t.pods = append(t.pods, i)
 			}
 		}
-		// Where the filter must live: with a matching pod in the root
-		// namespace, one filter there reaches the pods of every namespace
-		// (a second one elsewhere would apply twice); otherwise one filter
-		// per namespace the pods run in.
-		byNamespace := map[string][]int{}
-		for _, i := range matched {
-			ns := w.pods[i].namespace
-			if rooted {
-				ns = in.RootNamespace
-			}
-			byNamespace[ns] = append(byNamespace[ns], i)
-		}
-		for _, ns := range slices.Sorted(maps.Keys(byNamespace)) {
-			key := ns + "/" + selectorKey(g.Selector)
-			wl, ok := w.workloads[key]
-			if !ok {
-				wl = &workload{namespace: ns, selector: g.Selector, pods: byNamespace[ns]}
-				w.workloads[key] = wl
-			}
-			wl.gateways = append(wl.gateways, t.ref())
-			t.workloads = append(t.workloads, wl)
-		}
+		w.gateways[t.ref()] = t
 	}
 	for _, r := range in.APIRules {
 		w.apiRules[r.Namespace+"/"+r.Name] = r
@@ -272,57 +245,89 @@ func podGroups(pods []Pod) []podGroup {
 	return groups
 }
 
-// owners records which policy holds each scope of each pod group.
-type owners struct {
-	gatewayWide map[int]types.NamespacedName    // pod group -> gateway-wide limit
-	anyRoute    map[int]types.NamespacedName    // pod group -> oldest route limit
-	route       map[string]types.NamespacedName // pod group|route -> route limit
+// runsIn reports whether every pod the gateway selects runs in namespace.
+func (w *snapshot) runsIn(g *gatewayTarget, namespace string) bool {
+	for _, i := range g.pods {
+		if w.pods[i].namespace != namespace {
+			return false
+		}
+	}
+	return true
+}
+
+// home is the namespace of the EnvoyFilter that enforces the RateLimits of
+// tenant on the pods g selects: the tenant's own namespace when every one of
+// them runs there, else Istio's root namespace, whose workloadSelector
+// reaches the pods of every namespace (a filter beside the pods would be
+// written into another tenant's namespace). Empty when there is no root
+// namespace.
+func (w *snapshot) home(tenant string, g *gatewayTarget) string {
+	if w.runsIn(g, tenant) {
+		return tenant
+	}
+	return w.in.RootNamespace
+}
+
+// workload returns the EnvoyFilter for the RateLimits of tenant on the pods
+// g selects; gateways with the same selector share it.
+func (w *snapshot) workload(tenant string, g *gatewayTarget) *workload {
+	ns := w.home(tenant, g)
+	key := ns + "/" + tenant + "/" + selectorKey(g.Selector)
+	wl, ok := w.workloads[key]
+	if !ok {
+		wl = &workload{namespace: ns, tenant: tenant, selector: g.Selector}
+		w.workloads[key] = wl
+	}
+	return wl
+}
+
+// visit is a policy whose target resolved to running pods, about to claim
+// its scopes.
+type visit struct {
+	id     types.NamespacedName
+	spec   gatewayv1alpha1.RateLimitSpec
+	target target
+	// foreign marks a route limit on pods that do not all run in its own
+	// namespace: it claims after every other limit.
+	foreign bool
 }
 
 // Compute derives the desired EnvoyFilters and verdicts.
+//
+// Policies claim their scopes in two passes, each oldest first: first the
+// limits on pods of their own namespace (every gateway-wide limit, and route
+// limits whose gateway pods all run in the policy's namespace), then route
+// limits on pods of other namespaces. So the namespace where the pods run
+// decides about them first, and no other tenant's route limit, however old,
+// can displace its gateway-wide limit.
 func Compute(in Input) Output {
 	out := Output{Verdicts: map[types.NamespacedName]Verdict{}}
 	w := newSnapshot(in)
-
-	policies := slices.Clone(in.Policies)
-	slices.SortStableFunc(policies, func(a, b Policy) int {
-		if c := a.Created.Compare(b.Created); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
-	})
 	byID := map[types.NamespacedName]Policy{}
-	held := owners{gatewayWide: map[int]types.NamespacedName{}, anyRoute: map[int]types.NamespacedName{}, route: map[string]types.NamespacedName{}}
-	for _, p := range policies {
+	var visits []visit
+	for _, p := range byAge(in.Policies) {
 		id := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 		byID[id] = p
 		t, v := w.resolve(p)
 		if v == nil {
 			v = w.reach(p, t)
 		}
-		if v == nil {
-			v = held.conflict(w, t)
-		}
 		if v != nil {
 			out.Verdicts[id] = *v
 			continue
 		}
-		held.take(id, t)
-		var refs []string
-		for _, wl := range t.gateway.workloads {
-			if t.gatewayWide {
-				wl.claims = append(wl.claims, claim{policy: id, spec: p.Spec})
-			}
-			for _, r := range t.routes {
-				wl.claims = append(wl.claims, claim{policy: id, route: r, spec: p.Spec})
-			}
-			refs = append(refs, wl.filterRef())
+		visits = append(visits, visit{id: id, spec: p.Spec, target: t, foreign: !t.gatewayWide && !w.runsIn(t.gateway, p.Namespace)})
+	}
+	pass := func(v visit) int {
+		if v.foreign {
+			return 1
 		}
-		out.Verdicts[id] = Verdict{
-			Reason:       gatewayv1alpha1.ReasonEnforced,
-			Message:      fmt.Sprintf("enforced on the pods of %s by EnvoyFilter %s", t.via, strings.Join(refs, ", ")),
-			EnvoyFilters: refs,
-		}
+		return 0
+	}
+	slices.SortStableFunc(visits, func(a, b visit) int { return cmp.Compare(pass(a), pass(b)) })
+	held := owners{gatewayWide: map[int]holder{}, anyRoute: map[int]holder{}, route: map[string]holder{}}
+	for _, v := range visits {
+		out.Verdicts[v.id] = w.claim(held, v)
 	}
 
 	for _, wl := range w.workloads {
@@ -334,6 +339,39 @@ func Compute(in Input) Output {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
 	return out
+}
+
+// byAge sorts policies by creation time, then namespace and name.
+func byAge(policies []Policy) []Policy {
+	sorted := slices.Clone(policies)
+	slices.SortStableFunc(sorted, func(a, b Policy) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	return sorted
+}
+
+// claim gives the visit's scopes to its policy unless another policy holds
+// one of them already, and returns the policy's verdict.
+func (w *snapshot) claim(held owners, v visit) Verdict {
+	if c := held.conflict(w, v); c != nil {
+		return *c
+	}
+	held.take(v)
+	wl := w.workload(v.id.Namespace, v.target.gateway)
+	if v.target.gatewayWide {
+		wl.claims = append(wl.claims, claim{policy: v.id, spec: v.spec})
+	}
+	for _, r := range v.target.routes {
+		wl.claims = append(wl.claims, claim{policy: v.id, route: r, spec: v.spec})
+	}
+	return Verdict{
+		Reason:       gatewayv1alpha1.ReasonEnforced,
+		Message:      fmt.Sprintf("enforced on the pods of %s by EnvoyFilter %s", v.target.via, wl.filterRef()),
+		EnvoyFilters: []string{wl.filterRef()},
+	}
 }
 
 func notFound(format string, args ...any) *Verdict {
@@ -384,92 +422,116 @@ func (w *snapshot) resolve(p Policy) (target, *Verdict) {
 }
 
 // reach checks that an EnvoyFilter for the target would limit the policy's
-// traffic and only its tenant's: the gateway must select running pods, and
-// a gateway-wide limit may not throttle gateways of other namespaces that
-// share those pods.
+// traffic, and only where its tenant may: the gateway must select running
+// pods, a gateway-wide limit throttles only pods of the policy's own
+// namespace (whoever else's gateways select them), and route limits on pods
+// of other namespaces need Istio's root namespace to be written from.
 func (w *snapshot) reach(p Policy, t target) *Verdict {
 	g := t.gateway
 	switch {
 	case len(g.Selector) == 0:
 		return notEnforced("Istio gateway %s has no selector; Portico only limits gateways that select their pods by label", g.ref())
-	case len(g.workloads) == 0:
+	case len(g.pods) == 0:
 		return notEnforced("no pod matches the selector %s of Istio gateway %s, so no EnvoyFilter would limit anything; the limit applies once such pods run",
 			selectorKey(g.Selector), g.ref())
 	case !t.gatewayWide && len(t.routes) == 0:
 		return notEnforced("%s has no rules to limit", t.via)
-	case !t.gatewayWide:
-		return nil // route buckets touch only the APIRule's own routes
-	}
-	var foreign []string
-	for _, wl := range g.workloads {
-		for _, i := range wl.pods {
-			for _, other := range w.pods[i].gateways {
-				if ns, _, _ := strings.Cut(other, "/"); ns != p.Namespace {
-					foreign = append(foreign, other)
-				}
-			}
-		}
-	}
-	if len(foreign) > 0 {
-		slices.Sort(foreign)
-		return notEnforced("the pods selected by %s (%s) also serve Istio gateway(s) %s of other namespaces; a gateway-wide limit would throttle their traffic too, so it is not applied (limit APIRules' routes instead)",
-			g.ref(), selectorKey(g.Selector), strings.Join(slices.Compact(foreign), ", "))
+	case t.gatewayWide && !w.runsIn(g, p.Namespace):
+		return notEnforced("not every pod that Istio gateway %s selects (%s) runs in namespace %s; a gateway-wide limit throttles every request through its pods, so it applies only when all of them run in the RateLimit's own namespace (limit APIRules' routes instead)",
+			g.ref(), selectorKey(g.Selector), p.Namespace)
+	case w.home(p.Namespace, g) == "":
+		return notEnforced("the pods of %s do not all run in namespace %s, and without Istio's root namespace no EnvoyFilter of this namespace can reach them", t.via, p.Namespace)
 	}
 	return nil
 }
 
-// conflict finds the older policy holding a scope the target needs, in a
-// deterministic order (workloads, then pod groups, then routes).
-func (o owners) conflict(w *snapshot, t target) *Verdict {
+// holder is the policy holding a scope, and whether it claimed in the
+// second pass (a route limit on pods of other namespaces).
+type holder struct {
+	id      types.NamespacedName
+	foreign bool
+}
+
+// owners records which policy holds each scope of each pod group.
+type owners struct {
+	gatewayWide map[int]holder    // pod group -> gateway-wide limit
+	anyRoute    map[int]holder    // pod group -> first route limit
+	route       map[string]holder // pod group|route -> route limit
+}
+
+// conflict finds the policy holding a scope the visit needs, in a
+// deterministic order (pod groups, then routes).
+func (o owners) conflict(w *snapshot, v visit) *Verdict {
 	conflicted := func(format string, args ...any) *Verdict {
 		return &Verdict{Reason: gatewayv1alpha1.ReasonConflicted, Message: fmt.Sprintf(format, args...)}
 	}
-	for _, wl := range t.gateway.workloads {
-		for _, i := range wl.pods {
-			where := podsOf(w.pods[i])
-			if winner, ok := o.gatewayWide[i]; ok {
-				if t.gatewayWide {
-					return conflicted("the gateway-wide scope of %s is already limited by the older RateLimit %s; this one is not applied", where, winner)
-				}
-				return conflicted("%s is already limited gateway-wide by the older RateLimit %s; a route's own bucket would replace that limit for the route in Envoy, so this one is not applied", where, winner)
-			}
+	t := v.target
+	for _, i := range t.gateway.pods {
+		where := w.podsOf(i, v.id.Namespace)
+		if h, ok := o.gatewayWide[i]; ok {
 			if t.gatewayWide {
-				if winner, ok := o.anyRoute[i]; ok {
-					return conflicted("routes of %s are already limited by the older RateLimit %s; their own buckets would replace a gateway-wide limit in Envoy, so this one is not applied", where, winner)
-				}
-				continue
+				return conflicted("the gateway-wide scope of %s is already limited by %s; this one is not applied", where, h.by(v))
 			}
-			for _, r := range t.routes {
-				if winner, ok := o.route[routeScope(i, r)]; ok {
-					return conflicted("route %s on %s is already limited by the older RateLimit %s; this one is not applied", r, where, winner)
-				}
+			return conflicted("%s are already limited gateway-wide by %s; a route's own bucket would replace that limit for the route in Envoy, so this one is not applied", where, h.by(v))
+		}
+		if t.gatewayWide {
+			if h, ok := o.anyRoute[i]; ok {
+				return conflicted("routes of %s are already limited by %s; their own buckets would replace a gateway-wide limit in Envoy, so this one is not applied", where, h.by(v))
+			}
+			continue
+		}
+		for _, r := range t.routes {
+			if h, ok := o.route[routeScope(i, r)]; ok {
+				return conflicted("route %s on %s is already limited by %s; this one is not applied", r, where, h.by(v))
 			}
 		}
 	}
 	return nil
 }
 
-// take records the target's scopes as held by id.
-func (o owners) take(id types.NamespacedName, t target) {
-	for _, wl := range t.gateway.workloads {
-		for _, i := range wl.pods {
-			if t.gatewayWide {
-				o.gatewayWide[i] = id
-				continue
-			}
-			if _, ok := o.anyRoute[i]; !ok {
-				o.anyRoute[i] = id
-			}
-			for _, r := range t.routes {
-				o.route[routeScope(i, r)] = id
-			}
+// by names the holder in the status of the visit's policy: a RateLimit of
+// another namespace stays unnamed, and a holder from the first pass is said
+// to take precedence rather than to be older.
+func (h holder) by(v visit) string {
+	same := h.id.Namespace == v.id.Namespace
+	switch {
+	case h.foreign == v.foreign && same:
+		return "the older RateLimit " + h.id.String()
+	case h.foreign == v.foreign:
+		return "an older RateLimit of another namespace"
+	case same:
+		return "RateLimit " + h.id.String() + ", which applies first as its pods all run in its own namespace"
+	}
+	return "a RateLimit of the namespace where the pods run, which decides about them before route limits of other namespaces"
+}
+
+// take records the visit's scopes as held by its policy.
+func (o owners) take(v visit) {
+	h := holder{id: v.id, foreign: v.foreign}
+	for _, i := range v.target.gateway.pods {
+		if v.target.gatewayWide {
+			o.gatewayWide[i] = h
+			continue
+		}
+		if _, ok := o.anyRoute[i]; !ok {
+			o.anyRoute[i] = h
+		}
+		for _, r := range v.target.routes {
+			o.route[routeScope(i, r)] = h
 		}
 	}
 }
 
 func routeScope(podGroup int, route string) string { return fmt.Sprintf("%d|%s", podGroup, route) }
 
-func podsOf(g podGroup) string {
+// podsOf describes a pod group to a RateLimit of namespace viewer: the
+// namespace and labels of pods of another tenant's namespace are not its
+// business.
+func (w *snapshot) podsOf(i int, viewer string) string {
+	g := w.pods[i]
+	if g.namespace != viewer && g.namespace != w.in.RootNamespace {
+		return "the gateway pods of another namespace"
+	}
 	return fmt.Sprintf("the pods labelled %s in namespace %s", selectorKey(g.labels), g.namespace)
 }
 
@@ -490,13 +552,15 @@ func envoyFilter(w *workload, policies map[types.NamespacedName]Policy) *network
 	ef := &networkingv1alpha3client.EnvoyFilter{
 		TypeMeta: metav1.TypeMeta{APIVersion: "networking.istio.io/v1alpha3", Kind: "EnvoyFilter"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            w.filterName(),
-			Namespace:       w.namespace,
-			Labels:          map[string]string{LabelManagedBy: ManagedBy, LabelWorkload: WorkloadID(w.namespace, w.selector)},
-			OwnerReferences: ownerReferences(w.namespace, contributors, policies),
+			Name:      w.filterName(),
+			Namespace: w.namespace,
+			Labels:    map[string]string{LabelManagedBy: ManagedBy, LabelWorkload: w.id(), LabelNamespace: w.tenant},
 		},
 	}
-	name := HTTPFilterName(w.namespace, w.selector)
+	if w.namespace == w.tenant {
+		ef.OwnerReferences = ownerReferences(contributors, policies)
+	}
+	name := HTTPFilterName(w.namespace, w.tenant, w.selector)
 	// Proto messages must not be copied: fill the object's spec in place.
 	spec := &ef.Spec
 	spec.WorkloadSelector = &networkingv1alpha3.WorkloadSelector{Labels: maps.Clone(w.selector)}
@@ -510,17 +574,14 @@ func envoyFilter(w *workload, policies map[types.NamespacedName]Policy) *network
 	return ef
 }
 
-// ownerReferences makes every contributing RateLimit of the filter's
-// namespace an owner, so the garbage collector removes the filter once they
-// are all gone even when the controller no longer runs. Owners in other
-// namespaces are impossible: the garbage collector treats a cross-namespace
-// owner as missing and would delete the filter at once.
-func ownerReferences(namespace string, contributors map[types.NamespacedName]bool, policies map[types.NamespacedName]Policy) []metav1.OwnerReference {
+// ownerReferences makes every contributing RateLimit an owner of a filter in
+// their own namespace, so the garbage collector removes the filter once they
+// are all gone even when the controller no longer runs. A filter in Istio's
+// root namespace has no owners: the garbage collector treats a
+// cross-namespace owner as missing and would delete the filter at once.
+func ownerReferences(contributors map[types.NamespacedName]bool, policies map[types.NamespacedName]Policy) []metav1.OwnerReference {
 	var refs []metav1.OwnerReference
 	for _, id := range slices.SortedFunc(maps.Keys(contributors), func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) }) {
-		if id.Namespace != namespace {
-			continue
-		}
 		refs = append(refs, metav1.OwnerReference{
 			APIVersion: gatewayv1alpha1.GroupVersion.String(), Kind: "RateLimit",
 			Name: id.Name, UID: policies[id].UID,

@@ -74,7 +74,7 @@ func value(patch map[string]any) map[string]any {
 	return patch["patch"].(map[string]any)["value"].(map[string]any)
 }
 
-func TestSeveralAPIRulesShareOneFilter(t *testing.T) {
+func TestAPIRulesOfOneNamespaceShareOneFilter(t *testing.T) {
 	g := NewWithT(t)
 	out := Compute(world(
 		policy("shop", "orders-api", 0, gatewayv1alpha1.TargetAPIRule, "orders"),
@@ -83,18 +83,19 @@ func TestSeveralAPIRulesShareOneFilter(t *testing.T) {
 	g.Expect(out.Verdicts).To(HaveLen(2))
 	for _, v := range out.Verdicts {
 		g.Expect(v.Enforced()).To(BeTrue(), v.Message)
-		g.Expect(v.EnvoyFilters).To(Equal([]string{"istio-system/" + EnvoyFilterName("istio-system", ingress)}))
+		g.Expect(v.EnvoyFilters).To(Equal([]string{"istio-system/" + EnvoyFilterName("istio-system", "shop", ingress)}))
 	}
 	ef := out.EnvoyFilters[0]
-	g.Expect(ef.Namespace).To(Equal("istio-system"))
+	g.Expect(ef.Namespace).To(Equal("istio-system"), "the pods run in Istio's root namespace, not in shop")
 	g.Expect(ef.Spec.WorkloadSelector.Labels).To(Equal(ingress))
 	g.Expect(ef.Labels).To(HaveKeyWithValue(LabelManagedBy, ManagedBy))
+	g.Expect(ef.Labels).To(HaveKeyWithValue(LabelNamespace, "shop"))
 
 	ps := patchesOf(g, out)
 	g.Expect(ps).To(HaveLen(4), "one listener filter, one route patch per rule of each APIRule")
 	g.Expect(ps[0]["applyTo"]).To(Equal("HTTP_FILTER"))
 	filter := value(ps[0])
-	name := HTTPFilterName("istio-system", ingress)
+	name := HTTPFilterName("istio-system", "shop", ingress)
 	g.Expect(filter["name"]).To(Equal(name))
 	cfg := filter["typed_config"].(map[string]any)
 	g.Expect(cfg["type_url"]).To(Equal("type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit"))
@@ -131,7 +132,7 @@ func TestConflictOldestWins(t *testing.T) {
 
 	for _, p := range patchesOf(g, out)[1:] {
 		perRoute := value(p)["typed_per_filter_config"].(map[string]any)
-		bucket := perRoute[HTTPFilterName("istio-system", ingress)].(map[string]any)["value"].(map[string]any)["token_bucket"].(map[string]any)
+		bucket := perRoute[HTTPFilterName("istio-system", "shop", ingress)].(map[string]any)["value"].(map[string]any)["token_bucket"].(map[string]any)
 		g.Expect(bucket["max_tokens"]).To(Equal(7.0), "the older policy's bucket is enforced")
 	}
 
@@ -144,11 +145,14 @@ func TestConflictOldestWins(t *testing.T) {
 }
 
 // In Envoy a route's typed_per_filter_config replaces the filter's own
-// bucket for that route, so a gateway-wide limit and route limits on the
-// same pods cannot both hold.
+// bucket for that route, and route descriptors replace the virtual host's,
+// so a gateway-wide limit and route limits on the same pods cannot both
+// hold. Within the namespace where the pods run the older one wins; route
+// limits of other namespaces never displace that namespace's limits.
 func TestGatewayWideAndRouteLimitsConflict(t *testing.T) {
 	// internal selects the same pods as public with another label.
 	internal := Gateway{Namespace: "istio-system", Name: "internal", Selector: map[string]string{"app": "istio-ingressgateway"}}
+	edge := APIRule{Namespace: "istio-system", Name: "edge", Gateway: "istio-system/public", Rules: []gatewayv1alpha1.Rule{{Path: "/edge", NoAuth: ptr.To(true)}}}
 	tests := map[string]struct {
 		policies []Policy
 		winner   types.NamespacedName
@@ -157,34 +161,42 @@ func TestGatewayWideAndRouteLimitsConflict(t *testing.T) {
 	}{
 		"gateway-wide first": {
 			policies: []Policy{
-				policy("shop", "orders-api", 2, gatewayv1alpha1.TargetAPIRule, "orders"),
+				policy("istio-system", "edge", 2, gatewayv1alpha1.TargetAPIRule, "edge"),
 				policy("istio-system", "whole", 1, gatewayv1alpha1.TargetGateway, "public"),
 			},
-			winner: id("istio-system", "whole"), loser: id("shop", "orders-api"),
-			message: "already limited gateway-wide by the older RateLimit istio-system/whole",
+			winner: id("istio-system", "whole"), loser: id("istio-system", "edge"),
+			message: "the pods labelled app=istio-ingressgateway,istio=ingressgateway in namespace istio-system are already limited gateway-wide by the older RateLimit istio-system/whole",
 		},
 		"route first": {
+			policies: []Policy{
+				policy("istio-system", "edge", 1, gatewayv1alpha1.TargetAPIRule, "edge"),
+				policy("istio-system", "whole", 2, gatewayv1alpha1.TargetGateway, "public"),
+			},
+			winner: id("istio-system", "edge"), loser: id("istio-system", "whole"),
+			message: "routes of the pods labelled app=istio-ingressgateway,istio=ingressgateway in namespace istio-system are already limited by the older RateLimit istio-system/edge",
+		},
+		"same age: name decides": {
+			policies: []Policy{
+				policy("istio-system", "edge", 1, gatewayv1alpha1.TargetAPIRule, "edge"),
+				policy("istio-system", "whole", 1, gatewayv1alpha1.TargetGateway, "public"),
+			},
+			winner: id("istio-system", "edge"), loser: id("istio-system", "whole"),
+			message: "older RateLimit istio-system/edge",
+		},
+		"another namespace's older route limit does not displace the pods' namespace": {
 			policies: []Policy{
 				policy("shop", "orders-api", 1, gatewayv1alpha1.TargetAPIRule, "orders"),
 				policy("istio-system", "whole", 2, gatewayv1alpha1.TargetGateway, "public"),
 			},
-			winner: id("shop", "orders-api"), loser: id("istio-system", "whole"),
-			message: "routes of the pods labelled app=istio-ingressgateway,istio=ingressgateway in namespace istio-system are already limited by the older RateLimit shop/orders-api",
-		},
-		"same age: name decides": {
-			policies: []Policy{
-				policy("shop", "orders-api", 1, gatewayv1alpha1.TargetAPIRule, "orders"),
-				policy("istio-system", "whole", 1, gatewayv1alpha1.TargetGateway, "public"),
-			},
 			winner: id("istio-system", "whole"), loser: id("shop", "orders-api"),
-			message: "older RateLimit istio-system/whole",
+			message: "are already limited gateway-wide by a RateLimit of the namespace where the pods run, which decides about them before route limits of other namespaces",
 		},
 		"another gateway selecting the same pods": {
 			policies: []Policy{
-				policy("shop", "orders-api", 2, gatewayv1alpha1.TargetAPIRule, "orders"),
+				policy("istio-system", "edge", 2, gatewayv1alpha1.TargetAPIRule, "edge"),
 				policy("istio-system", "whole", 1, gatewayv1alpha1.TargetGateway, "internal"),
 			},
-			winner: id("istio-system", "whole"), loser: id("shop", "orders-api"),
+			winner: id("istio-system", "whole"), loser: id("istio-system", "edge"),
 			message: "already limited gateway-wide by the older RateLimit istio-system/whole",
 		},
 	}
@@ -193,6 +205,7 @@ func TestGatewayWideAndRouteLimitsConflict(t *testing.T) {
 			g := NewWithT(t)
 			in := world(tc.policies...)
 			in.Gateways = append(in.Gateways, internal)
+			in.APIRules = append(in.APIRules, edge)
 			out := Compute(in)
 			g.Expect(out.Verdicts[tc.winner].Enforced()).To(BeTrue(), out.Verdicts[tc.winner].Message)
 			g.Expect(out.Verdicts[tc.loser].Reason).To(Equal(gatewayv1alpha1.ReasonConflicted))
@@ -200,6 +213,19 @@ func TestGatewayWideAndRouteLimitsConflict(t *testing.T) {
 			g.Expect(patchesOf(g, out)).NotTo(BeEmpty())
 		})
 	}
+}
+
+// A conflict message names the RateLimit that holds the scope only to its
+// own namespace.
+func TestConflictsDoNotNameOtherNamespacesRateLimits(t *testing.T) {
+	g := NewWithT(t)
+	out := Compute(world(
+		policy("istio-system", "secret-name", 1, gatewayv1alpha1.TargetGateway, "public"),
+		policy("shop", "orders-api", 0, gatewayv1alpha1.TargetAPIRule, "orders"),
+	))
+	v := out.Verdicts[id("shop", "orders-api")]
+	g.Expect(v.Reason).To(Equal(gatewayv1alpha1.ReasonConflicted))
+	g.Expect(v.Message).NotTo(ContainSubstring("secret-name"))
 }
 
 func TestDeletingPoliciesShrinksAndRemovesTheFilter(t *testing.T) {
@@ -273,48 +299,106 @@ func TestGatewaysSharingAWorkloadShareOneFilter(t *testing.T) {
 }
 
 // Istio applies an EnvoyFilter's workloadSelector only to pods of the
-// filter's namespace, or of every namespace from the root namespace.
-func TestFilterIsWrittenWherePodsRun(t *testing.T) {
+// filter's namespace, or of every namespace from the root namespace. A
+// tenant's filter lives in its own namespace when all the gateway's pods run
+// there, else in the root namespace: never in another tenant's namespace.
+func TestFilterIsWrittenInTheTenantsOrTheRootNamespace(t *testing.T) {
 	bookinfo := Gateway{Namespace: "bookinfo", Name: "bookinfo", Selector: ingress}
+	reviews := APIRule{Namespace: "bookinfo", Name: "reviews", Gateway: "bookinfo/bookinfo", Rules: []gatewayv1alpha1.Rule{{Path: "/reviews", NoAuth: ptr.To(true)}}}
 	pod := func(ns string) Pod {
 		return Pod{Namespace: ns, Labels: map[string]string{"istio": "ingressgateway", "pod-template-hash": ns}}
 	}
 	tests := map[string]struct {
-		pods    []Pod
-		root    string
-		filters []string // namespaces
+		pods   []Pod
+		root   string
+		filter string // namespace; empty: NotEnforced
 	}{
-		"pods in the root namespace": {pods: []Pod{pod("istio-system")}, root: "istio-system", filters: []string{"istio-system"}},
-		"replicas count once":        {pods: []Pod{pod("istio-system"), pod("istio-system")}, root: "istio-system", filters: []string{"istio-system"}},
-		"pods in two namespaces":     {pods: []Pod{pod("ingress-b"), pod("ingress-a")}, root: "istio-system", filters: []string{"ingress-a", "ingress-b"}},
-		"the root filter reaches every namespace": {
-			pods: []Pod{pod("team-b"), pod("istio-system")}, root: "istio-system", filters: []string{"istio-system"},
-		},
-		"without a root namespace": {pods: []Pod{pod("team-b"), pod("istio-system")}, filters: []string{"istio-system", "team-b"}},
-		"pods beside the gateway":  {pods: []Pod{pod("bookinfo")}, root: "istio-system", filters: []string{"bookinfo"}},
+		"pods in the root namespace":                   {pods: []Pod{pod("istio-system")}, root: "istio-system", filter: "istio-system"},
+		"replicas count once":                          {pods: []Pod{pod("istio-system"), pod("istio-system")}, root: "istio-system", filter: "istio-system"},
+		"pods in two shared namespaces":                {pods: []Pod{pod("ingress-b"), pod("ingress-a")}, root: "istio-system", filter: "istio-system"},
+		"pods in another tenant's namespace":           {pods: []Pod{pod("team-b")}, root: "istio-system", filter: "istio-system"},
+		"pods in the RateLimit's namespace":            {pods: []Pod{pod("bookinfo")}, root: "istio-system", filter: "bookinfo"},
+		"pods in the RateLimit's and another's":        {pods: []Pod{pod("bookinfo"), pod("team-b")}, root: "istio-system", filter: "istio-system"},
+		"without a root namespace, pods beside it":     {pods: []Pod{pod("bookinfo")}, filter: "bookinfo"},
+		"without a root namespace, pods elsewhere":     {pods: []Pod{pod("team-b"), pod("istio-system")}},
+		"without a root namespace, pods partly beside": {pods: []Pod{pod("team-b"), pod("bookinfo")}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			out := Compute(Input{
-				Gateways: []Gateway{bookinfo}, Pods: tc.pods, RootNamespace: tc.root, GatewaysKnown: true,
-				Policies: []Policy{policy("bookinfo", "limit", 0, gatewayv1alpha1.TargetGateway, "bookinfo")},
+				Gateways: []Gateway{bookinfo}, APIRules: []APIRule{reviews}, Pods: tc.pods, RootNamespace: tc.root, GatewaysKnown: true, APIRulesKnown: true,
+				Policies: []Policy{policy("bookinfo", "limit", 0, gatewayv1alpha1.TargetAPIRule, "reviews")},
 			})
-			var want []string
-			g.Expect(out.EnvoyFilters).To(HaveLen(len(tc.filters)))
-			for i, ns := range tc.filters {
-				ef := out.EnvoyFilters[i]
-				g.Expect(ef.Namespace).To(Equal(ns))
-				g.Expect(ef.Name).To(Equal(EnvoyFilterName(ns, ingress)))
-				g.Expect(ef.Spec.WorkloadSelector.Labels).To(Equal(ingress))
-				g.Expect(validateEnvoyFilter(ef, nil)).To(Succeed())
-				want = append(want, ns+"/"+ef.Name)
-			}
 			v := out.Verdicts[id("bookinfo", "limit")]
+			if tc.filter == "" {
+				g.Expect(v.Reason).To(Equal(gatewayv1alpha1.ReasonNotEnforced))
+				g.Expect(v.Message).To(ContainSubstring("do not all run in namespace bookinfo, and without Istio's root namespace"))
+				g.Expect(out.EnvoyFilters).To(BeEmpty())
+				return
+			}
+			g.Expect(out.EnvoyFilters).To(HaveLen(1))
+			ef := out.EnvoyFilters[0]
+			g.Expect(ef.Namespace).To(Equal(tc.filter))
+			g.Expect(ef.Name).To(Equal(EnvoyFilterName(tc.filter, "bookinfo", ingress)))
+			g.Expect(ef.Labels).To(HaveKeyWithValue(LabelNamespace, "bookinfo"))
+			g.Expect(ef.Spec.WorkloadSelector.Labels).To(Equal(ingress))
+			g.Expect(validateEnvoyFilter(ef, nil)).To(Succeed())
 			g.Expect(v.Reason).To(Equal(gatewayv1alpha1.ReasonEnforced), v.Message)
-			g.Expect(v.EnvoyFilters).To(Equal(want))
+			g.Expect(v.EnvoyFilters).To(Equal([]string{tc.filter + "/" + ef.Name}))
 		})
 	}
+}
+
+// Every EnvoyFilter holds the limits of one namespace: two tenants on the
+// same shared ingress pods get a filter each, with an HTTP filter name of
+// its own, and one tenant's change leaves the other's filter as it was.
+func TestEachNamespaceGetsItsOwnFilter(t *testing.T) {
+	g := NewWithT(t)
+	teamA := APIRule{Namespace: "team-a", Name: "api", Gateway: "istio-system/public", Rules: []gatewayv1alpha1.Rule{{Path: "/a/*", NoAuth: ptr.To(true)}}}
+	teamB := APIRule{Namespace: "team-b", Name: "api", Gateway: "istio-system/public", Rules: []gatewayv1alpha1.Rule{{Path: "/b/*", NoAuth: ptr.To(true)}}}
+	a := policy("team-a", "limit", 0, gatewayv1alpha1.TargetAPIRule, "api")
+	b := policy("team-b", "limit", 1, gatewayv1alpha1.TargetAPIRule, "api")
+	in := world(a, b)
+	in.APIRules = []APIRule{teamA, teamB}
+	out := Compute(in)
+
+	g.Expect(out.EnvoyFilters).To(HaveLen(2))
+	names := map[string]bool{}
+	for i, tenant := range []string{"team-a", "team-b"} {
+		ef := out.EnvoyFilters[i]
+		if ef.Labels[LabelNamespace] != tenant {
+			ef = out.EnvoyFilters[1-i]
+		}
+		g.Expect(ef.Namespace).To(Equal("istio-system"))
+		g.Expect(ef.Name).To(Equal(EnvoyFilterName("istio-system", tenant, ingress)))
+		g.Expect(ef.OwnerReferences).To(BeEmpty())
+		g.Expect(validateEnvoyFilter(ef, nil)).To(Succeed())
+		ps := patches(g, ef)
+		g.Expect(ps).To(HaveLen(2), "the listener filter and the tenant's one route")
+		route := ps[1]["match"].(map[string]any)["routeConfiguration"].(map[string]any)["vhost"].(map[string]any)["route"].(map[string]any)["name"]
+		g.Expect(route).To(HavePrefix(tenant+"."), "only the tenant's own routes")
+		names[value(ps[0])["name"].(string)] = true
+		g.Expect(out.Verdicts[id(tenant, "limit")].EnvoyFilters).To(Equal([]string{"istio-system/" + ef.Name}))
+	}
+	g.Expect(names).To(HaveLen(2), "each filter inserts an HTTP filter of its own name")
+
+	// B changes, grows or goes: A's filter stays byte for byte.
+	filterOf := func(out Output, tenant string) string {
+		for _, ef := range out.EnvoyFilters {
+			if ef.Labels[LabelNamespace] == tenant {
+				return canonical(g, Output{EnvoyFilters: []*networkingv1alpha3client.EnvoyFilter{ef}})
+			}
+		}
+		return ""
+	}
+	before := filterOf(out, "team-a")
+	b.Spec.Local.MaxTokens = 1
+	b.Spec.Descriptors = []gatewayv1alpha1.Descriptor{{Path: "/b/login"}}
+	in.Policies = []Policy{a, b}
+	g.Expect(filterOf(Compute(in), "team-a")).To(Equal(before))
+	in.Policies = []Policy{a}
+	g.Expect(filterOf(Compute(in), "team-a")).To(Equal(before))
 }
 
 func TestNotEnforcedWhenNoPodWouldApplyIt(t *testing.T) {
@@ -363,62 +447,84 @@ func TestNotEnforcedWhenNoPodWouldApplyIt(t *testing.T) {
 	}
 }
 
-// A gateway-wide limit throttles every request through the pods; when they
-// also serve another namespace's gateways, it would throttle that tenant.
-func TestGatewayWideLimitsStayInTheirTenant(t *testing.T) {
+// A gateway-wide limit throttles every request through the pods, so it
+// applies only when all of them run in the RateLimit's own namespace.
+func TestGatewayWideLimitsOnlyOnTheTenantsOwnPods(t *testing.T) {
 	bookinfo := Gateway{Namespace: "bookinfo", Name: "bookinfo", Selector: ingress}
-	reviews := APIRule{Namespace: "bookinfo", Name: "reviews", Gateway: "bookinfo/bookinfo", Rules: []gatewayv1alpha1.Rule{{Path: "/reviews", NoAuth: ptr.To(true)}}}
+	pod := func(ns string) Pod { return Pod{Namespace: ns, Labels: ingress} }
 	tests := map[string]struct {
-		gateways []Gateway
-		policy   Policy
-		reason   string
-		message  string
+		pods   []Pod
+		filter string // namespace; empty: NotEnforced
 	}{
-		"the pods also serve another namespace's gateway": {
-			gateways: []Gateway{bookinfo, public},
-			policy:   policy("bookinfo", "p", 0, gatewayv1alpha1.TargetGateway, "bookinfo"),
-			reason:   gatewayv1alpha1.ReasonNotEnforced,
-			message:  "also serve Istio gateway(s) istio-system/public of other namespaces",
-		},
-		"another namespace's gateway without a selector serves every gateway pod": {
-			gateways: []Gateway{bookinfo, {Namespace: "team-b", Name: "catch-all"}},
-			policy:   policy("bookinfo", "p", 0, gatewayv1alpha1.TargetGateway, "bookinfo"),
-			reason:   gatewayv1alpha1.ReasonNotEnforced,
-			message:  "team-b/catch-all",
-		},
-		"route limits touch only their routes": {
-			gateways: []Gateway{bookinfo, public},
-			policy:   policy("bookinfo", "p", 0, gatewayv1alpha1.TargetAPIRule, "reviews"),
-			reason:   gatewayv1alpha1.ReasonEnforced,
-		},
-		"gateways of the same namespace only": {
-			gateways: []Gateway{bookinfo, {Namespace: "bookinfo", Name: "second", Selector: ingress}},
-			policy:   policy("bookinfo", "p", 0, gatewayv1alpha1.TargetGateway, "bookinfo"),
-			reason:   gatewayv1alpha1.ReasonEnforced,
-		},
+		"pods in the RateLimit's namespace":         {pods: []Pod{pod("bookinfo")}, filter: "bookinfo"},
+		"pods in the root namespace":                {pods: []Pod{pod("istio-system")}},
+		"pods in another tenant's namespace":        {pods: []Pod{pod("team-b")}},
+		"pods in the RateLimit's and another's too": {pods: []Pod{pod("bookinfo"), pod("team-b")}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			out := Compute(Input{
-				Gateways: tc.gateways, APIRules: []APIRule{reviews}, Pods: []Pod{ingressPod}, RootNamespace: DefaultRootNamespace,
-				GatewaysKnown: true, APIRulesKnown: true, Policies: []Policy{tc.policy},
+				Gateways: []Gateway{bookinfo}, Pods: tc.pods, RootNamespace: DefaultRootNamespace, GatewaysKnown: true,
+				Policies: []Policy{policy("bookinfo", "p", 0, gatewayv1alpha1.TargetGateway, "bookinfo")},
 			})
 			v := out.Verdicts[id("bookinfo", "p")]
-			g.Expect(v.Reason).To(Equal(tc.reason), v.Message)
-			g.Expect(v.Message).To(ContainSubstring(tc.message))
-			if tc.reason == gatewayv1alpha1.ReasonEnforced {
-				g.Expect(out.EnvoyFilters).To(HaveLen(1))
-			} else {
+			if tc.filter == "" {
+				g.Expect(v.Reason).To(Equal(gatewayv1alpha1.ReasonNotEnforced))
+				g.Expect(v.Message).To(ContainSubstring("not every pod that Istio gateway bookinfo/bookinfo selects (istio=ingressgateway) runs in namespace bookinfo"))
 				g.Expect(out.EnvoyFilters).To(BeEmpty())
+				return
 			}
+			g.Expect(v.Reason).To(Equal(gatewayv1alpha1.ReasonEnforced), v.Message)
+			g.Expect(out.EnvoyFilters).To(HaveLen(1))
+			g.Expect(out.EnvoyFilters[0].Namespace).To(Equal(tc.filter))
 		})
+	}
+}
+
+// Another tenant's Gateway that selects A's pods, with APIRules and older
+// RateLimits on it, changes nothing for A's gateway-wide limit.
+func TestAnotherTenantsGatewayChangesNothing(t *testing.T) {
+	g := NewWithT(t)
+	podA := Pod{Namespace: "team-a", Labels: map[string]string{"app": "a-gateway"}}
+	gwA := Gateway{Namespace: "team-a", Name: "gw", Selector: podA.Labels}
+	limitA := policy("team-a", "whole", 5, gatewayv1alpha1.TargetGateway, "gw")
+	alone := Input{Gateways: []Gateway{gwA}, Pods: []Pod{podA}, Policies: []Policy{limitA}, RootNamespace: DefaultRootNamespace, GatewaysKnown: true, APIRulesKnown: true}
+	want := canonical(g, Compute(alone))
+	g.Expect(Compute(alone).Verdicts[id("team-a", "whole")].Enforced()).To(BeTrue())
+
+	attacked := alone
+	attacked.Gateways = []Gateway{gwA,
+		{Namespace: "team-b", Name: "steal", Selector: podA.Labels},
+		{Namespace: "team-b", Name: "catch-all"}, // no selector: every gateway pod
+	}
+	attacked.APIRules = []APIRule{
+		{Namespace: "team-b", Name: "via-own", Gateway: "team-b/steal", Rules: []gatewayv1alpha1.Rule{{Path: "/*", NoAuth: ptr.To(true)}}},
+		{Namespace: "team-b", Name: "via-a", Gateway: "team-a/gw", Rules: []gatewayv1alpha1.Rule{{Path: "/b", NoAuth: ptr.To(true)}}},
+	}
+	attacked.Policies = []Policy{limitA,
+		policy("team-b", "older-route", 0, gatewayv1alpha1.TargetAPIRule, "via-own"),
+		policy("team-b", "older-route-2", 1, gatewayv1alpha1.TargetAPIRule, "via-a"),
+		policy("team-b", "gateway-wide", 0, gatewayv1alpha1.TargetGateway, "steal"),
+	}
+	out := Compute(attacked)
+	delete(out.Verdicts, id("team-b", "older-route"))
+	delete(out.Verdicts, id("team-b", "older-route-2"))
+	delete(out.Verdicts, id("team-b", "gateway-wide"))
+	g.Expect(canonical(g, out)).To(Equal(want), "A's verdict and filter are the same, and B writes no filter")
+
+	v := Compute(attacked).Verdicts
+	g.Expect(v[id("team-b", "gateway-wide")].Reason).To(Equal(gatewayv1alpha1.ReasonNotEnforced), "B may not throttle A's pods")
+	for _, name := range []string{"older-route", "older-route-2"} {
+		g.Expect(v[id("team-b", name)].Reason).To(Equal(gatewayv1alpha1.ReasonConflicted))
+		g.Expect(v[id("team-b", name)].Message).To(ContainSubstring("the gateway pods of another namespace are already limited gateway-wide by a RateLimit of the namespace where the pods run"))
+		g.Expect(v[id("team-b", name)].Message).NotTo(ContainSubstring("team-a"))
 	}
 }
 
 // Owner references let the garbage collector remove an EnvoyFilter whose
 // RateLimits are all gone; only RateLimits of the filter's namespace can own
-// it.
+// it, so a filter in the root namespace for another namespace has none.
 func TestOwnerReferencesNameContributorsOfTheFiltersNamespace(t *testing.T) {
 	edge := APIRule{Namespace: "istio-system", Name: "edge", Gateway: "istio-system/public", Rules: []gatewayv1alpha1.Rule{{Path: "/edge", NoAuth: ptr.To(true)}}}
 	tests := map[string]struct {
@@ -432,9 +538,9 @@ func TestOwnerReferencesNameContributorsOfTheFiltersNamespace(t *testing.T) {
 		"route limits from another namespace only": {
 			policies: []Policy{policy("shop", "orders-api", 0, gatewayv1alpha1.TargetAPIRule, "orders")},
 		},
-		"mixed: only the same namespace's contributors, losers excluded": {
+		"root namespace's filter: its contributors, losers excluded": {
 			policies: []Policy{
-				policy("shop", "orders-api", 0, gatewayv1alpha1.TargetAPIRule, "orders"),
+				policy("shop", "orders-api", 0, gatewayv1alpha1.TargetAPIRule, "orders"), // a filter of its own
 				policy("istio-system", "edge-b", 1, gatewayv1alpha1.TargetAPIRule, "edge"),
 				policy("istio-system", "edge-a", 2, gatewayv1alpha1.TargetAPIRule, "edge"), // conflicted
 			},
@@ -447,9 +553,15 @@ func TestOwnerReferencesNameContributorsOfTheFiltersNamespace(t *testing.T) {
 			in := world(tc.policies...)
 			in.APIRules = append(in.APIRules, edge)
 			out := Compute(in)
-			g.Expect(out.EnvoyFilters).To(HaveLen(1))
+			var ef *networkingv1alpha3client.EnvoyFilter
+			for _, f := range out.EnvoyFilters {
+				if f.Labels[LabelNamespace] == tc.policies[len(tc.policies)-1].Namespace {
+					ef = f
+				}
+			}
+			g.Expect(ef).NotTo(BeNil())
 			var owners []string
-			for _, ref := range out.EnvoyFilters[0].OwnerReferences {
+			for _, ref := range ef.OwnerReferences {
 				g.Expect(ref.APIVersion).To(Equal("gateway.portico.dev/v1alpha1"))
 				g.Expect(ref.Kind).To(Equal("RateLimit"))
 				g.Expect(ref.UID).To(Equal(types.UID("uid-istio-system-" + ref.Name)))
