@@ -25,6 +25,10 @@ var istioGateways = controllerruntime.CRD{Name: "gateways.networking.istio.io", 
 // ServiceEntry also declares is refused, as traffic to it may land elsewhere.
 var serviceEntries = controllerruntime.CRD{Name: "serviceentries.networking.istio.io", Version: "v1"}
 
+// apiGateways is optional: the APIGateway holds the administrator's
+// wildcard host grants; without it no wildcard host is granted.
+var apiGateways = controllerruntime.CRD{Name: "apigateways.operator.portico.dev", Version: "v1alpha1"}
+
 func main() {
 	controllerruntime.Main(controllerruntime.Controller{
 		Name:  "apirule",
@@ -35,7 +39,7 @@ func main() {
 			{Name: "authorizationpolicies.security.istio.io", Version: "v1"},
 			{Name: "requestauthentications.security.istio.io", Version: "v1"},
 		},
-		OptionalCRDs: []controllerruntime.CRD{istioGateways, serviceEntries},
+		OptionalCRDs: []controllerruntime.CRD{istioGateways, serviceEntries, apiGateways},
 		Cache: func(opts *cache.Options, env controllerruntime.Environment) {
 			controller.ConfigureCache(opts, env.HasOptional(serviceEntries))
 		},
@@ -45,6 +49,7 @@ func main() {
 		Setup: func(mgr ctrl.Manager, env controllerruntime.Environment) error {
 			r := &controller.Reconciler{
 				Client: mgr.GetClient(), CheckGateways: env.HasOptional(istioGateways), CheckServiceEntries: env.HasOptional(serviceEntries),
+				ReadGrants: env.HasOptional(apiGateways),
 			}
 			return r.SetupWithManager(context.Background(), mgr)
 		},

@@ -63,6 +63,9 @@ type Reconciler struct {
 	// CheckServiceEntries refuses backends whose host a ServiceEntry also
 	// declares; only possible while Istio's ServiceEntry CRD is installed.
 	CheckServiceEntries bool
+	// ReadGrants reads wildcard host grants from the APIGateway; only
+	// possible while its CRD is installed (else no wildcard is granted).
+	ReadGrants bool
 }
 
 // Reconcile converges one APIRule's Istio objects.

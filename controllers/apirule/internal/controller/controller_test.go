@@ -102,7 +102,7 @@ func run(m *testing.M) int {
 	if err != nil {
 		panic(err)
 	}
-	if err := (&Reconciler{Client: mgr.GetClient(), CheckGateways: true, CheckServiceEntries: true}).SetupWithManager(ctx, mgr); err != nil {
+	if err := (&Reconciler{Client: mgr.GetClient(), CheckGateways: true, CheckServiceEntries: true, ReadGrants: true}).SetupWithManager(ctx, mgr); err != nil {
 		panic(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()

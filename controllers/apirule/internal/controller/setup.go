@@ -187,8 +187,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Watches(&securityv1.AuthorizationPolicy{}, policyEvents).
 		Watches(&securityv1.RequestAuthentication{}, policyEvents).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(byIndex(serviceIndex))).
-		Watches(&discoveryv1.EndpointSlice{}, endpoints).
-		Watches(&operatorv1alpha1.APIGateway{}, grants)
+		Watches(&discoveryv1.EndpointSlice{}, endpoints)
+	if r.ReadGrants {
+		b = b.Watches(&operatorv1alpha1.APIGateway{}, grants)
+	}
 	if r.CheckServiceEntries {
 		// ServiceEntries are rare and their hosts may be wildcards: every
 		// APIRule looks again.
