@@ -67,7 +67,7 @@ type WildcardHostGrant struct {
 	// host is the wildcard host, such as *.example.com.
 	// +required
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="self.matches('^\\*\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$')",message="host must be a lower-case wildcard DNS name such as *.example.com"
+	// +kubebuilder:validation:Pattern=`^\*\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$`
 	Host string `json:"host"`
 
 	// namespaces whose APIRules may claim the host; "*" grants it to every

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
@@ -33,6 +34,16 @@ func apiRuleIn(t *testing.T, namespace, name string, hosts []gatewayv1alpha1.Hos
 	NewWithT(t).Expect(k8sClient.Create(context.Background(), r)).To(Succeed())
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), r) })
 	return r
+}
+
+// afterCreation waits until the clock has left the second obj was created
+// in: claims are ordered by creationTimestamp, which counts whole seconds,
+// and within one second by namespace and name.
+func afterCreation(t *testing.T, obj client.Object) {
+	t.Helper()
+	live := &gatewayv1alpha1.APIRule{}
+	NewWithT(t).Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(obj), live)).To(Succeed())
+	time.Sleep(time.Until(live.CreationTimestamp.Add(time.Second)))
 }
 
 func readyIn(g Gomega, namespace, name string) *metav1.Condition {
@@ -67,6 +78,7 @@ func TestHostHasOneOwner(t *testing.T) {
 	createServiceIn(t, otherNS, "host-b", nil)
 	owner := apiRuleIn(t, ns, "host-owner", []gatewayv1alpha1.Hostname{"owned.example.com"}, "host-a")
 	expectReason(t, ns, "host-owner", gatewayv1alpha1.ReasonApplied)
+	afterCreation(t, owner)
 
 	apiRuleIn(t, otherNS, "host-thief", []gatewayv1alpha1.Hostname{"owned.example.com"}, "host-b")
 	c := expectReason(t, otherNS, "host-thief", gatewayv1alpha1.ReasonHostOccupied)
@@ -94,8 +106,9 @@ func TestWildcardHostsNeedAGrant(t *testing.T) {
 	ctx := context.Background()
 	createServiceIn(t, ns, "wild-a", nil)
 	createServiceIn(t, otherNS, "wild-b", nil)
-	apiRuleIn(t, ns, "exact", []gatewayv1alpha1.Hostname{"a.wild.example.com"}, "wild-a")
+	exact := apiRuleIn(t, ns, "exact", []gatewayv1alpha1.Hostname{"a.wild.example.com"}, "wild-a")
 	expectReason(t, ns, "exact", gatewayv1alpha1.ReasonApplied)
+	afterCreation(t, exact)
 	apiRuleIn(t, otherNS, "wildcard", []gatewayv1alpha1.Hostname{"*.wild.example.com"}, "wild-b")
 	expectReason(t, otherNS, "wildcard", gatewayv1alpha1.ReasonHostNotPermitted)
 
