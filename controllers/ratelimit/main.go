@@ -1,6 +1,6 @@
 // Command ratelimit-controller computes one EnvoyFilter per Istio gateway
-// workload from every RateLimit that reaches it. The Portico operator runs
-// it while the CRDs it needs are installed.
+// workload and RateLimit namespace from the RateLimits that reach it. The
+// Portico operator runs it while the CRDs it needs are installed.
 package main
 
 import (
@@ -32,7 +32,7 @@ const rootNamespaceEnv = "ISTIO_ROOT_NAMESPACE"
 func main() {
 	controllerruntime.Main(controllerruntime.Controller{
 		Name:  "ratelimit",
-		Short: "Enforces RateLimits with one EnvoyFilter per Istio gateway workload",
+		Short: "Enforces RateLimits with one EnvoyFilter per Istio gateway workload and namespace",
 		RequiredCRDs: []controllerruntime.CRD{
 			{Name: "ratelimits.gateway.portico.dev", Version: "v1alpha1"},
 			{Name: "envoyfilters.networking.istio.io", Version: "v1alpha3"},

@@ -6,6 +6,13 @@
 // EnvoyFilters that differ, deletes the ones no policy needs, and writes a
 // RateLimit's status only when it changed.
 //
+// Every EnvoyFilter holds the RateLimits of one namespace, and each is
+// written on its own: a filter over its size budget
+// (topology.MaxEnvoyFilterBytes) is not written, one whose name a foreign
+// object holds is left alone, and one the API server refuses is retried;
+// in each case only the RateLimits in that filter report EnvoyFilterFailed,
+// and every other filter is still written in the same pass.
+//
 // Why one global key rather than one per gateway workload: conflicts and
 // targets cross objects (a RateLimit reaches a workload through an APIRule
 // and a Gateway that can change independently), so a per-workload key would

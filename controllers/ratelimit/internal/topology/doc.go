@@ -1,15 +1,36 @@
 // Package topology computes, from the whole state of the world, the
 // EnvoyFilters that enforce Portico's RateLimits: it links Istio Gateways ←
-// APIRules ← RateLimits, groups gateways by workload (namespace and pod
-// selector), and renders one EnvoyFilter per workload that any RateLimit
-// reaches, plus a verdict for every RateLimit (enforced, conflicted, target
-// not found).
+// APIRules ← RateLimits and the pods the gateways select, renders one
+// EnvoyFilter per gateway workload (pod selector) and RateLimit namespace,
+// and gives a verdict for every RateLimit (enforced, conflicted, not
+// enforced, target not found).
+//
+// Tenants are namespaces, and no filter mixes them: an EnvoyFilter holds
+// the claims of one namespace's RateLimits and inserts an HTTP filter of its
+// own name, so one tenant's RateLimits can neither change, stale nor remove
+// another's, nor fail them by making a shared filter too large
+// (MaxEnvoyFilterBytes). A filter lives in its RateLimits' namespace when
+// every pod the gateway selects runs there; otherwise in Istio's root
+// namespace, whose workloadSelector reaches the pods of every namespace —
+// never in another tenant's namespace. A gateway-wide limit throttles every
+// request through its pods, so it is enforced only when all of them run in
+// the RateLimit's own namespace; whose Gateways also select those pods does
+// not matter.
 //
 // Everything here is a pure, deterministic function of its input — no
 // cluster access, no state — so the same world always yields byte-identical
 // EnvoyFilters and a policy never needs back-references or annotations on
-// other objects. Conflicts (two RateLimits limiting the same gateway scope
-// or the same APIRule route) are resolved oldest-wins: policies are visited
-// by creation time, then namespace and name, and a policy that would claim
-// a scope already claimed loses entirely and is reported.
+// other objects. Conflicts are decided per pod group (the pods of one
+// namespace with the same labels), whichever filters the claims are in:
+// two RateLimits limiting the same gateway-wide scope or the same APIRule
+// route, or a gateway-wide limit and route limits on the same pods (a
+// route's own bucket and descriptors replace the gateway-wide ones in
+// Envoy). They are resolved oldest-wins, in two passes: first the limits on
+// pods of their own namespace (every gateway-wide limit, and route limits
+// whose pods all run in their namespace), then route limits on pods of
+// other namespaces. Within a pass policies are visited by creation time,
+// then namespace and name, and a policy that would claim a scope already
+// held loses entirely and is reported, naming the holder only to its own
+// namespace. So the namespace where the pods run decides about them first,
+// and no other tenant's route limit, however old, can displace its limits.
 package topology
