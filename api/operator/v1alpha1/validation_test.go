@@ -48,6 +48,25 @@ func gateway(name string, controllers ...operatorv1alpha1.ControllerSpec) *opera
 	}
 }
 
+func grant(host string, namespaces ...string) *operatorv1alpha1.APIGateway {
+	gw := gateway("default")
+	gw.Spec.APIRules = &operatorv1alpha1.APIRulesSpec{WildcardHosts: []operatorv1alpha1.WildcardHostGrant{{Host: host, Namespaces: namespaces}}}
+	return gw
+}
+
+func TestGrants(t *testing.T) {
+	g := NewWithT(t)
+	spec := &operatorv1alpha1.APIRulesSpec{WildcardHosts: []operatorv1alpha1.WildcardHostGrant{
+		{Host: "*.a.example.com", Namespaces: []string{"team-a"}}, {Host: "*.shared.example.com", Namespaces: []string{"*"}},
+	}}
+	g.Expect(spec.Grants("*.a.example.com", "team-a")).To(BeTrue())
+	g.Expect(spec.Grants("*.a.example.com", "team-b")).To(BeFalse())
+	g.Expect(spec.Grants("*.example.com", "team-a")).To(BeFalse(), "a grant is for its exact host only")
+	g.Expect(spec.Grants("*.shared.example.com", "anyone")).To(BeTrue())
+	var none *operatorv1alpha1.APIRulesSpec
+	g.Expect(none.Grants("*.a.example.com", "team-a")).To(BeFalse())
+}
+
 func TestAPIGatewayValidation(t *testing.T) {
 	tests := map[string]struct {
 		obj     *operatorv1alpha1.APIGateway
@@ -76,6 +95,18 @@ func TestAPIGatewayValidation(t *testing.T) {
 		"the same controller twice": {
 			obj:     gateway("default", operatorv1alpha1.ControllerSpec{Name: "apirule"}, operatorv1alpha1.ControllerSpec{Name: "apirule"}),
 			wantErr: `spec.controllers[1]: Duplicate value: {"name":"apirule"}`,
+		},
+		"an exact host as a wildcard grant": {
+			obj:     grant("api.example.com", "team-a"),
+			wantErr: `spec.apiRules.wildcardHosts[0].host in body should match`,
+		},
+		"a wildcard grant to no namespace": {
+			obj:     grant("*.example.com"),
+			wantErr: "spec.apiRules.wildcardHosts[0].namespaces: Required value",
+		},
+		"a wildcard grant to a bad namespace name": {
+			obj:     grant("*.example.com", "Team_A"),
+			wantErr: "spec.apiRules.wildcardHosts[0].namespaces[0] in body should match",
 		},
 		"an image with a space": {
 			obj:     gateway("default", operatorv1alpha1.ControllerSpec{Name: "apirule", Image: "reg/apirule controller:1"}),
