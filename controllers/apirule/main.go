@@ -25,6 +25,10 @@ var istioGateways = controllerruntime.CRD{Name: "gateways.networking.istio.io", 
 // ServiceEntry also declares is refused, as traffic to it may land elsewhere.
 var serviceEntries = controllerruntime.CRD{Name: "serviceentries.networking.istio.io", Version: "v1"}
 
+// workloadEntries is optional: when installed, a backend whose selector
+// picks WorkloadEntries (addresses that are not pods) is refused.
+var workloadEntries = controllerruntime.CRD{Name: "workloadentries.networking.istio.io", Version: "v1"}
+
 // apiGateways is optional: the APIGateway holds the administrator's
 // wildcard host grants; without it no wildcard host is granted.
 var apiGateways = controllerruntime.CRD{Name: "apigateways.operator.portico.dev", Version: "v1alpha1"}
@@ -39,9 +43,9 @@ func main() {
 			{Name: "authorizationpolicies.security.istio.io", Version: "v1"},
 			{Name: "requestauthentications.security.istio.io", Version: "v1"},
 		},
-		OptionalCRDs: []controllerruntime.CRD{istioGateways, serviceEntries, apiGateways},
+		OptionalCRDs: []controllerruntime.CRD{istioGateways, serviceEntries, workloadEntries, apiGateways},
 		Cache: func(opts *cache.Options, env controllerruntime.Environment) {
-			controller.ConfigureCache(opts, env.HasOptional(serviceEntries))
+			controller.ConfigureCache(opts, env.HasOptional(serviceEntries), env.HasOptional(workloadEntries))
 		},
 		AddToScheme: []func(*runtime.Scheme) error{
 			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme,
@@ -49,7 +53,7 @@ func main() {
 		Setup: func(mgr ctrl.Manager, env controllerruntime.Environment) error {
 			r := &controller.Reconciler{
 				Client: mgr.GetClient(), CheckGateways: env.HasOptional(istioGateways), CheckServiceEntries: env.HasOptional(serviceEntries),
-				ReadGrants: env.HasOptional(apiGateways),
+				CheckWorkloadEntries: env.HasOptional(workloadEntries), ReadGrants: env.HasOptional(apiGateways),
 			}
 			return r.SetupWithManager(context.Background(), mgr)
 		},

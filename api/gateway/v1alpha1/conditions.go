@@ -32,7 +32,8 @@ const (
 	ReasonReferenceNotPermitted = "ReferenceNotPermitted"
 	// ReasonBackendNotPermitted (False): a backend Service is an alias of
 	// somewhere else (type ExternalName, no pod selector, endpoints that are
-	// not pods of its own namespace, or a ServiceEntry declaring its host),
+	// not pods of its own namespace, a WorkloadEntry its selector picks, or
+	// a ServiceEntry declaring its host),
 	// so traffic would not land on the workload the access rules protect.
 	// The APIRule's Istio objects are removed.
 	ReasonBackendNotPermitted = "BackendNotPermitted"

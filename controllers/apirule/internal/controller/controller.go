@@ -47,7 +47,7 @@ const (
 // +kubebuilder:rbac:groups=networking.istio.io,resources=gateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
-// +kubebuilder:rbac:groups=networking.istio.io,resources=serviceentries,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.istio.io,resources=serviceentries;workloadentries,verbs=get;list;watch
 // +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways,verbs=get;list;watch
 
 // Reconciler reconciles APIRules.
@@ -63,6 +63,9 @@ type Reconciler struct {
 	// CheckServiceEntries refuses backends whose host a ServiceEntry also
 	// declares; only possible while Istio's ServiceEntry CRD is installed.
 	CheckServiceEntries bool
+	// CheckWorkloadEntries refuses backends whose selector picks
+	// WorkloadEntries; only possible while their CRD is installed.
+	CheckWorkloadEntries bool
 	// ReadGrants reads wildcard host grants from the APIGateway; only
 	// possible while its CRD is installed (else no wildcard is granted).
 	ReadGrants bool

@@ -91,7 +91,7 @@ func run(m *testing.M) int {
 	}
 
 	cacheOpts := cache.Options{}
-	ConfigureCache(&cacheOpts, true)
+	ConfigureCache(&cacheOpts, true, true)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testScheme(),
 		Cache:                  cacheOpts,
@@ -102,7 +102,7 @@ func run(m *testing.M) int {
 	if err != nil {
 		panic(err)
 	}
-	if err := (&Reconciler{Client: mgr.GetClient(), CheckGateways: true, CheckServiceEntries: true, ReadGrants: true}).SetupWithManager(ctx, mgr); err != nil {
+	if err := (&Reconciler{Client: mgr.GetClient(), CheckGateways: true, CheckServiceEntries: true, CheckWorkloadEntries: true, ReadGrants: true}).SetupWithManager(ctx, mgr); err != nil {
 		panic(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()

@@ -36,7 +36,7 @@ const (
 // ConfigureCache narrows what the controller caches: of the Istio kinds it
 // writes, only the objects it labelled. Others' objects are read past the
 // cache, only when they hold a name the controller needs.
-func ConfigureCache(opts *cache.Options, serviceEntries bool) {
+func ConfigureCache(opts *cache.Options, serviceEntries, workloadEntries bool) {
 	if opts.ByObject == nil {
 		opts.ByObject = map[client.Object]cache.ByObject{}
 	}
@@ -47,6 +47,9 @@ func ConfigureCache(opts *cache.Options, serviceEntries bool) {
 	opts.ByObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Transform: stripEndpointSlice}
 	if serviceEntries {
 		opts.ByObject[&networkingv1.ServiceEntry{}] = cache.ByObject{Transform: stripServiceEntry}
+	}
+	if workloadEntries {
+		opts.ByObject[&networkingv1.WorkloadEntry{}] = cache.ByObject{Transform: stripWorkloadEntry}
 	}
 }
 
@@ -64,6 +67,17 @@ func stripEndpointSlice(obj any) (any, error) {
 		out.Endpoints = append(out.Endpoints, discoveryv1.Endpoint{TargetRef: ep.TargetRef})
 	}
 	return out, nil
+}
+
+// stripWorkloadEntry keeps a WorkloadEntry's identity and labels.
+func stripWorkloadEntry(obj any) (any, error) {
+	we, ok := obj.(*networkingv1.WorkloadEntry)
+	if !ok {
+		return obj, nil
+	}
+	return &networkingv1.WorkloadEntry{TypeMeta: we.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: we.Name, Namespace: we.Namespace, Labels: we.Labels, ResourceVersion: we.ResourceVersion, UID: we.UID,
+	}}, nil
 }
 
 // stripServiceEntry keeps a ServiceEntry's identity and hosts.
@@ -191,17 +205,16 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if r.ReadGrants {
 		b = b.Watches(&operatorv1alpha1.APIGateway{}, grants)
 	}
+	everyAPIRule := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		return requests(list(ctx), nil)
+	})
+	// ServiceEntries and WorkloadEntries are rare, and a ServiceEntry's
+	// hosts may be wildcards: every APIRule looks again.
 	if r.CheckServiceEntries {
-		// ServiceEntries are rare and their hosts may be wildcards: every
-		// APIRule looks again.
-		b = b.Watches(&networkingv1.ServiceEntry{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-			return requests(list(ctx), nil)
-		}))
+		b = b.Watches(&networkingv1.ServiceEntry{}, everyAPIRule)
 	}
-	if r.CheckGateways {
-		gw := &metav1.PartialObjectMetadata{}
-		gw.SetGroupVersionKind(networkingv1.SchemeGroupVersion.WithKind("Gateway"))
-		b = b.Watches(gw, handler.EnqueueRequestsFromMapFunc(byIndex(gatewayIndex)))
+	if r.CheckWorkloadEntries {
+		b = b.Watches(&networkingv1.WorkloadEntry{}, everyAPIRule)
 	}
 	return b.Complete(r)
 }

@@ -153,6 +153,17 @@ func (r *Reconciler) aliasOf(ctx context.Context, svc *corev1.Service) (string, 
 			}
 		}
 	}
+	if r.CheckWorkloadEntries {
+		// Istio also sends a Service's traffic to the WorkloadEntries of its
+		// namespace that its selector picks: addresses anyone may write there.
+		var workloads networkingv1.WorkloadEntryList
+		if err := r.Client.List(ctx, &workloads, client.InNamespace(svc.Namespace), client.MatchingLabels(svc.Spec.Selector)); err != nil {
+			return "", fmt.Errorf("list the WorkloadEntries of namespace %s: %w", svc.Namespace, err)
+		}
+		if len(workloads.Items) > 0 {
+			return "selects WorkloadEntry " + workloads.Items[0].Name + " (an address that is not a pod)", nil
+		}
+	}
 	if !r.CheckServiceEntries {
 		return "", nil
 	}

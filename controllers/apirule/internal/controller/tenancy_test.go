@@ -156,6 +156,14 @@ func TestServiceAliasesAreRefused(t *testing.T) {
 		expectReason(t, ns, "alias-eps", gatewayv1alpha1.ReasonBackendNotPermitted)
 		NewWithT(t).Eventually(gone("alias-eps", &networkingv1.VirtualService{}), eventually).Should(BeTrue(), "the route is withdrawn")
 	})
+	t.Run("WorkloadEntry picked by the Service's selector", func(t *testing.T) {
+		createServiceIn(t, ns, "alias-we", nil)
+		we := &networkingv1.WorkloadEntry{ObjectMeta: metav1.ObjectMeta{Name: "alias-we", Namespace: ns, Labels: map[string]string{"app": "alias-we"}}}
+		we.Spec.Address = "10.0.0.9"
+		create(t, we)
+		apiRuleIn(t, ns, "alias-we", []gatewayv1alpha1.Hostname{"alias-we.example.com"}, "alias-we")
+		expectReason(t, ns, "alias-we", gatewayv1alpha1.ReasonBackendNotPermitted)
+	})
 	t.Run("ServiceEntry declaring the Service's host", func(t *testing.T) {
 		createServiceIn(t, ns, "alias-se", nil)
 		se := &networkingv1.ServiceEntry{ObjectMeta: metav1.ObjectMeta{Name: "alias-se", Namespace: otherNS}}
