@@ -115,16 +115,14 @@ func Decide(self Claim, others []Claim, granted Grants) Verdict {
 }
 
 func occupiedMessage(self, owner Claim, host, ownerHost string) string {
-	by := "an older APIRule of another namespace"
-	if owner.APIRule.Namespace == self.APIRule.Namespace {
-		by = "the older APIRule " + owner.APIRule.String()
+	if owner.APIRule.Namespace != self.APIRule.Namespace {
+		// Nothing about the owner: not its namespace, name or other hosts.
+		return fmt.Sprintf("host %s is already taken; a host has one owner, so this APIRule is not applied until the host is free", host)
 	}
 	how := ""
 	if ownerHost != host {
-		how = " (through " + ownerHost + ")"
-		if IsWildcard(host) {
-			how = " (it claims " + ownerHost + ", which " + host + " covers)"
-		}
+		how = " through " + ownerHost
 	}
-	return fmt.Sprintf("host %s is already claimed by %s%s; a host has one owner, so this APIRule is not applied until the owner lets it go", host, by, how)
+	return fmt.Sprintf("host %s is already claimed by the older APIRule %s%s; a host has one owner, so this APIRule is not applied until the owner lets it go",
+		host, owner.APIRule, how)
 }

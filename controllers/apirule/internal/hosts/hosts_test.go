@@ -85,6 +85,12 @@ func TestDecide(t *testing.T) {
 			if tc.reason != "" && v.Message == "" {
 				t.Fatal("refusal without a message")
 			}
+			for _, o := range tc.others {
+				if o.APIRule.Namespace != tc.self.APIRule.Namespace && o.APIRule != tc.self.APIRule &&
+					(strings.Contains(v.Message, o.APIRule.Namespace) || strings.Contains(v.Message, o.APIRule.String())) {
+					t.Fatalf("message names another namespace's APIRule: %s", v.Message)
+				}
+			}
 			if tc.leak != "" && strings.Contains(v.Message, tc.leak) {
 				t.Fatalf("message names another namespace: %s", v.Message)
 			}
