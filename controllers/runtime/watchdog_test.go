@@ -73,6 +73,17 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// processLogs receives the logs of every Run in the test process: the
+// controller-runtime logger is set only once per process, by the first Run.
+var processLogs = &syncBuffer{}
+
+// logView is what processLogs received since the view was made.
+type logView struct{ start int }
+
+func newLogView() *logView { return &logView{start: len(processLogs.String())} }
+
+func (v *logView) String() string { return processLogs.String()[v.start:] }
+
 func freeAddr(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -115,12 +126,12 @@ func TestWatchdogFollowsTheRequiredCRD(t *testing.T) {
 		},
 	}
 	probe := freeAddr(t)
-	logs := &syncBuffer{}
+	logs := newLogView()
 	exited := make(chan error, 1)
 	go func() {
 		exited <- Run(ctx, controller, Options{
 			MetricsAddr: "0", ProbeAddr: probe, LogLevel: "info", ShutdownTimeout: 5 * time.Second,
-			restConfig: testCfg, logOutput: logs,
+			restConfig: testCfg, logOutput: processLogs,
 		})
 	}()
 	readyz := func() int {

@@ -1,0 +1,131 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+)
+
+// TestRunQuarantinesUndecodableObjects: an APIRule whose status does not
+// decode (a lower-case z time, which the API server admits) neither keeps
+// the workers from reconciling every APIRule nor goes unreported.
+func TestRunQuarantinesUndecodableObjects(t *testing.T) {
+	g := NewWithT(t)
+	// Bounds the waits; nothing is asserted about how long anything takes.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	ns := fmt.Sprintf("quarantine-%d", time.Now().UnixNano())
+	g.Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	for _, name := range []string{"good", "bad"} {
+		g.Expect(k8sClient.Create(ctx, &gatewayv1alpha1.APIRule{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: gatewayv1alpha1.APIRuleSpec{
+				Hosts:   []gatewayv1alpha1.Hostname{gatewayv1alpha1.Hostname(name + "." + ns + ".example.com")},
+				Gateway: "istio-system/public",
+				Service: &gatewayv1alpha1.ServiceReference{Name: "backend", Port: 8080},
+				Rules:   []gatewayv1alpha1.Rule{{Path: "/*", NoAuth: ptr.To(true)}},
+			},
+		})).To(Succeed())
+	}
+	bad := &unstructured.Unstructured{}
+	bad.SetGroupVersionKind(gatewayv1alpha1.GroupVersion.WithKind("APIRule"))
+	bad.SetNamespace(ns)
+	bad.SetName("bad")
+	g.Expect(k8sClient.Status().Patch(ctx, bad, client.RawPatch(types.MergePatchType, []byte(
+		`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Applied","message":"",`+
+			`"lastTransitionTime":"2026-01-01T00:00:00z"}]}}`)))).To(Succeed())
+	g.Expect(k8sClient.List(ctx, &gatewayv1alpha1.APIRuleList{}, client.InNamespace(ns))).NotTo(Succeed(),
+		"without the guard the typed list fails")
+
+	reconciled := make(chan string, 100)
+	controller := Controller{
+		Name:         "quarantinetest",
+		RequiredCRDs: []CRD{{Name: "apirules.gateway.portico.dev", Version: "v1alpha1"}},
+		AddToScheme:  []func(*runtime.Scheme) error{gatewayv1alpha1.AddToScheme},
+		Setup: func(mgr ctrl.Manager, _ Environment) error {
+			return ctrl.NewControllerManagedBy(mgr).Named("quarantinetest").For(&gatewayv1alpha1.APIRule{}).
+				Complete(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+					if req.Namespace == ns {
+						reconciled <- req.Name
+					}
+					return reconcile.Result{}, nil
+				}))
+		},
+	}
+	logs := newLogView()
+	runCtx, stop := context.WithCancel(ctx)
+	exited := make(chan error, 1)
+	go func() {
+		exited <- Run(runCtx, controller, Options{
+			MetricsAddr: "0", ProbeAddr: "0", LogLevel: "info", ShutdownTimeout: 5 * time.Second,
+			restConfig: testCfg, logOutput: processLogs,
+		})
+	}()
+
+	// Both are reconciled: the bad one without its status.
+	pending := map[string]bool{"good": true, "bad": true}
+	for len(pending) > 0 {
+		select {
+		case name := <-reconciled:
+			delete(pending, name)
+		case <-ctx.Done():
+			t.Fatalf("not reconciled: %v\n%s", pending, logs)
+		}
+	}
+
+	// The bad one is reported: a Warning Event on it and a log line.
+	event := awaitEvent(t, ctx, ns, "bad")
+	g.Expect(event.Type).To(Equal(corev1.EventTypeWarning))
+	g.Expect(event.Action).To(Equal("StatusRemoved"))
+	g.Expect(event.Note).To(ContainSubstring(`APIRule bad does not decode`))
+	g.Expect(event.ReportingController).To(Equal("quarantinetest-controller"))
+
+	stop()
+	g.Expect(<-exited).To(Succeed())
+	g.Expect(logs.String()).To(MatchRegexp(`"Quarantined an object that does not decode".*"namespace":"%s","name":"bad"`, ns))
+}
+
+// awaitEvent watches the namespace's events.k8s.io Events until one with
+// reason UndecodableObject regards the named object.
+func awaitEvent(t *testing.T, ctx context.Context, ns, name string) *eventsv1.Event {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(testCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cs.EventsV1().Events(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("watch ended")
+			}
+			if e, isEvent := ev.Object.(*eventsv1.Event); isEvent && e.Reason == "UndecodableObject" && e.Regarding.Name == name {
+				return e
+			}
+		case <-ctx.Done():
+			t.Fatalf("no UndecodableObject Event on %s/%s: %v", ns, name, ctx.Err())
+		}
+	}
+}
