@@ -8,6 +8,7 @@ import (
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -48,7 +49,7 @@ func main() {
 			controller.ConfigureCache(opts, env.HasOptional(serviceEntries), env.HasOptional(workloadEntries))
 		},
 		AddToScheme: []func(*runtime.Scheme) error{
-			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme,
+			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme, discoveryv1.AddToScheme,
 		},
 		Setup: func(mgr ctrl.Manager, env controllerruntime.Environment) error {
 			r := &controller.Reconciler{

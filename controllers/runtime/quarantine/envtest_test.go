@@ -341,7 +341,12 @@ func testCacheSyncsAndFollows(t *testing.T, ctx context.Context, cfg *rest.Confi
 	mgrCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mgrCtx) }()
-	defer func() { stop(); <-done }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Logf("manager stopped: %v", err)
+		}
+	}()
 	g.Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue()) // returns once the cache runs
 
 	ruleEvents, vsEvents := make(events, 100), make(events, 100)

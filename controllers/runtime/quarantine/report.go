@@ -15,13 +15,13 @@ import (
 type Reason string
 
 const (
-	// StatusRemoved: the object decodes without its status and was passed
+	// StatusRemoved means the object decodes without its status and was passed
 	// on without it; its owner rewrites status.
 	StatusRemoved Reason = "StatusRemoved"
-	// Dropped: the object was left out of a list or a watch stream (a
+	// Dropped means the object was left out of a list or a watch stream (a
 	// MODIFIED event became DELETED); controllers ignore it until it is fixed.
 	Dropped Reason = "Dropped"
-	// Undecodable: a single-object response was passed on unchanged; the
+	// Undecodable means a single-object response was passed on unchanged; the
 	// requests for that object fail until it is fixed.
 	Undecodable Reason = "Undecodable"
 )

@@ -1,0 +1,163 @@
+package tenancy
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+)
+
+// Class 2: a host has one owner cluster-wide, the oldest APIRule claiming
+// it (exactly or through a granted wildcard); a later claim is refused with
+// a reason that names nothing of the owner's namespace, and gets the host
+// when the owner goes. Wildcards need the administrator's grant.
+func TestHostsHaveOneOwner(t *testing.T) {
+	t.Run("team-b claiming team-a's host on the same gateway", func(t *testing.T) {
+		t.Parallel()
+		owner := ownHost(t, "storefront-1", "shop-1.example.com")
+		claim := claimHost(t, "grab-1", "shop-1.example.com", publicGateway)
+		wait := expectOccupied(t, claim, owner)
+		t.Run("team-a keeps every path of the host", func(t *testing.T) { expectOnlyTeamARoutes(t, "shop-1.example.com", wait) })
+	})
+	t.Run("team-b claiming team-a's host on another gateway", func(t *testing.T) {
+		t.Parallel()
+		owner := ownHost(t, "storefront-2", "shop-2.example.com")
+		claim := claimHost(t, "grab-2", "shop-2.example.com", internalGateway)
+		wait := expectOccupied(t, claim, owner)
+		t.Run("team-a keeps every path of the host", func(t *testing.T) { expectOnlyTeamARoutes(t, "shop-2.example.com", wait) })
+	})
+	t.Run("team-b claiming a wildcard nobody granted", func(t *testing.T) {
+		t.Parallel()
+		claim := claimHost(t, "grab-3", "*.ungranted.example.com", publicGateway)
+		expectWildcardRefused(t, claim, "any.ungranted.example.com")
+	})
+	t.Run("team-b claiming a wildcard granted to another namespace", func(t *testing.T) {
+		t.Parallel()
+		grantWildcard(t, "*.elsewhere.example.com", teamA)
+		claim := claimHost(t, "grab-4", "*.elsewhere.example.com", publicGateway)
+		expectWildcardRefused(t, claim, "any.elsewhere.example.com")
+	})
+	t.Run("team-b claiming a wildcard granted to it over team-a's older host", func(t *testing.T) {
+		t.Parallel()
+		grantWildcard(t, "*.mall.example.com", teamB)
+		owner := ownHost(t, "storefront-5", "shop.mall.example.com")
+		claim := claimHost(t, "grab-5", "*.mall.example.com", publicGateway)
+		wait := expectOccupied(t, claim, owner)
+		t.Run("team-a keeps every path of its host", func(t *testing.T) { expectOnlyTeamARoutes(t, "shop.mall.example.com", wait) })
+		t.Run("team-a's APIRule stays Applied", func(t *testing.T) { expectReason(t, owner, gatewayv1alpha1.ReasonApplied) })
+	})
+	t.Run("team-b changing its hosts to team-a's", func(t *testing.T) {
+		t.Parallel()
+		claim := claimHost(t, "grab-6", "grab-6.b.example", publicGateway)
+		moved := claim.DeepCopy()
+		moved.Spec.Hosts = []gatewayv1alpha1.Hostname{"shop-1.example.com"}
+		err := bob.Update(context.Background(), moved)
+		NewWithT(t).Expect(apierrors.IsInvalid(err)).To(BeTrue(), "the API server must refuse to change spec.hosts, got %v", err)
+	})
+	t.Run("team-b's waiting claim when team-a's APIRule goes", func(t *testing.T) {
+		t.Parallel()
+		owner := ownHost(t, "storefront-7", "shop-7.example.com")
+		claim := claimHost(t, "grab-7", "shop-7.example.com", publicGateway)
+		expectOccupied(t, claim, owner)
+		g := NewWithT(t)
+		g.Expect(alice.Delete(context.Background(), owner)).To(Succeed())
+		collectGarbage(t, owner)
+		t.Run("becomes Applied", func(t *testing.T) { expectReason(t, claim, gatewayv1alpha1.ReasonApplied) })
+		t.Run("serves the host", func(t *testing.T) {
+			NewWithT(t).Eventually(func(g Gomega) {
+				g.Expect(destinationNamespaces(route(g, publicGateway, "shop-7.example.com", "/"))).To(ConsistOf(teamB))
+			}, eventually, poll).Should(Succeed())
+		})
+	})
+}
+
+// ownHost is team-a's APIRule serving host, applied before any claim.
+func ownHost(t *testing.T, name, host string) *gatewayv1alpha1.APIRule {
+	t.Helper()
+	create(t, alice, service(teamA, name))
+	rule := apiRule(teamA, name, host, publicGateway, backend("", name), protectedAPI()...)
+	create(t, alice, rule)
+	expectReason(t, rule, gatewayv1alpha1.ReasonApplied)
+	// Claims date from creationTimestamp (whole seconds); a tie goes to the
+	// namespace first in order, team-a, so the owner is older either way.
+	return rule
+}
+
+// claimHost is team-b's APIRule claiming host with noAuth /* to its own Service.
+func claimHost(t *testing.T, name, host, gateway string) *gatewayv1alpha1.APIRule {
+	t.Helper()
+	create(t, bob, service(teamB, name))
+	rule := apiRule(teamB, name, host, gateway, backend("", name), noAuth("/*"))
+	create(t, bob, rule)
+	return rule
+}
+
+// expectOccupied checks a refused claim on an owned host; it returns how
+// long the checks that follow should wait (see followUp).
+func expectOccupied(t *testing.T, claim, owner *gatewayv1alpha1.APIRule) time.Duration {
+	t.Helper()
+	wait := followUp(t.Run("is refused with HostOccupied", func(t *testing.T) {
+		expectRefused(t, claim, gatewayv1alpha1.ReasonHostOccupied)
+		NewWithT(t).Consistently(func(g Gomega) {
+			g.Expect(readyOf(g, client.ObjectKeyFromObject(claim)).Reason).To(Equal(gatewayv1alpha1.ReasonHostOccupied))
+		}, 3*time.Second, poll).Should(Succeed(), "the refusal flaps")
+	}))
+	t.Run("its status names nothing of team-a", func(t *testing.T) { expectNoLeak(t, claim, owner.Name) })
+	t.Run("no Istio object is left for it", func(t *testing.T) {
+		NewWithT(t).Eventually(func(g Gomega) { g.Expect(writtenFor(g, claim)).To(BeEmpty()) }, wait, poll).Should(Succeed())
+	})
+	return wait
+}
+
+// expectOnlyTeamARoutes checks that every path of the host, on every
+// gateway, goes to team-a or nowhere.
+func expectOnlyTeamARoutes(t *testing.T, host string, wait time.Duration) {
+	NewWithT(t).Eventually(func(g Gomega) {
+		for _, gw := range []string{publicGateway, internalGateway} {
+			for _, p := range []string{"/", "/admin", "/health", "/other"} {
+				r := route(g, gw, host, p)
+				g.Expect(destinationNamespaces(r)).NotTo(ContainElement(Not(Equal(teamA))), "%s%s on %s is routed by %v", host, p, gw, r)
+			}
+		}
+	}, wait, poll).Should(Succeed())
+}
+
+// expectWildcardRefused checks an ungranted wildcard claim.
+func expectWildcardRefused(t *testing.T, claim *gatewayv1alpha1.APIRule, covered string) {
+	t.Helper()
+	wait := followUp(t.Run("is refused with HostNotPermitted", func(t *testing.T) {
+		expectRefused(t, claim, gatewayv1alpha1.ReasonHostNotPermitted)
+	}))
+	t.Run("no gateway routes a host it covers", func(t *testing.T) {
+		NewWithT(t).Eventually(func(g Gomega) { expectNotRouted(g, covered) }, wait, poll).Should(Succeed())
+	})
+}
+
+// grantWildcard is the administrator granting a wildcard host to
+// namespaces on the APIGateway, until the test ends.
+func grantWildcard(t *testing.T, host string, namespaces ...string) {
+	t.Helper()
+	gw := &operatorv1alpha1.APIGateway{ObjectMeta: metav1.ObjectMeta{Name: operatorv1alpha1.SingletonName}}
+	update(t, admin, gw, func(gw *operatorv1alpha1.APIGateway) {
+		if gw.Spec.APIRules == nil {
+			gw.Spec.APIRules = &operatorv1alpha1.APIRulesSpec{}
+		}
+		gw.Spec.APIRules.WildcardHosts = append(gw.Spec.APIRules.WildcardHosts, operatorv1alpha1.WildcardHostGrant{Host: host, Namespaces: namespaces})
+	})
+	t.Cleanup(func() {
+		update(t, admin, gw, func(gw *operatorv1alpha1.APIGateway) {
+			if gw.Spec.APIRules == nil {
+				return
+			}
+			gw.Spec.APIRules.WildcardHosts = slices.DeleteFunc(gw.Spec.APIRules.WildcardHosts, func(g operatorv1alpha1.WildcardHostGrant) bool { return g.Host == host })
+		})
+	})
+}

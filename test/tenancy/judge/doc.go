@@ -1,0 +1,18 @@
+// Package judge decides, from the Istio objects actually stored in a
+// cluster, what Istio would do with a request: whether the
+// AuthorizationPolicies and RequestAuthentications that apply to a workload
+// let it reach the pod (Judge), and where the VirtualServices bound to a
+// gateway send it (Route).
+//
+// It models Istio's documented semantics for sidecar workloads selected by
+// labels: policies of the workload's namespace whose selector matches its
+// labels (no selector: every workload of the namespace) and those of the
+// root namespace, mesh-wide; CUSTOM (taken as deny-if-match), then DENY,
+// then ALLOW, where at least one applicable ALLOW policy means a request is
+// allowed only if one of their rules matches. Key sets are identified by
+// their jwksUri. Anything it cannot model faithfully (path templates,
+// unknown condition keys, delegated routes, …) is an error, never a guess.
+//
+// It is a pure package for the tenant-attack suite: it reads no cluster and
+// must not be imported by production code.
+package judge

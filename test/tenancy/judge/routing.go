@@ -1,0 +1,178 @@
+package judge
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+)
+
+// Destination is where a route sends requests.
+type Destination struct {
+	// Host as written in the VirtualService.
+	Host string
+	// Service and Namespace of a cluster-local host (<svc>.<ns>.svc.cluster.local,
+	// or a short name relative to the VirtualService); empty otherwise.
+	Service   string
+	Namespace string
+	Port      uint32
+}
+
+// Routed is the route a request takes through a gateway.
+type Routed struct {
+	// VirtualService is the namespace/name holding the route.
+	VirtualService string
+	Route          string
+	// Destinations is empty for a redirect or direct response.
+	Destinations []Destination
+}
+
+// Route finds the route Istio's gateway ("namespace/name") takes for a
+// request, or nil if none does. As in Istio, the most specific host wins
+// (an exact host over the longest wildcard); the routes of every
+// VirtualService bound to the gateway with that host are merged, oldest
+// VirtualService first, and the first route that matches is taken.
+func Route(vss []*networkingv1.VirtualService, gateway, host, path, method string) (*Routed, error) {
+	bound := slices.DeleteFunc(slices.Clone(vss), func(vs *networkingv1.VirtualService) bool {
+		return !slices.ContainsFunc(vs.Spec.Gateways, func(g string) bool { return bindsTo(g, vs.Namespace, gateway) })
+	})
+	vhost := virtualHost(bound, host)
+	if vhost == "" {
+		return nil, nil
+	}
+	merged := slices.DeleteFunc(bound, func(vs *networkingv1.VirtualService) bool { return !slices.Contains(vs.Spec.Hosts, vhost) })
+	slices.SortStableFunc(merged, func(a, b *networkingv1.VirtualService) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	for _, vs := range merged {
+		for _, route := range vs.Spec.Http {
+			ok, err := routeMatches(route, gateway, vs.Namespace, host, path, method)
+			if err != nil {
+				return nil, fmt.Errorf("VirtualService %s/%s route %q: %w", vs.Namespace, vs.Name, route.Name, err)
+			}
+			if ok {
+				return routed(vs, route), nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// bindsTo reports whether a VirtualService's gateway entry names gateway;
+// a name without namespace is the VirtualService's namespace.
+func bindsTo(entry, vsNamespace, gateway string) bool {
+	if entry == "mesh" {
+		return false
+	}
+	if !strings.Contains(entry, "/") {
+		entry = vsNamespace + "/" + entry
+	}
+	return entry == gateway
+}
+
+// virtualHost picks the most specific host of the bound VirtualServices
+// that covers the request's host: the exact host, else the longest
+// wildcard ("*.example.com", then "*").
+func virtualHost(vss []*networkingv1.VirtualService, host string) string {
+	host = strings.ToLower(host)
+	best := ""
+	for _, vs := range vss {
+		for _, h := range vs.Spec.Hosts {
+			lower := strings.ToLower(h)
+			switch {
+			case lower == host:
+				return h
+			case lower == "*" || strings.HasPrefix(lower, "*") && strings.HasSuffix(host, lower[1:]):
+				if len(h) > len(best) {
+					best = h
+				}
+			}
+		}
+	}
+	return best
+}
+
+func routeMatches(route *networkingv1alpha3.HTTPRoute, gateway, vsNamespace, host, path, method string) (bool, error) {
+	if route.Delegate != nil {
+		return false, fmt.Errorf("delegated routes are not modelled")
+	}
+	if len(route.Match) == 0 {
+		return true, nil
+	}
+	return anyOf(route.Match, func(m *networkingv1alpha3.HTTPMatchRequest) (bool, error) {
+		return requestMatches(m, gateway, vsNamespace, host, path, method)
+	})
+}
+
+// requestMatches ANDs the conditions of one match.
+func requestMatches(m *networkingv1alpha3.HTTPMatchRequest, gateway, vsNamespace, host, path, method string) (bool, error) {
+	if m.Scheme != nil || len(m.Headers) > 0 || m.Port != 0 || len(m.SourceLabels) > 0 || len(m.QueryParams) > 0 ||
+		len(m.WithoutHeaders) > 0 || m.SourceNamespace != "" {
+		return false, fmt.Errorf("match %q uses conditions that are not modelled", m.Name)
+	}
+	if len(m.Gateways) > 0 && !slices.ContainsFunc(m.Gateways, func(g string) bool { return bindsTo(g, vsNamespace, gateway) }) {
+		return false, nil
+	}
+	if m.IgnoreUriCase {
+		path = strings.ToLower(path)
+	}
+	for _, c := range []struct {
+		match *networkingv1alpha3.StringMatch
+		value string
+	}{{m.Uri, path}, {m.Method, method}, {m.Authority, host}} {
+		ok, err := stringMatches(c.match, c.value)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// stringMatches applies a VirtualService StringMatch; nil matches anything.
+// A regex must match the whole value (Envoy's safe_regex).
+func stringMatches(m *networkingv1alpha3.StringMatch, value string) (bool, error) {
+	switch t := m.GetMatchType().(type) {
+	case nil:
+		return true, nil
+	case *networkingv1alpha3.StringMatch_Exact:
+		return value == t.Exact, nil
+	case *networkingv1alpha3.StringMatch_Prefix:
+		return strings.HasPrefix(value, t.Prefix), nil
+	case *networkingv1alpha3.StringMatch_Regex:
+		re, err := regexp.Compile("^(?:" + t.Regex + ")$")
+		if err != nil {
+			return false, fmt.Errorf("regex %q: %w", t.Regex, err)
+		}
+		return re.MatchString(value), nil
+	}
+	return false, fmt.Errorf("string match %v is not modelled", m)
+}
+
+func routed(vs *networkingv1.VirtualService, route *networkingv1alpha3.HTTPRoute) *Routed {
+	out := &Routed{VirtualService: vs.Namespace + "/" + vs.Name, Route: route.Name}
+	for _, d := range route.Route {
+		dest := Destination{Host: d.GetDestination().GetHost(), Port: d.GetDestination().GetPort().GetNumber()}
+		dest.Service, dest.Namespace = resolve(dest.Host, vs.Namespace)
+		out.Destinations = append(out.Destinations, dest)
+	}
+	return out
+}
+
+// resolve returns the Service and namespace of a cluster-local host.
+func resolve(host, vsNamespace string) (service, namespace string) {
+	if !strings.Contains(host, ".") {
+		return host, vsNamespace
+	}
+	if rest, ok := strings.CutSuffix(host, ".svc.cluster.local"); ok {
+		if svc, ns, ok := strings.Cut(rest, "."); ok && !strings.Contains(ns, ".") {
+			return svc, ns
+		}
+	}
+	return "", ""
+}
