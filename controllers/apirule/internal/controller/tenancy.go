@@ -143,7 +143,7 @@ func (r *Reconciler) aliasOf(ctx context.Context, svc *corev1.Service) (string, 
 		return "has no pod selector (its endpoints may be anything)", nil
 	}
 	var slices discoveryv1.EndpointSliceList
-	if err := r.Client.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
+	if err := r.Client.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return "", fmt.Errorf("list the endpoints of service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	for _, s := range slices.Items {
@@ -157,7 +157,7 @@ func (r *Reconciler) aliasOf(ctx context.Context, svc *corev1.Service) (string, 
 		// Istio also sends a Service's traffic to the WorkloadEntries of its
 		// namespace that its selector picks: addresses anyone may write there.
 		var workloads networkingv1.WorkloadEntryList
-		if err := r.Client.List(ctx, &workloads, client.InNamespace(svc.Namespace), client.MatchingLabels(svc.Spec.Selector)); err != nil {
+		if err := r.Client.List(ctx, &workloads, client.InNamespace(svc.Namespace), client.MatchingLabels(svc.Spec.Selector), client.UnsafeDisableDeepCopy); err != nil {
 			return "", fmt.Errorf("list the WorkloadEntries of namespace %s: %w", svc.Namespace, err)
 		}
 		if len(workloads.Items) > 0 {
@@ -168,7 +168,7 @@ func (r *Reconciler) aliasOf(ctx context.Context, svc *corev1.Service) (string, 
 		return "", nil
 	}
 	var entries networkingv1.ServiceEntryList
-	if err := r.Client.List(ctx, &entries); err != nil {
+	if err := r.Client.List(ctx, &entries, client.UnsafeDisableDeepCopy); err != nil {
 		return "", fmt.Errorf("list ServiceEntries: %w", err)
 	}
 	names := serviceHostNames(svc)
@@ -276,11 +276,12 @@ func olderRAs(self *securityv1.RequestAuthentication, others []*securityv1.Reque
 func (r *Reconciler) livePolicies(ctx context.Context, rule *gatewayv1alpha1.APIRule) (own, other []*securityv1.AuthorizationPolicy, ownRA, otherRA []*securityv1.RequestAuthentication, err error) {
 	managed := client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy}
 	var aps securityv1.AuthorizationPolicyList
-	if err := r.Client.List(ctx, &aps, client.InNamespace(rule.Namespace), managed); err != nil {
+	// Read-only: share the cache's objects rather than copy every policy.
+	if err := r.Client.List(ctx, &aps, client.InNamespace(rule.Namespace), managed, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("list the AuthorizationPolicies of namespace %s: %w", rule.Namespace, err)
 	}
 	var ras securityv1.RequestAuthenticationList
-	if err := r.Client.List(ctx, &ras, client.InNamespace(rule.Namespace), managed); err != nil {
+	if err := r.Client.List(ctx, &ras, client.InNamespace(rule.Namespace), managed, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("list the RequestAuthentications of namespace %s: %w", rule.Namespace, err)
 	}
 	for _, ap := range aps.Items {
