@@ -174,6 +174,12 @@ func (r *Reconciler) aliasOf(ctx context.Context, svc *corev1.Service) (string, 
 	names := serviceHostNames(svc)
 	for _, se := range entries.Items {
 		for _, h := range se.Spec.Hosts {
+			if hosts.IsWildcard(h) && se.Namespace != svc.Namespace {
+				// A wildcard of another namespace names no Service in
+				// particular: counting it would let one tenant's
+				// "*.svc.cluster.local" stop every APIRule of the cluster.
+				continue
+			}
 			for _, name := range names {
 				if hosts.Overlap(strings.ToLower(h), name) {
 					return "has a host that a ServiceEntry also declares (" + h + ")", nil

@@ -175,6 +175,16 @@ func TestServiceAliasesAreRefused(t *testing.T) {
 		c := expectReason(t, ns, "alias-se", gatewayv1alpha1.ReasonBackendNotPermitted)
 		NewWithT(t).Expect(c.Message).NotTo(ContainSubstring(otherNS))
 	})
+	t.Run("another namespace's wildcard ServiceEntry stops nobody", func(t *testing.T) {
+		se := &networkingv1.ServiceEntry{ObjectMeta: metav1.ObjectMeta{Name: "everything", Namespace: otherNS}}
+		se.Spec.Hosts = []string{"*.svc.cluster.local"}
+		se.Spec.Resolution = networkingv1alpha3.ServiceEntry_DNS
+		se.Spec.Ports = []*networkingv1alpha3.ServicePort{{Number: 8080, Name: "http", Protocol: "HTTP"}}
+		create(t, se)
+		createServiceIn(t, ns, "alias-wild", nil)
+		apiRuleIn(t, ns, "alias-wild", []gatewayv1alpha1.Hostname{"alias-wild.example.com"}, "alias-wild")
+		expectReason(t, ns, "alias-wild", gatewayv1alpha1.ReasonApplied)
+	})
 }
 
 // Within a namespace, a second APIRule on the same pods cannot open what
