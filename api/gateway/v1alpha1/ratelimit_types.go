@@ -151,9 +151,9 @@ type RateLimitStatus struct {
 // EnvoyFilter per gateway workload and RateLimit namespace, so the
 // RateLimits of one namespace never share a filter with another's: another
 // namespace cannot stop, stale or remove them. A gateway-wide limit
-// (targetRef.kind Gateway) applies only when every pod the Gateway selects
-// runs in the RateLimit's namespace, so a tenant throttles only its own
-// pods; otherwise it reports NotEnforced. A filter over the controller's
+// (targetRef.kind Gateway) acts only on the pods the Gateway selects in the
+// RateLimit's namespace, so a tenant throttles only its own pods; with none
+// there it reports NotEnforced. A filter over the controller's
 // size budget (768 KiB) is not written, and the RateLimits of its
 // namespace report EnvoyFilterFailed.
 //

@@ -326,7 +326,7 @@ func TestFilterGoesToTheTenantsOrTheRootNamespace(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		c := verdict(g, "bookinfo", "whole")
 		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonNotEnforced))
-		g.Expect(c.Message).To(ContainSubstring("not every pod that Istio gateway bookinfo/bookinfo-gateway selects (app=bookinfo-gateway) runs in namespace bookinfo"))
+		g.Expect(c.Message).To(ContainSubstring("no pod that Istio gateway bookinfo/bookinfo-gateway selects (app=bookinfo-gateway) runs in namespace bookinfo"))
 	}, eventually).Should(Succeed())
 
 	// The pods move into the tenant's namespace: the gateway-wide limit

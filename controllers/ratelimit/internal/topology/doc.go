@@ -13,9 +13,12 @@
 // every pod the gateway selects runs there; otherwise in Istio's root
 // namespace, whose workloadSelector reaches the pods of every namespace —
 // never in another tenant's namespace. A gateway-wide limit throttles every
-// request through its pods, so it is enforced only when all of them run in
-// the RateLimit's own namespace; whose Gateways also select those pods does
-// not matter.
+// request through its pods, so it acts only on the selected pods of the
+// RateLimit's own namespace, with a filter there: look-alike pods of other
+// namespaces are neither limited nor able to switch it off, and whose
+// Gateways also select the pods does not matter. In Istio's root namespace,
+// whose filters reach every namespace, it applies only when every selected
+// pod runs there.
 //
 // Everything here is a pure, deterministic function of its input — no
 // cluster access, no state — so the same world always yields byte-identical

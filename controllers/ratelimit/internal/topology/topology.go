@@ -245,6 +245,31 @@ func podGroups(pods []Pod) []podGroup {
 	return groups
 }
 
+// actsOn returns the pod groups a limit of namespace acts on: for a
+// gateway-wide limit, the selected pods of its own namespace (none in
+// Istio's root namespace unless every selected pod runs there, as a filter
+// there reaches the pods of every namespace); for route limits every pod
+// the gateway selects.
+func (w *snapshot) actsOn(t target, namespace string) []int {
+	if !t.gatewayWide {
+		return t.gateway.pods
+	}
+	if namespace == w.in.RootNamespace {
+		// A filter there reaches the look-alike pods of every namespace too.
+		if !w.runsIn(t.gateway, namespace) {
+			return nil
+		}
+		return t.gateway.pods
+	}
+	var own []int
+	for _, i := range t.gateway.pods {
+		if w.pods[i].namespace == namespace {
+			own = append(own, i)
+		}
+	}
+	return own
+}
+
 // runsIn reports whether every pod the gateway selects runs in namespace.
 func (w *snapshot) runsIn(g *gatewayTarget, namespace string) bool {
 	for _, i := range g.pods {
@@ -271,7 +296,12 @@ func (w *snapshot) home(tenant string, g *gatewayTarget) string {
 // workload returns the EnvoyFilter for the RateLimits of tenant on the pods
 // g selects; gateways with the same selector share it.
 func (w *snapshot) workload(tenant string, g *gatewayTarget) *workload {
-	ns := w.home(tenant, g)
+	return w.workloadIn(w.home(tenant, g), tenant, g)
+}
+
+// workloadIn returns the EnvoyFilter in namespace ns for the RateLimits of
+// tenant on the pods g selects.
+func (w *snapshot) workloadIn(ns, tenant string, g *gatewayTarget) *workload {
 	key := ns + "/" + tenant + "/" + selectorKey(g.Selector)
 	wl, ok := w.workloads[key]
 	if !ok {
@@ -290,6 +320,10 @@ type visit struct {
 	// foreign marks a route limit on pods that do not all run in its own
 	// namespace: it claims after every other limit.
 	foreign bool
+	// pods are the pod groups the limit acts on: for a gateway-wide limit
+	// those of its own namespace (the filter there reaches no others), for
+	// route limits every pod the gateway selects.
+	pods []int
 }
 
 // Compute derives the desired EnvoyFilters and verdicts.
@@ -316,7 +350,8 @@ func Compute(in Input) Output {
 			out.Verdicts[id] = *v
 			continue
 		}
-		visits = append(visits, visit{id: id, spec: p.Spec, target: t, foreign: !t.gatewayWide && !w.runsIn(t.gateway, p.Namespace)})
+		visits = append(visits, visit{id: id, spec: p.Spec, target: t, foreign: !t.gatewayWide && !w.runsIn(t.gateway, p.Namespace),
+			pods: w.actsOn(t, p.Namespace)})
 	}
 	pass := func(v visit) int {
 		if v.foreign {
@@ -361,6 +396,11 @@ func (w *snapshot) claim(held owners, v visit) Verdict {
 	}
 	held.take(v)
 	wl := w.workload(v.id.Namespace, v.target.gateway)
+	if v.target.gatewayWide {
+		// In the policy's own namespace, whatever pods of others the gateway
+		// also selects: they are not limited, and cannot stop the limit.
+		wl = w.workloadIn(v.id.Namespace, v.id.Namespace, v.target.gateway)
+	}
 	if v.target.gatewayWide {
 		wl.claims = append(wl.claims, claim{policy: v.id, spec: v.spec})
 	}
@@ -436,8 +476,11 @@ func (w *snapshot) reach(p Policy, t target) *Verdict {
 			selectorKey(g.Selector), g.ref())
 	case !t.gatewayWide && len(t.routes) == 0:
 		return notEnforced("%s has no rules to limit", t.via)
-	case t.gatewayWide && !w.runsIn(g, p.Namespace):
-		return notEnforced("not every pod that Istio gateway %s selects (%s) runs in namespace %s; a gateway-wide limit throttles every request through its pods, so it applies only when all of them run in the RateLimit's own namespace (limit APIRules' routes instead)",
+	case t.gatewayWide && p.Namespace == w.in.RootNamespace && !w.runsIn(g, p.Namespace):
+		return notEnforced("pods of other namespaces also match the selector %s of Istio gateway %s, and a gateway-wide limit in Istio's root namespace %s would throttle them too, so it is not applied",
+			selectorKey(g.Selector), g.ref(), p.Namespace)
+	case t.gatewayWide && len(w.actsOn(t, p.Namespace)) == 0:
+		return notEnforced("no pod that Istio gateway %s selects (%s) runs in namespace %s; a gateway-wide limit throttles every request through its pods, so it applies only to pods of the RateLimit's own namespace (limit APIRules' routes instead)",
 			g.ref(), selectorKey(g.Selector), p.Namespace)
 	case w.home(p.Namespace, g) == "":
 		return notEnforced("the pods of %s do not all run in namespace %s, and without Istio's root namespace no EnvoyFilter of this namespace can reach them", t.via, p.Namespace)
@@ -466,7 +509,7 @@ func (o owners) conflict(w *snapshot, v visit) *Verdict {
 		return &Verdict{Reason: gatewayv1alpha1.ReasonConflicted, Message: fmt.Sprintf(format, args...)}
 	}
 	t := v.target
-	for _, i := range t.gateway.pods {
+	for _, i := range v.pods {
 		where := w.podsOf(i, v.id.Namespace)
 		if h, ok := o.gatewayWide[i]; ok {
 			if t.gatewayWide {
@@ -508,7 +551,7 @@ func (h holder) by(v visit) string {
 // take records the visit's scopes as held by its policy.
 func (o owners) take(v visit) {
 	h := holder{id: v.id, foreign: v.foreign}
-	for _, i := range v.target.gateway.pods {
+	for _, i := range v.pods {
 		if v.target.gatewayWide {
 			o.gatewayWide[i] = h
 			continue

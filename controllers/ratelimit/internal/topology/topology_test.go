@@ -459,7 +459,9 @@ func TestGatewayWideLimitsOnlyOnTheTenantsOwnPods(t *testing.T) {
 		"pods in the RateLimit's namespace":         {pods: []Pod{pod("bookinfo")}, filter: "bookinfo"},
 		"pods in the root namespace":                {pods: []Pod{pod("istio-system")}},
 		"pods in another tenant's namespace":        {pods: []Pod{pod("team-b")}},
-		"pods in the RateLimit's and another's too": {pods: []Pod{pod("bookinfo"), pod("team-b")}},
+		// Another tenant's pods with the same labels are not limited, and
+		// cannot switch the limit off.
+		"pods in the RateLimit's and another's too": {pods: []Pod{pod("bookinfo"), pod("team-b")}, filter: "bookinfo"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -471,7 +473,7 @@ func TestGatewayWideLimitsOnlyOnTheTenantsOwnPods(t *testing.T) {
 			v := out.Verdicts[id("bookinfo", "p")]
 			if tc.filter == "" {
 				g.Expect(v.Reason).To(Equal(gatewayv1alpha1.ReasonNotEnforced))
-				g.Expect(v.Message).To(ContainSubstring("not every pod that Istio gateway bookinfo/bookinfo selects (istio=ingressgateway) runs in namespace bookinfo"))
+				g.Expect(v.Message).To(ContainSubstring("no pod that Istio gateway bookinfo/bookinfo selects (istio=ingressgateway) runs in namespace bookinfo"))
 				g.Expect(out.EnvoyFilters).To(BeEmpty())
 				return
 			}
@@ -512,6 +514,12 @@ func TestAnotherTenantsGatewayChangesNothing(t *testing.T) {
 	delete(out.Verdicts, id("team-b", "older-route-2"))
 	delete(out.Verdicts, id("team-b", "gateway-wide"))
 	g.Expect(canonical(g, out)).To(Equal(want), "A's verdict and filter are the same, and B writes no filter")
+
+	// B's pods carrying A's gateway labels: Istio configures them as A's
+	// gateway too, but A's limit stays on A's pods, unchanged.
+	withPods := alone
+	withPods.Pods = []Pod{podA, {Namespace: "team-b", Labels: podA.Labels}}
+	g.Expect(canonical(g, Compute(withPods))).To(Equal(want), "B's look-alike pods change nothing for A")
 
 	v := Compute(attacked).Verdicts
 	g.Expect(v[id("team-b", "gateway-wide")].Reason).To(Equal(gatewayv1alpha1.ReasonNotEnforced), "B may not throttle A's pods")
