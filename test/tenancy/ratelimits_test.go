@@ -25,6 +25,7 @@ func TestRateLimitsAreIsolated(t *testing.T) {
 		run  func(*testing.T)
 	}{
 		{"team-b's Gateway selecting team-a's ingress pods", gatewayOnForeignPods},
+		{"team-b's pods carrying the labels of team-a's gateway pods", lookAlikePods},
 		{"team-b piling its largest RateLimits onto one gateway workload", pileOfLargestLimits},
 		{"team-b's route limit on team-a's gateway pods", routeLimitOnForeignPods},
 		{"over-size RateLimits", expectOverSizeRejected},
@@ -55,6 +56,32 @@ func gatewayOnForeignPods(t *testing.T) {
 		NewWithT(t).Consistently(func(g Gomega) {
 			_, c := limitOf(g, client.ObjectKeyFromObject(limit))
 			g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonEnforced), c.Message)
+		}, 3*time.Second, poll).Should(Succeed())
+	}))
+	t.Run("team-a's EnvoyFilter keeps team-a's bucket", func(t *testing.T) {
+		expectBuckets(t, filters, []string{""}, 10, wait)
+	})
+	t.Run("every EnvoyFilter holds one tenant's limits", func(t *testing.T) { expectFiltersIsolated(NewWithT(t)) })
+}
+
+// lookAlikePods: team-b runs pods labelled like team-a's gateway pods, so
+// that team-a's Gateway selects pods of team-b's namespace too.
+func lookAlikePods(t *testing.T) {
+	labels := map[string]string{"app": "a-twin"}
+	workloadPod(t, teamA, "twin-0", labels, "")
+	create(t, alice, istioGateway(teamA, "twin", labels))
+	limit := rateLimit(teamA, "twin-wide", gatewayv1alpha1.TargetGateway, "twin", 10)
+	create(t, alice, limit)
+	filters := expectLimitReason(t, limit, gatewayv1alpha1.ReasonEnforced).Status.EnvoyFilters
+
+	lookAlike := ingressPod(teamB, "twin-impostor", labels)
+	lookAlike.Spec.Containers[0].Image = "registry.example/app:1"
+	create(t, bob, lookAlike)
+	wait := followUp(t.Run("team-a's gateway-wide limit stays Enforced", func(t *testing.T) {
+		NewWithT(t).Consistently(func(g Gomega) {
+			got, c := limitOf(g, client.ObjectKeyFromObject(limit))
+			g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonEnforced), c.Message)
+			g.Expect(got.Status.EnvoyFilters).To(Equal(filters), "the filter stays where it was")
 		}, 3*time.Second, poll).Should(Succeed())
 	}))
 	t.Run("team-a's EnvoyFilter keeps team-a's bucket", func(t *testing.T) {
