@@ -456,9 +456,9 @@ func TestGatewayWideLimitsOnlyOnTheTenantsOwnPods(t *testing.T) {
 		pods   []Pod
 		filter string // namespace; empty: NotEnforced
 	}{
-		"pods in the RateLimit's namespace":         {pods: []Pod{pod("bookinfo")}, filter: "bookinfo"},
-		"pods in the root namespace":                {pods: []Pod{pod("istio-system")}},
-		"pods in another tenant's namespace":        {pods: []Pod{pod("team-b")}},
+		"pods in the RateLimit's namespace":  {pods: []Pod{pod("bookinfo")}, filter: "bookinfo"},
+		"pods in the root namespace":         {pods: []Pod{pod("istio-system")}},
+		"pods in another tenant's namespace": {pods: []Pod{pod("team-b")}},
 		// Another tenant's pods with the same labels are not limited, and
 		// cannot switch the limit off.
 		"pods in the RateLimit's and another's too": {pods: []Pod{pod("bookinfo"), pod("team-b")}, filter: "bookinfo"},
