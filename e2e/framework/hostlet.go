@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/portico-dev/portico/hack/testenv"
 )
 
 // Hostlet plays the kubelet for controller Deployments on the local target:
@@ -142,15 +143,6 @@ func (h *Hostlet) sync(d *appsv1.Deployment) error {
 	return h.start(d, hash)
 }
 
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 func (h *Hostlet) start(d *appsv1.Deployment, hash string) error {
 	if len(d.Spec.Template.Spec.Containers) == 0 {
 		return fmt.Errorf("deployment %s has no container", d.Name)
@@ -164,11 +156,11 @@ func (h *Hostlet) start(d *appsv1.Deployment, hash string) error {
 	if err != nil {
 		return err
 	}
-	metrics, err := freeLoopbackAddr()
+	metrics, err := testenv.FreeLoopbackAddr()
 	if err != nil {
 		return err
 	}
-	probe, err := freeLoopbackAddr()
+	probe, err := testenv.FreeLoopbackAddr()
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -100,35 +103,60 @@ func ProjectCRDPaths() []string {
 	return []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}
 }
 
-// ReadCRDs parses every CustomResourceDefinition in a multi-document YAML file.
-func ReadCRDs(path string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+// ReadManifests decodes every non-empty object of a multi-document YAML file.
+func ReadManifests(path string) ([]*unstructured.Unstructured, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
-	var crds []*apiextensionsv1.CustomResourceDefinition
+	var objs []*unstructured.Unstructured
 	for {
 		doc, err := reader.Read()
 		if errors.Is(err, io.EOF) {
-			break
+			return objs, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", path, err)
 		}
-		if len(bytes.TrimSpace(doc)) == 0 {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
+			return nil, fmt.Errorf("parse %s: %w", path, err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+}
+
+// ReadCRDs parses every CustomResourceDefinition in a multi-document YAML file.
+func ReadCRDs(path string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	objs, err := ReadManifests(path)
+	if err != nil {
+		return nil, err
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, obj := range objs {
+		if obj.GetKind() != "CustomResourceDefinition" {
 			continue
 		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.Unmarshal(doc, crd); err != nil {
+		if err := kruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, crd); err != nil {
 			return nil, fmt.Errorf("parse %s: %w", path, err)
-		}
-		if crd.Kind != "CustomResourceDefinition" {
-			continue
 		}
 		crds = append(crds, crd)
 	}
 	return crds, nil
+}
+
+// FreeLoopbackAddr returns a 127.0.0.1 address with a port free right now.
+func FreeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // Environment returns an envtest environment with the project's CRDs,

@@ -1,13 +1,8 @@
 package tenancy
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -17,8 +12,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
@@ -60,7 +53,7 @@ func installControllerRBAC(ctx context.Context) error {
 	files := append([]string{filepath.Join(dir, "service_accounts.yaml")}, roles...)
 	files = append(files, filepath.Join(dir, "bindings.yaml"))
 	for _, file := range files {
-		objs, err := readManifests(file)
+		objs, err := testenv.ReadManifests(file)
 		if err != nil {
 			return err
 		}
@@ -76,32 +69,6 @@ func installControllerRBAC(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// readManifests decodes every object of a multi-document YAML file.
-func readManifests(path string) ([]*unstructured.Unstructured, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
-	var objs []*unstructured.Unstructured
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return objs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, err)
-		}
-		obj := &unstructured.Unstructured{}
-		if err := utilyaml.Unmarshal(doc, &obj.Object); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", path, err)
-		}
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
-		}
-	}
 }
 
 // grantTenants gives alice's group edit in team-a and bob's group admin in

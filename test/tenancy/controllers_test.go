@@ -3,7 +3,6 @@ package tenancy
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -74,7 +73,7 @@ func stopControllers() {
 func (c *controller) start() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	probe, err := freeLoopbackAddr()
+	probe, err := testenv.FreeLoopbackAddr()
 	if err != nil {
 		return err
 	}
@@ -139,13 +138,4 @@ func (c *controller) awaitReady(ctx context.Context, timeout time.Duration) erro
 		case <-time.After(poll):
 		}
 	}
-}
-
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
