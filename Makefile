@@ -15,8 +15,10 @@ CONTAINER_TOOL ?= docker
 LOCALBIN := $(CURDIR)/bin
 CONTROLLER_GEN_VERSION := v0.23.0
 GOLANGCI_LINT_VERSION := v2.15.0
+ACTIONLINT_VERSION := v1.7.12
 CONTROLLER_GEN := $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+ACTIONLINT := $(LOCALBIN)/actionlint-$(ACTIONLINT_VERSION)
 
 GO_LDFLAGS := -s -w -X github.com/portico-dev/portico/operator/internal/cli.version=$(VERSION) -X github.com/portico-dev/portico/controllers/runtime.version=$(VERSION)
 
@@ -58,8 +60,9 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint.
+lint: $(GOLANGCI_LINT) $(ACTIONLINT) ## Run golangci-lint, and actionlint on .github/workflows.
 	$(GOLANGCI_LINT) run ./...
+	$(ACTIONLINT) -no-color
 
 .PHONY: verify-generated
 verify-generated: generate manifests fmt ## Regenerate, then fail if that changed any tracked file (CI runs this).
@@ -89,31 +92,16 @@ IMAGES_ARCH ?= $(shell go env GOARCH)
 images: ## Build the operator image and one image per controller without a container engine: bin/images/<image>.tar (docker archives; REGISTRY, VERSION, IMAGES_ARCH).
 	go run ./hack/images --registry $(REGISTRY) --tag $(VERSION) --arch $(IMAGES_ARCH) --output $(IMAGES_DIR)
 
-.PHONY: docker-build
-docker-build: docker-build-operator docker-build-controllers ## Build every image (needs a Docker engine).
+# A release: VERSION (vX.Y.Z[-pre]) to REGISTRY (host[:port]/path);
+# SIGN_KEY signs every digest with a cosign key file (its password in
+# COSIGN_PASSWORD); CI signs keyless instead.
+SIGN_KEY ?=
+RELEASE_DIR ?= dist/$(VERSION)
 
-.PHONY: docker-build-operator
-docker-build-operator: ## Build the operator image.
-	$(CONTAINER_TOOL) build -f Dockerfile.operator --build-arg VERSION=$(VERSION) -t $(REGISTRY)/portico-operator:$(VERSION) .
-
-.PHONY: docker-build-controllers
-docker-build-controllers: ## Build one image per controller.
-	@for c in $(CONTROLLERS); do \
-		$(CONTAINER_TOOL) build -f Dockerfile.controllers --build-arg CONTROLLER=$$c --build-arg VERSION=$(VERSION) \
-			-t $(REGISTRY)/$$c-controller:$(VERSION) . ; done
-
-.PHONY: docker-buildx
-docker-buildx: ## Build and push multi-arch images for the operator and every controller.
-	$(CONTAINER_TOOL) buildx build --platform $(PLATFORMS) --push -f Dockerfile.operator \
-		--build-arg VERSION=$(VERSION) -t $(REGISTRY)/portico-operator:$(VERSION) .
-	@for c in $(CONTROLLERS); do \
-		$(CONTAINER_TOOL) buildx build --platform $(PLATFORMS) --push -f Dockerfile.controllers \
-			--build-arg CONTROLLER=$$c --build-arg VERSION=$(VERSION) -t $(REGISTRY)/$$c-controller:$(VERSION) . ; done
-
-.PHONY: docker-push
-docker-push: ## Push the images built by docker-build.
-	$(CONTAINER_TOOL) push $(REGISTRY)/portico-operator:$(VERSION)
-	@for c in $(CONTROLLERS); do $(CONTAINER_TOOL) push $(REGISTRY)/$$c-controller:$(VERSION); done
+.PHONY: release
+release: ## Publish a release: multi-arch images with SBOMs, the OCI chart pinned by digest, the OLM bundle image; release.json, install.yaml, NOTES.md in dist/VERSION (VERSION, REGISTRY, PLATFORMS, SIGN_KEY).
+	go run ./hack/release --version $(VERSION) --registry $(REGISTRY) --platforms $(PLATFORMS) \
+		--output $(RELEASE_DIR) $(if $(SIGN_KEY),--sign-key $(SIGN_KEY))
 
 # BUNDLE_VERSION is the operator version `make bundle` packages, as the images
 # are tagged: VERSION when given (make bundle VERSION=v1.2.3), else empty for
@@ -223,3 +211,8 @@ $(GOLANGCI_LINT):
 	@mkdir -p $(LOCALBIN)
 	GOBIN=$(LOCALBIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(LOCALBIN)/golangci-lint $@
+
+$(ACTIONLINT):
+	@mkdir -p $(LOCALBIN)
+	GOBIN=$(LOCALBIN) go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+	mv $(LOCALBIN)/actionlint $@

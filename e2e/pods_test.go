@@ -25,7 +25,7 @@ import (
 
 // agentImage is the e2e suite's own image (e2e/agent): backend, gateway and
 // client in one static binary.
-func agentImage() string { return imageRegistry + "/e2e-agent:" + imageTag }
+func agentImage() string { return agentRef }
 
 // podsOf lists the pods of one of Portico's Deployments.
 func podsOf(ctx context.Context, name string) []corev1.Pod {
@@ -67,7 +67,7 @@ func restricted(name string, args ...string) corev1.Container {
 	return corev1.Container{
 		Name:            name,
 		Image:           agentImage(),
-		ImagePullPolicy: corev1.PullNever,
+		ImagePullPolicy: agentPullPolicy,
 		Args:            args,
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false),

@@ -113,6 +113,9 @@ func installIstioCRDs(ctx context.Context) {
 
 var _ = Describe("Portico", Ordered, func() {
 	shop := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}
+	// gatewayIP is the address of the gateway that routes by the APIRule's
+	// VirtualService (targets with real pods).
+	var gatewayIP string
 	orders := &gatewayv1alpha1.APIRule{
 		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop"},
 		Spec: gatewayv1alpha1.APIRuleSpec{
@@ -177,7 +180,7 @@ var _ = Describe("Portico", Ordered, func() {
 		By("rejecting a pod that runs as root with privilege escalation")
 		bad := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "not-restricted", Namespace: namespace},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: imageRegistry + "/e2e-agent:" + imageTag}}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: agentImage()}}},
 		}
 		err := k8sClient.Create(ctx, bad, client.DryRunAll)
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "want Forbidden, got %v", err)
@@ -226,7 +229,7 @@ var _ = Describe("Portico", Ordered, func() {
 			Skip("kwok runs no containers")
 		}
 		By("running the orders backend behind the orders Service and a gateway that routes by VirtualServices")
-		gatewayIP := deployTrafficPath(ctx)
+		gatewayIP = deployTrafficPath(ctx)
 
 		By("sending requests from a client pod")
 		answers := requestFromPod(ctx, map[string][]string{
@@ -347,7 +350,7 @@ var _ = Describe("Portico", Ordered, func() {
 		w, err := k8sClient.Watch(ctx, &list)
 		Expect(err).NotTo(HaveOccurred())
 		defer w.Stop()
-		const image = imageRegistry + "/apirule-controller:" + imageTagNext
+		image := nextAPIRuleImage
 		setController(operatorv1alpha1.ControllerSpec{Name: apirule, Image: image})
 
 		seen := []operatorv1alpha1.ControllerPhase{}
@@ -395,6 +398,31 @@ var _ = Describe("Portico", Ordered, func() {
 		By("undoing the change, which recovers")
 		setController(operatorv1alpha1.ControllerSpec{Name: ratelimt})
 		Eventually(func(g Gomega) { g.Expect(controllerStatus(g, ratelimt).Phase).To(Equal(operatorv1alpha1.PhaseReady)) }, 2*timeout, interval).Should(Succeed())
+	})
+
+	It("upgrades with helm to the next release while the APIRule's routes keep answering, then rolls back", func(ctx SpecContext) {
+		if target != framework.TargetNode {
+			Skip("releases are published to the node target's registry")
+		}
+		By("returning every controller to the release's default image")
+		updateGateway(func(gw *operatorv1alpha1.APIGateway) { gw.Spec.Controllers = nil })
+		Eventually(func(g Gomega) {
+			st := gatewayStatus(g)
+			g.Expect(st.State).To(Equal(operatorv1alpha1.StateReady))
+			for _, c := range st.Controllers {
+				g.Expect(c.Image).To(Equal(releaseImage(releaseV1, string(c.Name)+"-controller")))
+				g.Expect(c.ImageID).To(HaveSuffix("@" + digestOf(c.Image)))
+			}
+		}, 2*timeout, interval).Should(Succeed())
+
+		By("helm upgrade to " + releaseV2)
+		rollTo(ctx, releaseV2, gatewayIP, "upgrade", release, "oci://"+registryRepo+"/charts/portico", "--version", releaseV2, "--plain-http",
+			"--set", "extraArgs={--controller-progress-deadline="+progressDeadline+"}")
+		out, err := framework.Run(ctx, root, "hack/node.sh", "status", nodeClusterName)
+		Expect(err).NotTo(HaveOccurred(), out)
+
+		By("helm rollback to " + releaseV1)
+		rollTo(ctx, releaseV1, gatewayIP, "rollback", release, "1")
 	})
 
 	It("removes every controller when the APIGateway is deleted, leaving users' objects", func(ctx SpecContext) {

@@ -43,8 +43,9 @@ const (
 	// nodeClusterName is the cluster of the node target (hack/node.sh).
 	nodeClusterName = "portico-e2e-node"
 	release         = "portico"
-	// The images of the kind and node targets; imageTagNext is the same
-	// image under another tag, for the rollout spec.
+	// The images of the kind target; imageTagNext is the same image under
+	// another tag, for the rollout spec. The node target pulls releases
+	// from its registry (release_test.go).
 	imageRegistry = "e2e.local/portico"
 	imageTag      = "e2e"
 	imageTagNext  = "e2e-next"
@@ -63,8 +64,16 @@ var (
 	clientset  kubernetes.Interface
 	restConfig *rest.Config
 	hostlet    *framework.Hostlet
-	operator   *framework.Process
-	stopSuite  context.CancelFunc
+	// agentRef is the e2e agent's image and agentPullPolicy how pods get
+	// it: imported into kind's nodes, pulled from the node target's
+	// registry.
+	agentRef        = imageRegistry + "/e2e-agent:" + imageTag
+	agentPullPolicy = corev1.PullNever
+	// nextAPIRuleImage is another apirule-controller image than the
+	// default one, for the rollout spec.
+	nextAPIRuleImage = imageRegistry + "/apirule-controller:" + imageTagNext
+	operator         *framework.Process
+	stopSuite        context.CancelFunc
 )
 
 func TestE2E(t *testing.T) {
@@ -115,13 +124,15 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 }, NodeTimeout(10*time.Minute))
 
 // setUpNode starts a control plane with one real node (hack/node.sh:
-// kubelet, containerd, kube-proxy), builds every image without a container
-// engine (hack/images), imports them into the node and installs the chart:
-// the operator and the controllers run as real pods with their own
+// kubelet, containerd, kube-proxy) and its OCI registry, publishes two
+// releases from the tree to that registry (package internal/release, as
+// `make release` does) and installs the first with `helm install oci://…`
+// after verifying its signatures: the operator and the controllers run as
+// real pods pulled by digest from the registry, with their own
 // ServiceAccount tokens, in a namespace that enforces the restricted Pod
 // Security Standard.
 func setUpNode(ctx context.Context) {
-	By("starting a control plane with a real node (kubelet, containerd, kube-proxy)")
+	By("starting a control plane with a real node (kubelet, containerd, kube-proxy) and its registry")
 	_, _ = framework.Run(ctx, root, "hack/node.sh", "down", nodeClusterName)
 	started := time.Now()
 	out, err := framework.Run(ctx, root, "hack/node.sh", "up", nodeClusterName)
@@ -130,32 +141,13 @@ func setUpNode(ctx context.Context) {
 	fmt.Fprintf(GinkgoWriter, "node up in %s\n", time.Since(started).Round(100*time.Millisecond))
 	connect()
 
-	By("building every image without a container engine and importing it into the node")
-	started = time.Now()
-	imageDir := filepath.Join(artifacts, "images")
-	_, err = framework.Run(ctx, root, "go", "run", "./hack/images", "--registry", imageRegistry, "--tag", imageTag+","+imageTagNext,
-		"--output", imageDir, "portico-operator", "apirule-controller", "ratelimit-controller", "e2e-agent")
-	Expect(err).NotTo(HaveOccurred())
-	archives, err := filepath.Glob(filepath.Join(imageDir, "*.tar"))
-	Expect(err).NotTo(HaveOccurred())
-	_, err = framework.Run(ctx, root, "hack/node.sh", append([]string{"load", nodeClusterName}, archives...)...)
-	Expect(err).NotTo(HaveOccurred())
-	fmt.Fprintf(GinkgoWriter, "images built and loaded in %s\n", time.Since(started).Round(100*time.Millisecond))
+	publishReleases(ctx)
+	agentPullPolicy = corev1.PullIfNotPresent
+	nextAPIRuleImage = releaseImage(releaseV2, "apirule-controller")
 
 	By("creating " + namespace + " with the restricted Pod Security Standard enforced")
 	Expect(k8sClient.Create(ctx, restrictedNamespace(namespace))).To(Succeed())
-
-	By("installing the chart with those images")
-	started = time.Now()
-	_, err = framework.Run(ctx, root, filepath.Join(testbin, "helm"), "upgrade", "--install", release, "charts/portico",
-		"--kubeconfig", kubeconfig, "--namespace", namespace,
-		"--set", "image.repository="+imageRegistry+"/portico-operator", "--set", "image.tag="+imageTag,
-		"--set", "controllerImages.registry="+imageRegistry, "--set", "controllerImages.tag="+imageTag,
-		"--set", "extraArgs={--controller-progress-deadline="+progressDeadline+"}",
-		"--wait", "--timeout", "3m")
-	Expect(err).NotTo(HaveOccurred())
-	// The operator's readiness probe starts after 5s (initialDelaySeconds).
-	fmt.Fprintf(GinkgoWriter, "chart installed, operator pod Available in %s\n", time.Since(started).Round(100*time.Millisecond))
+	installRelease(ctx, releaseV1)
 }
 
 // restrictedNamespace is a namespace whose pods must meet the restricted
@@ -221,6 +213,8 @@ func setUpKind(ctx context.Context) {
 	By("building and loading every image")
 	const registry, tag = imageRegistry, imageTag
 	imageDir := filepath.Join(artifacts, "images")
+	agentRef = registry + "/e2e-agent:" + tag
+	nextAPIRuleImage = registry + "/apirule-controller:" + imageTagNext
 	_, err = framework.Run(ctx, root, "go", "run", "./hack/images", "--registry", registry, "--tag", tag+","+imageTagNext,
 		"--output", imageDir, "portico-operator", "apirule-controller", "ratelimit-controller", "e2e-agent")
 	Expect(err).NotTo(HaveOccurred())

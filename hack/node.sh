@@ -3,14 +3,16 @@
 # hack/cluster.sh (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, all built from Go modules, admission on) plus containerd +
 # runc (Debian packages) and a kubelet and kube-proxy built from
-# k8s.io/kubernetes like the rest. Pods really run as containers; images
-# come from local archives (make images), never from a registry.
+# k8s.io/kubernetes like the rest. Pods really run as containers, pulled
+# by containerd from a local OCI registry (distribution's registry, built
+# from its Go module) that runs beside the node on 127.0.0.1:REGISTRY_PORT:
+# push images there (make release REGISTRY=127.0.0.1:5001/portico).
 #
-#   hack/node.sh up [NAME]            create the cluster and its node (default
-#                                     name "portico-node"); prints the
-#                                     kubeconfig path as the last line
-#   hack/node.sh load NAME ARCHIVE... import image archives (docker or OCI)
-#                                     into the node's containerd
+#   hack/node.sh up [NAME]            create the cluster, its registry and
+#                                     its node (default name "portico-node");
+#                                     prints the kubeconfig path as the last
+#                                     line
+#   hack/node.sh registry [NAME]      print the registry's host:port
 #   hack/node.sh down [NAME]          stop the node and the cluster and remove
 #                                     every process, mount, interface and
 #                                     iptables chain they made
@@ -28,7 +30,8 @@
 # Both are host-wide, so one node cluster runs per host at a time.
 #
 # Environment: PORTICO_NODE_IP (default 192.0.2.1), PORTICO_POD_CIDR
-# (default 10.244.0.0/24), PORTICO_CLUSTER_WAIT (default 180s).
+# (default 10.244.0.0/24), PORTICO_CLUSTER_WAIT (default 180s),
+# PORTICO_REGISTRY_PORT (default 5001).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -40,9 +43,9 @@ NODE_IP=${PORTICO_NODE_IP:-192.0.2.1}
 POD_CIDR=${PORTICO_POD_CIDR:-10.244.0.0/24}
 SERVICE_IP=10.0.0.1 # first address of kube-apiserver's default service range
 BRIDGE_IF=portico-cni0
-PAUSE_REGISTRY=portico.local
+REGISTRY_ADDR=127.0.0.1:${PORTICO_REGISTRY_PORT:-5001}
 PAUSE_TAG=1
-PAUSE_IMAGE=$PAUSE_REGISTRY/pause:$PAUSE_TAG
+PAUSE_IMAGE=$REGISTRY_ADDR/portico/pause:$PAUSE_TAG
 KUBELET_PORT=10250
 KUBELET_HEALTHZ_PORT=10248
 PROXY_HEALTHZ_PORT=10256
@@ -71,6 +74,7 @@ install_packages() {
 	command -v conntrack >/dev/null || missing+=(conntrack)
 	command -v ip >/dev/null || missing+=(iproute2)
 	command -v sysctl >/dev/null || missing+=(procps)
+	command -v curl >/dev/null || missing+=(curl)
 	[[ ${#missing[@]} -eq 0 ]] && return 0
 	command -v apt-get >/dev/null || die "missing ${missing[*]}, and no apt-get to install them"
 	log "installing Debian packages: ${missing[*]}"
@@ -105,7 +109,24 @@ setup_network() {
 }
 
 write_configs() {
-	mkdir -p "$state"/{containerd,cni/net.d,kubelet,pod-logs,run}
+	mkdir -p "$state"/{containerd/certs.d/"$REGISTRY_ADDR",cni/net.d,kubelet,pod-logs,run,registry}
+	# containerd pulls from the local registry over plain HTTP.
+	cat >"$state/containerd/certs.d/$REGISTRY_ADDR/hosts.toml" <<-EOF
+		server = "http://$REGISTRY_ADDR"
+		[host."http://$REGISTRY_ADDR"]
+		  capabilities = ["pull", "resolve"]
+	EOF
+	cat >"$state/registry/config.yml" <<-EOF
+		version: 0.1
+		log:
+		  level: warn
+		  accesslog: {disabled: true}
+		storage:
+		  filesystem: {rootdirectory: $state/registry/data}
+		  delete: {enabled: true}
+		http:
+		  addr: $REGISTRY_ADDR
+	EOF
 	cat >"$state/containerd/config.toml" <<-EOF
 		version = 2
 		root = "$state/containerd/root"
@@ -128,6 +149,8 @@ write_configs() {
 		  # "down" finds and removes exactly ours.
 		  netns_mounts_under_state_dir = true
 		  enable_selinux = false
+		  [plugins."io.containerd.grpc.v1.cri".registry]
+		    config_path = "$state/containerd/certs.d"
 		  [plugins."io.containerd.grpc.v1.cri".containerd]
 		    snapshotter = "overlayfs"
 		    default_runtime_name = "runc"
@@ -267,12 +290,18 @@ cmd_up() {
 	mkdir -p "$state"
 	write_configs
 
+	if ! running registry; then
+		log "starting the registry on $REGISTRY_ADDR"
+		start registry "$(registry_bin)" serve "$state/registry/config.yml"
+	fi
+	wait_for "registry $REGISTRY_ADDR" curl -fsS "http://$REGISTRY_ADDR/v2/"
+	push_pause
+
 	if ! running containerd; then
 		log "starting containerd"
 		start containerd containerd --config "$state/containerd/config.toml"
 	fi
 	wait_for containerd ctr version
-	import_pause
 
 	if ! running kubelet; then
 		log "starting kubelet"
@@ -289,30 +318,23 @@ cmd_up() {
 	echo "$kubeconfig"
 }
 
-# import_pause builds the sandbox ("pause") image from hack/pause and imports
-# it: pods need it before any container starts, and it cannot be pulled.
-import_pause() {
-	if ctr images ls -q "name==$PAUSE_IMAGE" | grep -q .; then
+registry_bin() { ls "$bin"/registry-v* | sort -V | tail -n 1; }
+
+# push_pause builds the sandbox ("pause") image from hack/pause and pushes it
+# to the registry, where containerd pulls it like every other image.
+push_pause() {
+	if curl -fsS -o /dev/null "http://$REGISTRY_ADDR/v2/portico/pause/manifests/$PAUSE_TAG" \
+		-H 'Accept: application/vnd.oci.image.index.v1+json'; then
 		return 0
 	fi
-	log "building and importing the sandbox image $PAUSE_IMAGE"
-	(cd "$root" && go run ./hack/images --registry "$PAUSE_REGISTRY" --tag "$PAUSE_TAG" --output "$state" pause) >&2
-	ctr images import "$state/pause.tar" >&2
+	log "building and pushing the sandbox image $PAUSE_IMAGE"
+	(cd "$root" && go run ./hack/release test-images --registry "$REGISTRY_ADDR/portico" --tag "$PAUSE_TAG" pause) >&2
 }
 
-cmd_load() {
-	need_root
-	[[ -S "$sock" ]] || die "node $name is not running"
-	local archive
-	for archive in "$@"; do
-		[[ -f "$archive" ]] || die "no image archive $archive"
-		log "importing $archive"
-		ctr images import "$archive" >&2
-	done
-}
+cmd_registry() { echo "$REGISTRY_ADDR"; }
 
 cmd_status() {
-	if [[ -d "$state" ]] && running containerd && running kubelet && running kube-proxy; then
+	if [[ -d "$state" ]] && running registry && running containerd && running kubelet && running kube-proxy; then
 		echo "node $name is running (state in $state)"
 	else
 		echo "node $name is not running"
@@ -418,6 +440,7 @@ cmd_down() {
 	stop_pidfile kube-proxy
 	remove_containers
 	stop_pidfile containerd
+	stop_pidfile registry
 	stop_shims
 	unmount_state
 	remove_cgroups
@@ -435,20 +458,18 @@ main() {
 	local cmd=$1
 	shift
 	case "$cmd" in
-	up | down | status) [[ $# -le 1 ]] || usage ;;
-	load) [[ $# -ge 2 ]] || usage ;;
+	up | down | status | registry) [[ $# -le 1 ]] || usage ;;
 	*) usage ;;
 	esac
 	name=${1:-portico-node}
 	[[ "$name" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || die "invalid cluster name: $name"
-	[[ $cmd == load ]] && shift
 	state=$cache_root/node/$name
 	sock=$state/run/containerd.sock
 	node_name=$name
 	case "$cmd" in
 	up) cmd_up ;;
 	down) cmd_down ;;
-	load) cmd_load "$@" ;;
+	registry) cmd_registry ;;
 	status) cmd_status ;;
 	esac
 }

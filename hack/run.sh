@@ -2,12 +2,14 @@
 # run.sh runs the whole of Portico on a local cluster with one real node
 # (hack/node.sh: kubelet, containerd, kube-proxy; needs root), offline.
 #
-#   hack/run.sh                start (or reuse) the node, build every image
-#                              (hack/images) and import it, install Istio's
-#                              CRDs and the chart into portico-system (restricted
-#                              Pod Security Standard enforced), create the
+#   hack/run.sh                start (or reuse) the node and its registry,
+#                              publish a release of the tree there
+#                              (hack/release, host platform only), install
+#                              Istio's CRDs and that release's chart
+#                              (oci://) into portico-system (restricted Pod
+#                              Security Standard enforced), create the
 #                              APIGateway; the operator and the controllers
-#                              run as pods. Then:
+#                              run as pods pulled from the registry. Then:
 #                                kubectl apply -f config/samples/
 #   hack/run.sh install-istio  apply the real Istio CRDs (from the istio.io/api
 #                              Go module) to the cluster
@@ -21,8 +23,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 namespace=portico-system
 release=portico
-registry=portico.local
-tag=dev
+version=v0.0.0-dev
 istio_api_version=v1.31.1 # used only when go.mod does not require istio.io/api
 
 log() { echo "run: $*" >&2; }
@@ -65,10 +66,10 @@ esac
 
 kubeconfig=$("$here/node.sh" up | tail -n 1)
 
-log "building the images (hack/images) and importing them into the node"
-images=$root/bin/images/run
-(cd "$root" && go run ./hack/images --registry "$registry" --tag "$tag" --output "$images") >/dev/null
-"$here/node.sh" load portico-node "$images"/*.tar 2>/dev/null
+registry=$("$here/node.sh" registry)/portico
+log "publishing the tree as release $version to the node's registry $registry"
+(cd "$root" && go run ./hack/release --version "$version" --registry "$registry" \
+	--platforms "linux/$(go env GOARCH)" --output "$root/bin/run-release") >/dev/null
 
 log "installing Istio's CRDs"
 install_istio
@@ -83,17 +84,9 @@ metadata:
     pod-security.kubernetes.io/enforce: restricted
     pod-security.kubernetes.io/enforce-version: latest
 EOF
-upgrade=false
-"$bin/helm" status "$release" --kubeconfig "$kubeconfig" --namespace "$namespace" >/dev/null 2>&1 && upgrade=true
-"$bin/helm" upgrade --install "$release" "$root/charts/portico" --kubeconfig "$kubeconfig" --namespace "$namespace" \
-	--set image.repository="$registry/portico-operator" --set image.tag="$tag" \
-	--set controllerImages.registry="$registry" --set controllerImages.tag="$tag" \
-	--wait --timeout 3m >/dev/null
-if $upgrade; then
-	# Rebuilt images keep their tag: restart every pod so it runs them.
-	kubectl -n "$namespace" rollout restart deployment >/dev/null
-	kubectl -n "$namespace" rollout status deployment/portico-operator --timeout 3m >/dev/null
-fi
+# The chart pins every image by digest: a rebuilt tree rolls out by itself.
+"$bin/helm" upgrade --install "$release" "oci://$registry/charts/portico" --version "$version" --plain-http \
+	--kubeconfig "$kubeconfig" --namespace "$namespace" --wait --timeout 3m >/dev/null
 
 log "creating the APIGateway"
 kubectl apply -f "$root/config/samples/operator_v1alpha1_apigateway.yaml" >/dev/null

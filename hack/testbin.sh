@@ -6,7 +6,8 @@
 #   hack/testbin.sh            build what is missing, print the directory
 #   hack/testbin.sh --path     print the directory without building
 #   hack/testbin.sh --node     also build the node binaries (kubelet,
-#                              kube-proxy) the node e2e target needs
+#                              kube-proxy) and the OCI registry
+#                              (distribution) the node e2e target needs
 #
 # Binaries land in ${PORTICO_TESTBIN:-$XDG_CACHE_HOME/portico/testbin}/<key>,
 # where <key> changes whenever a pinned version changes, so a warm run only
@@ -16,6 +17,7 @@ set -euo pipefail
 KUBE_VERSION=v1.36.3
 KWOK_VERSION=v0.8.0
 HELM_VERSION=v3.22.0
+REGISTRY_VERSION=v3.1.2 # github.com/distribution/distribution/v3: the OCI registry of the node tests
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tools="$here/tools"
@@ -30,7 +32,8 @@ fi
 
 want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl helm)
 if [[ "${1:-}" == "--node" ]]; then
-	want+=(kubelet kube-proxy)
+	# The registry binary carries its version in its name (not in <key>).
+	want+=(kubelet kube-proxy "registry-$REGISTRY_VERSION")
 fi
 missing=()
 for b in "${want[@]}"; do
@@ -81,6 +84,11 @@ for b in "${missing[@]}"; do
 	kwok | kwokctl)
 		log "installing $b $KWOK_VERSION"
 		GOBIN="$dir.partial" CGO_ENABLED=0 go install -trimpath "sigs.k8s.io/kwok/cmd/$b@$KWOK_VERSION"
+		;;
+	registry-*)
+		log "installing distribution's registry $REGISTRY_VERSION"
+		GOBIN="$dir.partial" CGO_ENABLED=0 go install -trimpath "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION"
+		mv "$dir.partial/registry" "$dir.partial/$b"
 		;;
 	helm)
 		log "installing helm $HELM_VERSION"

@@ -108,8 +108,13 @@ func NewCommand(c Controller) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return Run(cmd.Context(), c, *o)
 		},
+		// --version prints the version and exits before anything else runs.
+		Version: version,
 	}
+	cmd.SetVersionTemplate("{{.Version}}\n")
 	fs := cmd.Flags()
+	// Declared here rather than by cobra, which would also take -v.
+	fs.Bool("version", false, "print the controller version and exit")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "elect a leader so only one replica runs workers")

@@ -176,7 +176,7 @@ func clusterServiceVersion(name, bundleVersion string, o options, chrt *chart.Ch
 	for _, c := range controllers {
 		binaries = append(binaries, controllerBinary(c))
 	}
-	img := images{registry: o.registry, tag: o.imageTag}
+	img := images{registry: o.registry, tag: o.imageTag, digests: o.digests}
 
 	csv := clusterServiceVersionObject{
 		APIVersion: "operators.coreos.com/v1alpha1",

@@ -69,7 +69,11 @@ type options struct {
 	// empty means the chart's appVersion.
 	version string
 	// imageTag of every image; empty means version.
-	imageTag       string
+	imageTag string
+	// digests pins images by digest (a release): image name
+	// (portico-operator, <name>-controller) to sha256:…; an image without
+	// one is referenced by tag.
+	digests        map[string]string
 	registry       string
 	namespace      string
 	channels       []string
@@ -150,7 +154,7 @@ func generate(o options) (*bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	img := images{registry: o.registry, tag: o.imageTag}
+	img := images{registry: o.registry, tag: o.imageTag, digests: o.digests}
 	objects, err := renderChart(chrt, o.namespace, chartValues(img, controllers))
 	if err != nil {
 		return nil, err
@@ -201,12 +205,22 @@ func generate(o options) (*bundle, error) {
 }
 
 // images names the images of one bundle.
-type images struct{ registry, tag string }
+type images struct {
+	registry, tag string
+	digests       map[string]string
+}
 
-func (i images) operator() string { return i.registry + "/" + operatorImageName + ":" + i.tag }
+func (i images) operator() string { return i.ref(operatorImageName) }
 
-func (i images) controller(name string) string {
-	return i.registry + "/" + controllerBinary(name) + ":" + i.tag
+func (i images) controller(name string) string { return i.ref(controllerBinary(name)) }
+
+// ref is <registry>/<image>@<digest> when the image is pinned, else
+// <registry>/<image>:<tag>.
+func (i images) ref(image string) string {
+	if d := i.digests[image]; d != "" {
+		return i.registry + "/" + image + "@" + d
+	}
+	return i.registry + "/" + image + ":" + i.tag
 }
 
 func controllerBinary(name string) string { return name + "-controller" }
@@ -244,6 +258,7 @@ func chartValues(img images, controllers []string) map[string]any {
 		"image": map[string]any{
 			"repository": img.registry + "/" + operatorImageName,
 			"tag":        img.tag,
+			"digest":     img.digests[operatorImageName],
 		},
 		"controllerImages": map[string]any{
 			"registry": img.registry,

@@ -51,6 +51,17 @@ func main() {
 	flag.StringVar(&o.namespace, "namespace", defaultNamespace, "namespace the chart is rendered for (the suggested install namespace)")
 	channels := flag.String("channels", defaultChannel, "comma-separated channels of the bundle")
 	flag.StringVar(&o.defaultChannel, "default-channel", defaultChannel, "default channel of the package")
+	flag.Func("digest", "pin an image by digest, <image>=sha256:… (repeatable; a release pins every image)", func(v string) error {
+		name, digest, ok := strings.Cut(v, "=")
+		if !ok || name == "" || !strings.HasPrefix(digest, "sha256:") {
+			return fmt.Errorf("want <image>=sha256:…, got %q", v)
+		}
+		if o.digests == nil {
+			o.digests = map[string]string{}
+		}
+		o.digests[name] = digest
+		return nil
+	})
 	output := flag.String("output", "bundle", "bundle directory to write (manifests/ and metadata/)")
 	dockerfile := flag.String("dockerfile", "bundle.Dockerfile", "bundle Dockerfile to write; its directory is the build context")
 	flag.Parse()

@@ -239,6 +239,21 @@ type ControllerStatus struct {
 	// +optional
 	Image string `json:"image,omitempty"`
 
+	// imageID is the image digest the controller's ready pods run, as the
+	// container runtime reports it (the pods' containerStatuses[].imageID
+	// of the controller container), such as
+	// ghcr.io/portico-dev/apirule-controller@sha256:<hex>. Only pods of the
+	// Deployment's current pod template count (those of the ReplicaSet
+	// whose template is the Deployment's): it is empty until such a pod is
+	// ready, and while the controller has no Deployment. Should ready pods
+	// of the current template report different digests (a mutable tag
+	// resolved at different times on different nodes; digest-pinned images
+	// cannot disagree), it is the digest most of them run, and of digests
+	// tied, the lexicographically first.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	ImageID string `json:"imageID,omitempty"`
+
 	// replicas wanted for the controller's Deployment.
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`

@@ -34,6 +34,30 @@ func TestCatalogAndVersion(t *testing.T) {
 	g.Expect(out.String()).To(Equal(version + "\n"))
 }
 
+// --version prints the stamped version, like the version subcommand, and
+// exits without a cluster.
+func TestVersionFlag(t *testing.T) {
+	stamped := version
+	t.Cleanup(func() { version = stamped })
+	version = "v1.2.3-test"
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing"))
+
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		g := NewWithT(t)
+		var out, errOut bytes.Buffer
+		cmd := NewRootCommand(&out)
+		cmd.SetErr(&errOut)
+		cmd.SetArgs(args)
+		g.Expect(cmd.Execute()).To(Succeed(), "%v", args)
+		g.Expect(out.String()).To(Equal("v1.2.3-test\n"), "%v", args)
+		g.Expect(errOut.String()).To(BeEmpty(), "%v", args)
+	}
+	g := NewWithT(t)
+	flag := NewRootCommand(&bytes.Buffer{}).Flags().Lookup("version")
+	g.Expect(flag).NotTo(BeNil())
+	g.Expect(flag.Shorthand).To(BeEmpty(), "-v is not taken")
+}
+
 func TestRelatedImages(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(relatedImages([]string{

@@ -63,9 +63,14 @@ controller's readiness in the APIGateway status.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return run(cmd.Context(), opts)
 		},
+		// --version prints the version and exits before anything else runs.
+		Version: version,
 	}
 	cmd.SetOut(out)
+	cmd.SetVersionTemplate("{{.Version}}\n")
 	opts.bindFlags(cmd)
+	// Declared here rather than by cobra, which would also take -v.
+	cmd.Flags().Bool("version", false, "print the operator version and exit")
 
 	// --kubeconfig is registered by controller-runtime on the standard flag
 	// set; every subcommand shares it.

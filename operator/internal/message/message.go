@@ -12,6 +12,8 @@ const (
 	// ControllerStatusMaxLength is the maxLength of an APIGateway's
 	// status.controllers[].message (api/operator/v1alpha1).
 	ControllerStatusMaxLength = 4096
+	// ImageIDMaxLength is the maxLength of status.controllers[].imageID.
+	ImageIDMaxLength = 512
 	// ConditionMaxLength is the maxLength of metav1.Condition's message.
 	ConditionMaxLength = 32 * 1024
 	// EventNoteMaxLength is the limit of an events.k8s.io/v1 Event's note.

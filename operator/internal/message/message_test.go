@@ -73,6 +73,8 @@ func TestLimitsMatchTheAPIGatewayCRD(t *testing.T) {
 		status := v.Schema.OpenAPIV3Schema.Properties["status"]
 		message := status.Properties["controllers"].Items.Schema.Properties["message"]
 		g.Expect(message.MaxLength).To(HaveValue(BeEquivalentTo(ControllerStatusMaxLength)), "version %s", v.Name)
+		imageID := status.Properties["controllers"].Items.Schema.Properties["imageID"]
+		g.Expect(imageID.MaxLength).To(HaveValue(BeEquivalentTo(ImageIDMaxLength)), "version %s", v.Name)
 		condition := status.Properties["conditions"].Items.Schema.Properties["message"]
 		g.Expect(condition.MaxLength).To(HaveValue(BeEquivalentTo(ConditionMaxLength)), "version %s", v.Name)
 	}

@@ -4,6 +4,7 @@
 // report at its progress deadline: pods that cannot be created (the
 // Deployment's ReplicaFailure condition) and failing containers (crash
 // loops, image and container-start errors), naming the pod and container.
+// ImageID finds the image digest the ready pods of the current template run.
 //
 // It is a pure function of the objects it is given; it reads no cluster.
 package readiness

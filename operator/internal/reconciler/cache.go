@@ -20,8 +20,9 @@ var ManagedSelector = labels.SelectorFromSet(labels.Set{"app.kubernetes.io/manag
 
 // CacheOptions configures the manager's cache so memory stays flat however
 // many CRDs the cluster has: CRDs keep only what gating reads (and nothing
-// at all unless the catalog needs them), Deployments and pods are cached
-// only in the operator namespace with the managed-by label.
+// at all unless the catalog needs them), Deployments, their ReplicaSets and
+// pods are cached only in the operator namespace with the managed-by label
+// (ReplicaSets and pods inherit it from the pod template).
 func CacheOptions(namespace string, requiredCRDs []string) cache.Options {
 	managed := cache.ByObject{
 		Namespaces: map[string]cache.Config{namespace: {}},
@@ -31,11 +32,14 @@ func CacheOptions(namespace string, requiredCRDs []string) cache.Options {
 	deployments.Transform = TransformDeployment
 	pods := managed
 	pods.Transform = TransformPod
+	replicaSets := managed
+	replicaSets.Transform = TransformReplicaSet
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&apiextensionsv1.CustomResourceDefinition{}: {Transform: TransformCRD(requiredCRDs)},
 			&appsv1.Deployment{}:                        deployments,
+			&appsv1.ReplicaSet{}:                        replicaSets,
 			&corev1.Pod{}:                               pods,
 		},
 	}
@@ -99,8 +103,31 @@ func TransformDeployment(in any) (any, error) {
 	return d, nil
 }
 
+// TransformReplicaSet keeps what readiness reads of a ReplicaSet: identity,
+// labels, owners and pod template (ImageID finds the current template's
+// ReplicaSet by comparing templates, as the deployment controller does).
+func TransformReplicaSet(in any) (any, error) {
+	rs, ok := in.(*appsv1.ReplicaSet)
+	if !ok {
+		return in, nil
+	}
+	return &appsv1.ReplicaSet{
+		TypeMeta: rs.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              rs.Name,
+			Namespace:         rs.Namespace,
+			UID:               rs.UID,
+			ResourceVersion:   rs.ResourceVersion,
+			Labels:            rs.Labels,
+			OwnerReferences:   rs.OwnerReferences,
+			DeletionTimestamp: rs.DeletionTimestamp,
+		},
+		Spec: appsv1.ReplicaSetSpec{Template: rs.Spec.Template},
+	}, nil
+}
+
 // TransformPod keeps what readiness reads of a pod: identity, labels,
-// owners, deletion and container states.
+// owners, deletion and container states (with the images they run).
 func TransformPod(in any) (any, error) {
 	pod, ok := in.(*corev1.Pod)
 	if !ok {

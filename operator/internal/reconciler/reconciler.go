@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -158,12 +159,20 @@ func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alph
 		res.Phase, res.Reason = operatorv1alpha1.PhaseProgressing, operatorv1alpha1.ReasonRolloutInProgress
 		res.Message = fmt.Sprintf("deployment %s applied; waiting for the rollout", entry.Binary())
 		res.ReadyReplicas, res.UpdatedReplicas = current.Status.ReadyReplicas, current.Status.UpdatedReplicas
+		res.ImageID = imageID(current, entry, snap)
 		return res, nil
 	}
 	ready := readiness.Evaluate(current, snap.pods[entry.Name])
 	res.Phase, res.Reason, res.Message = ready.Phase, ready.Reason, ready.Message
 	res.Replicas, res.ReadyReplicas, res.UpdatedReplicas = ready.Replicas, ready.ReadyReplicas, ready.UpdatedReplicas
+	res.ImageID = imageID(current, entry, snap)
 	return res, nil
+}
+
+// imageID is the digest the ready pods of the Deployment's current template
+// run in the controller container.
+func imageID(d *appsv1.Deployment, entry catalog.Entry, snap *snapshot) string {
+	return readiness.ImageID(d, snap.replicaSets[entry.Name], snap.pods[entry.Name], render.ContainerName)
 }
 
 func setDegraded(res *status.Controller, err error) {

@@ -19,9 +19,9 @@ import (
 )
 
 // RBAC of the operator: read APIGateways and write their status, read CRDs,
-// manage Deployments and read pods in its own namespace, write Events and
-// Leases (leader election also records a core Event on its Lease). Nothing
-// else.
+// manage Deployments and read their ReplicaSets and pods in its own
+// namespace, write Events and Leases (leader election also records a core
+// Event on its Lease). Nothing else.
 //
 // +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways/status,verbs=get;update;patch
@@ -30,6 +30,7 @@ import (
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",namespace=portico-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=apps,namespace=portico-system,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,namespace=portico-system,resources=replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=portico-system,resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=portico-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
@@ -54,6 +55,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}))).
 		Watches(&apiextensionsv1.CustomResourceDefinition{}, toDefault, builder.WithPredicates(requiredCRD)).
 		Watches(&appsv1.Deployment{}, toDefault, builder.WithPredicates(managed)).
+		Watches(&appsv1.ReplicaSet{}, toDefault, builder.WithPredicates(managed)).
 		Watches(&corev1.Pod{}, toDefault, builder.WithPredicates(managed)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(r)

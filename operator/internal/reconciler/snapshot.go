@@ -19,6 +19,7 @@ import (
 type snapshot struct {
 	crds        map[string]gating.CRDState
 	deployments map[string]*appsv1.Deployment // by name
+	replicaSets map[operatorv1alpha1.ControllerName][]appsv1.ReplicaSet
 	pods        map[operatorv1alpha1.ControllerName][]corev1.Pod
 }
 
@@ -26,6 +27,7 @@ func (r *Reconciler) readSnapshot(ctx context.Context) (*snapshot, error) {
 	s := &snapshot{
 		crds:        map[string]gating.CRDState{},
 		deployments: map[string]*appsv1.Deployment{},
+		replicaSets: map[operatorv1alpha1.ControllerName][]appsv1.ReplicaSet{},
 		pods:        map[operatorv1alpha1.ControllerName][]corev1.Pod{},
 	}
 	for _, name := range r.Catalog.CRDNames() {
@@ -45,6 +47,15 @@ func (r *Reconciler) readSnapshot(ctx context.Context) (*snapshot, error) {
 	}
 	for i := range deployments.Items {
 		s.deployments[deployments.Items[i].Name] = &deployments.Items[i]
+	}
+
+	var replicaSets appsv1.ReplicaSetList
+	if err := r.Client.List(ctx, &replicaSets, client.InNamespace(r.Namespace), client.MatchingLabelsSelector{Selector: ManagedSelector}); err != nil {
+		return nil, fmt.Errorf("list managed replicasets from cache: %w", err)
+	}
+	for _, rs := range replicaSets.Items {
+		name := operatorv1alpha1.ControllerName(rs.Labels[operatorv1alpha1.LabelController])
+		s.replicaSets[name] = append(s.replicaSets[name], rs)
 	}
 
 	var pods corev1.PodList
