@@ -416,8 +416,7 @@ var _ = Describe("Portico", Ordered, func() {
 		}, 2*timeout, interval).Should(Succeed())
 
 		By("helm upgrade to " + releaseV2)
-		rollTo(ctx, releaseV2, gatewayIP, "upgrade", release, "oci://"+registryRepo+"/charts/portico", "--version", releaseV2, "--plain-http",
-			"--set", "extraArgs={--controller-progress-deadline="+progressDeadline+"}")
+		rollTo(ctx, releaseV2, gatewayIP, "upgrade", release, "oci://"+registryRepo+"/charts/portico", "--version", releaseV2, "--plain-http")
 		out, err := framework.Run(ctx, root, "hack/node.sh", "status", nodeClusterName)
 		Expect(err).NotTo(HaveOccurred(), out)
 

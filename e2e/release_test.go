@@ -20,6 +20,7 @@ import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -126,7 +127,6 @@ func installRelease(ctx context.Context, version string) {
 	started := time.Now()
 	_, err := framework.Run(ctx, root, filepath.Join(testbin, "helm"), "install", release, "oci://"+registryRepo+"/charts/portico",
 		"--version", version, "--plain-http", "--kubeconfig", kubeconfig, "--namespace", namespace,
-		"--set", "extraArgs={--controller-progress-deadline="+progressDeadline+"}",
 		"--wait", "--timeout", "3m")
 	Expect(err).NotTo(HaveOccurred())
 	fmt.Fprintf(GinkgoWriter, "chart %s installed, operator pod Available in %s\n", version, time.Since(started).Round(100*time.Millisecond))
@@ -310,12 +310,32 @@ func rollTo(ctx context.Context, version, gatewayIP string, helmArgs ...string) 
 		st := gatewayStatus(g)
 		g.Expect(st.State).To(Equal(operatorv1alpha1.StateReady))
 		for _, c := range st.Controllers {
-			g.Expect(c.Image).To(Equal(want[string(c.Name)+"-controller"]), c.Name)
-			g.Expect(c.ImageID).To(HaveSuffix("@"+digestOf(want[string(c.Name)+"-controller"])), "%s runs the release's image", c.Name)
+			g.Expect(c.Image).To(Equal(want[string(c.Name)+"-controller"]), string(c.Name))
+			g.Expect(c.ImageID).To(HaveSuffix("@"+digestOf(want[string(c.Name)+"-controller"])), "%s runs the release's image", string(c.Name))
 			g.Expect(c.Phase).To(Equal(operatorv1alpha1.PhaseReady))
 		}
 	}, 3*timeout, interval).Should(Succeed())
 	readyTook := time.Since(started)
+	By("reading the version each new pod logs at start (the binaries' stamped version)")
+	images := map[string]string{"portico-operator": operatorRef}
+	for k, v := range want {
+		images[k] = v
+	}
+	for name, image := range images {
+		Eventually(func(g Gomega) {
+			found := 0
+			for _, pod := range podsOf(ctx, name) {
+				if pod.DeletionTimestamp != nil || pod.Spec.Containers[0].Image != image {
+					continue
+				}
+				logs, err := clientset.CoreV1().Pods(namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: pod.Spec.Containers[0].Name}).DoRaw(ctx)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(string(logs)).To(ContainSubstring(`"version":"`+version+`"`), "%s logs its version", pod.Name)
+				found++
+			}
+			g.Expect(found).To(BeNumerically(">=", 1), "a running pod of %s with %s", name, image)
+		}, timeout, interval).Should(Succeed())
+	}
 	// A few more requests once everything is Ready.
 	time.Sleep(time.Second)
 	traffic.Stop()
@@ -328,11 +348,18 @@ func rollTo(ctx context.Context, version, gatewayIP string, helmArgs ...string) 
 	fmt.Fprintln(f, report)
 	Expect(f.Close()).To(Succeed())
 
+	// The watch may deliver the last status after the poll saw it.
+	Eventually(func(g Gomega) {
+		record()
+		g.Expect(phases).To(HaveLen(2), "both controllers rolled: %v", phases)
+		for _, seen := range phases {
+			g.Expect(seen[len(seen)-1]).To(Equal(operatorv1alpha1.PhaseReady), "phases %v", phases)
+		}
+	}, timeout, interval).Should(Succeed())
 	for name, seen := range phases {
-		Expect(seen).To(ContainElement(operatorv1alpha1.PhaseReady), "%s phases %v", name, seen)
 		Expect(seen[0]).To(Equal(operatorv1alpha1.PhaseProgressing), "%s phases %v", name, seen)
+		Expect(seen).NotTo(ContainElement(operatorv1alpha1.PhaseDegraded), "%s phases %v", name, seen)
 	}
-	Expect(phases).To(HaveLen(2), "both controllers rolled")
 	Expect(traffic.ok).To(BeNumerically(">", 10))
 	Expect(traffic.failed).To(BeZero(), "requests failed during the roll to %s: %s", version, traffic.lastError)
 	Expect(objectVersions(ctx)).To(Equal(before), "no user or Istio object was deleted or rewritten")
