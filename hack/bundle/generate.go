@@ -27,6 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/portico-dev/portico/internal/release"
 )
 
 const (
@@ -150,7 +152,7 @@ func generate(o options) (*bundle, error) {
 		return nil, fmt.Errorf("version %q gives the CSV name %q, which is not a valid object name: %s", o.version, csvName, strings.Join(errs, "; "))
 	}
 
-	controllers, err := chartControllers(chrt)
+	controllers, err := release.ChartControllers(chrt)
 	if err != nil {
 		return nil, err
 	}
@@ -229,21 +231,6 @@ func controllerBinary(name string) string { return name + "-controller" }
 // controller <name> (OLM convention), RELATED_IMAGE_<NAME>_CONTROLLER.
 func relatedImageEnv(name string) string {
 	return relatedImageEnvPrefix + strings.ToUpper(strings.ReplaceAll(controllerBinary(name), "-", "_"))
-}
-
-// chartControllers returns the controllers the chart knows, the keys of its
-// values' controllers, sorted.
-func chartControllers(chrt *chart.Chart) ([]string, error) {
-	table, ok := chrt.Values["controllers"].(map[string]any)
-	if !ok || len(table) == 0 {
-		return nil, errors.New("the chart's values have no controllers")
-	}
-	names := make([]string, 0, len(table))
-	for name := range table {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names, nil
 }
 
 // chartValues are the values the chart is rendered with: every image at the

@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -91,7 +92,7 @@ func testImages(ctx context.Context, args []string) error {
 		return err
 	}
 	if *registry == "" || fs.NArg() == 0 {
-		return fmt.Errorf("usage: test-images --registry R [--tag T] IMAGE...")
+		return errors.New("usage: test-images --registry R [--tag T] IMAGE")
 	}
 	ps, err := release.ParsePlatforms(*platforms)
 	if err != nil {

@@ -1,7 +1,6 @@
 package release
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -13,10 +12,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 	"sigs.k8s.io/yaml"
 )
 
@@ -77,13 +73,7 @@ func BuildBundleImage(dir, version string, epoch time.Time) (v1.Image, error) {
 			return nil, err
 		}
 	}
-	layerTar, err := tarFiles(files, 0o644, epoch)
-	if err != nil {
-		return nil, err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar)), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	layer, err := tarLayer(files, 0o644, epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -95,9 +85,7 @@ func BuildBundleImage(dir, version string, epoch time.Time) (v1.Image, error) {
 	for k, v := range annotations.Annotations {
 		labels[k] = v
 	}
-	base := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	base = mutate.ConfigMediaType(base, types.OCIConfigJSON)
-	base, err = mutate.ConfigFile(base, &v1.ConfigFile{
+	base, err := mutate.ConfigFile(ociBase(), &v1.ConfigFile{
 		Architecture: "amd64",
 		OS:           "linux",
 		Config:       v1.Config{Labels: labels},

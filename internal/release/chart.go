@@ -49,7 +49,7 @@ func PackageChart(dir string, images ChartImages, epoch time.Time) ([]byte, *cha
 	if err := chrt.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("chart version %s: %w", images.Version, err)
 	}
-	controllers, err := chartControllers(chrt)
+	controllers, err := ChartControllers(chrt)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -76,8 +76,9 @@ func PackageChart(dir string, images ChartImages, epoch time.Time) ([]byte, *cha
 	return archive, chrt, nil
 }
 
-// chartControllers are the keys of the chart's values.controllers, sorted.
-func chartControllers(chrt *chart.Chart) ([]string, error) {
+// ChartControllers are the controllers the chart knows: the keys of its
+// values.controllers, sorted.
+func ChartControllers(chrt *chart.Chart) ([]string, error) {
 	table, ok := chrt.Values["controllers"].(map[string]any)
 	if !ok || len(table) == 0 {
 		return nil, fmt.Errorf("the chart's values have no controllers")

@@ -184,19 +184,15 @@ func (b Builder) logWriter() io.Writer {
 // image is one binary in one layer on an empty base, run as 65532:65532,
 // with OCI media types and every timestamp at the epoch.
 func (b Builder) image(img Image, p v1.Platform, binary string) (v1.Image, error) {
-	layerTar, err := binaryLayer(binary, img.Binary, b.Epoch)
+	content, err := os.ReadFile(binary)
 	if err != nil {
 		return nil, err
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar)), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	layer, err := tarLayer(map[string][]byte{strings.TrimPrefix(img.Binary, "/"): content}, 0o755, b.Epoch)
 	if err != nil {
 		return nil, err
 	}
-	base := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	base = mutate.ConfigMediaType(base, types.OCIConfigJSON)
-	base, err = mutate.ConfigFile(base, &v1.ConfigFile{
+	base, err := mutate.ConfigFile(ociBase(), &v1.ConfigFile{
 		Architecture: p.Architecture,
 		OS:           p.OS,
 		Variant:      p.Variant,
@@ -226,14 +222,20 @@ func (b Builder) image(img Image, p v1.Platform, binary string) (v1.Image, error
 	return mutate.CreatedAt(withLayer, created)
 }
 
-// binaryLayer returns an uncompressed tar holding only the binary, owned by
-// root and world-executable, with a fixed timestamp.
-func binaryLayer(binary, path string, mtime time.Time) ([]byte, error) {
-	content, err := os.ReadFile(binary)
+// ociBase is an empty image with OCI media types.
+func ociBase() v1.Image {
+	return mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+}
+
+// tarLayer is an OCI layer of files (tarFiles).
+func tarLayer(files map[string][]byte, mode int64, mtime time.Time) (v1.Layer, error) {
+	raw, err := tarFiles(files, mode, mtime)
 	if err != nil {
 		return nil, err
 	}
-	return tarFiles(map[string][]byte{strings.TrimPrefix(path, "/"): content}, 0o755, mtime)
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(raw)), nil
+	}, tarball.WithMediaType(types.OCILayer))
 }
 
 // tarFiles is an uncompressed tar of files (path → content), sorted by
