@@ -8,6 +8,10 @@
 #   hack/testbin.sh --node     also build the node binaries (kubelet,
 #                              kube-proxy) and the OCI registry
 #                              (distribution) the node e2e target needs
+#   hack/testbin.sh --olm      print the directory of Operator Lifecycle
+#                              Manager's binaries and CRDs (olm-<version>-<key>
+#                              beside the control plane's), building them
+#                              from hack/tools/olm if missing
 #
 # Binaries land in ${PORTICO_TESTBIN:-$XDG_CACHE_HOME/portico/testbin}/<key>,
 # where <key> changes whenever a pinned version changes, so a warm run only
@@ -27,6 +31,52 @@ dir="$cache_root/$KUBE_VERSION-$key"
 
 if [[ "${1:-}" == "--path" ]]; then
 	echo "$dir"
+	exit 0
+fi
+
+if [[ "${1:-}" == "--olm" ]]; then
+	# OLM's version is the one hack/tools/olm/go.mod pins; the directory
+	# changes with that module's go.mod and go.sum.
+	OLM_VERSION=$(awk '$1 == "github.com/operator-framework/operator-lifecycle-manager" {print $2}' "$tools/olm/go.mod")
+	olm_key=$(cat "$tools/olm/go.mod" "$tools/olm/go.sum" "$here/testbin.sh" | sha256sum | cut -c1-12)
+	olm_dir="$cache_root/olm-$OLM_VERSION-$olm_key"
+	if [[ -f "$olm_dir/.complete" ]]; then
+		echo "$olm_dir"
+		exit 0
+	fi
+	mkdir -p "$cache_root"
+	exec 8>"$cache_root/.olm-$OLM_VERSION.lock"
+	flock 8
+	if [[ ! -f "$olm_dir/.complete" ]]; then
+		rm -rf "$olm_dir.partial" && mkdir -p "$olm_dir.partial"
+		mods="$tools/olm"
+		# The olm and catalog operators, the package server, and what their bundle-unpack Jobs and
+		# catalog pods run: cpb and cp (util image), opm and
+		# grpc_health_probe (opm image); copy-content for catalogs that
+		# extract their content.
+		for pkg in \
+			github.com/operator-framework/operator-lifecycle-manager/cmd/olm \
+			github.com/operator-framework/operator-lifecycle-manager/cmd/catalog \
+			github.com/operator-framework/operator-lifecycle-manager/cmd/package-server \
+			github.com/operator-framework/operator-lifecycle-manager/cmd/copy-content \
+			github.com/operator-framework/operator-lifecycle-manager/util/cpb \
+			github.com/operator-framework/operator-registry/cmd/opm \
+			github.com/grpc-ecosystem/grpc-health-probe \
+			github.com/u-root/u-root/cmds/core/cp; do
+			out=$(basename "$pkg")
+			[[ "$out" == grpc-health-probe ]] && out=grpc_health_probe
+			echo "testbin: building $out (OLM $OLM_VERSION)" >&2
+			(cd "$mods" && CGO_ENABLED=0 go build -trimpath -tags json1,containers_image_openpgp \
+				-ldflags "-s -w" -o "$olm_dir.partial/$out" "$pkg")
+		done
+		src=$(cd "$mods" && go list -m -f '{{.Dir}}' github.com/operator-framework/operator-lifecycle-manager)
+		# OLM's own Helm chart (its CRDs in chart/crds) installs it.
+		cp -R "$src"/deploy/chart "$olm_dir.partial/chart"
+		chmod -R u+w "$olm_dir.partial"
+		touch "$olm_dir.partial/.complete"
+		rm -rf "$olm_dir" && mv "$olm_dir.partial" "$olm_dir"
+	fi
+	echo "$olm_dir"
 	exit 0
 fi
 

@@ -670,8 +670,8 @@ func TestAnnotationsAndDockerfile(t *testing.T) {
 		prefix + "manifests.v1":       "manifests/",
 		prefix + "metadata.v1":        "metadata/",
 		prefix + "package.v1":         "portico",
-		prefix + "channels.v1":        "alpha",
-		prefix + "channel.default.v1": "alpha",
+		prefix + "channels.v1":        "stable",
+		prefix + "channel.default.v1": "stable",
 	}))
 
 	raw, err := os.ReadFile(filepath.Join(root, "bundle.Dockerfile"))

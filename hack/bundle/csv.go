@@ -1,6 +1,7 @@
 package main
 
 import (
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -10,9 +11,10 @@ import (
 )
 
 // The ClusterServiceVersion (operators.coreos.com/v1alpha1), as far as the
-// bundle fills it in. The operator-framework Go types are not a dependency
-// of Portico; these mirror them field for field (JSON names), and the tests
-// check the result against OLM's CRD on a real API server.
+// bundle fills it in. These mirror operator-framework's types field for
+// field (JSON names); the tests check the result against OLM's CRD on a
+// real API server, and internal/olm runs operator-framework's validators
+// on bundle/.
 
 type clusterServiceVersionObject struct {
 	APIVersion string      `json:"apiVersion"`
@@ -37,6 +39,7 @@ type csvSpec struct {
 	Keywords                  []string       `json:"keywords,omitempty"`
 	Links                     []link         `json:"links,omitempty"`
 	Maintainers               []maintainer   `json:"maintainers,omitempty"`
+	Icon                      []icon         `json:"icon,omitempty"`
 	InstallModes              []installMode  `json:"installModes"`
 	CustomResourceDefinitions crdDefinitions `json:"customresourcedefinitions"`
 	Install                   install        `json:"install"`
@@ -57,6 +60,16 @@ type maintainer struct {
 	Name  string `json:"name"`
 	Email string `json:"email,omitempty"`
 }
+
+type icon struct {
+	Data      []byte `json:"base64data"`
+	MediaType string `json:"mediatype"`
+}
+
+// portico.svg is the icon OLM's consoles show for the package.
+//
+//go:embed portico.svg
+var iconSVG []byte
 
 type installMode struct {
 	Type      string `json:"type"`
@@ -209,6 +222,7 @@ func clusterServiceVersion(name, bundleVersion string, o options, chrt *chart.Ch
 			Keywords:       chrt.Metadata.Keywords,
 			Links:          links(chrt.Metadata),
 			Maintainers:    maintainers(chrt.Metadata),
+			Icon:           []icon{{Data: iconSVG, MediaType: "image/svg+xml"}},
 			InstallModes:   installModes,
 			Install: install{
 				Strategy: "deployment",
@@ -273,7 +287,7 @@ func maintainers(md *chart.Metadata) []maintainer {
 		out = append(out, maintainer{Name: m.Name, Email: m.Email})
 	}
 	if len(out) == 0 {
-		out = []maintainer{{Name: "Portico maintainers"}}
+		out = []maintainer{{Name: "Portico maintainers", Email: "maintainers@portico.dev"}}
 	}
 	return out
 }

@@ -39,7 +39,9 @@ const (
 	releaseName      = "portico"
 	defaultNamespace = "portico-system"
 	defaultRegistry  = "ghcr.io/portico-dev"
-	defaultChannel   = "alpha"
+	// defaultChannel follows OLM's channel naming (candidate, fast,
+	// stable): every release is published to stable.
+	defaultChannel = "stable"
 	// devVersion is the bundle version of an operator version that is not
 	// semver (git describe of an untagged commit).
 	devVersion = "0.0.0-dev"

@@ -192,30 +192,34 @@ func (b Builder) image(img Image, p v1.Platform, binary string) (v1.Image, error
 	if err != nil {
 		return nil, err
 	}
+	return ImageOf(p, v1.Config{
+		Entrypoint: []string{img.Binary},
+		User:       nonRoot,
+		WorkingDir: "/",
+		Env:        []string{"PATH=/"},
+		Labels: map[string]string{
+			"org.opencontainers.image.title":   img.Name,
+			"org.opencontainers.image.version": b.Version,
+			"org.opencontainers.image.source":  "https://" + Module,
+		},
+	}, b.Epoch, v1.History{CreatedBy: "go build " + img.Package, Comment: img.Binary}, layer)
+}
+
+// ImageOf is an OCI image for platform p of one layer with config cfg,
+// every timestamp at epoch; history describes the layer.
+func ImageOf(p v1.Platform, cfg v1.Config, epoch time.Time, history v1.History, layer v1.Layer) (v1.Image, error) {
 	base, err := mutate.ConfigFile(ociBase(), &v1.ConfigFile{
 		Architecture: p.Architecture,
 		OS:           p.OS,
 		Variant:      p.Variant,
-		Config: v1.Config{
-			Entrypoint: []string{img.Binary},
-			User:       nonRoot,
-			WorkingDir: "/",
-			Env:        []string{"PATH=/"},
-			Labels: map[string]string{
-				"org.opencontainers.image.title":   img.Name,
-				"org.opencontainers.image.version": b.Version,
-				"org.opencontainers.image.source":  "https://" + Module,
-			},
-		},
+		Config:       cfg,
 	})
 	if err != nil {
 		return nil, err
 	}
-	created := v1.Time{Time: b.Epoch}
-	withLayer, err := mutate.Append(base, mutate.Addendum{
-		Layer:   layer,
-		History: v1.History{Created: created, CreatedBy: "go build " + img.Package, Comment: img.Binary},
-	})
+	created := v1.Time{Time: epoch}
+	history.Created = created
+	withLayer, err := mutate.Append(base, mutate.Addendum{Layer: layer, History: history})
 	if err != nil {
 		return nil, err
 	}
@@ -227,45 +231,49 @@ func ociBase() v1.Image {
 	return mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 }
 
-// tarLayer is an OCI layer of files (tarFiles).
-func tarLayer(files map[string][]byte, mode int64, mtime time.Time) (v1.Layer, error) {
-	raw, err := tarFiles(files, mode, mtime)
-	if err != nil {
-		return nil, err
-	}
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(raw)), nil
-	}, tarball.WithMediaType(types.OCILayer))
+// Entry is one regular file (Data, Mode) or directory (Dir, Mode) of a
+// layer; Path is relative to the image's root, with slashes.
+type Entry struct {
+	Path string
+	Data []byte
+	Mode int64
+	Dir  bool
 }
 
-// tarFiles is an uncompressed tar of files (path → content), sorted by
-// path, every file with mode and mtime, owned by root. Parent directories
-// are not listed.
-func tarFiles(files map[string][]byte, mode int64, mtime time.Time) ([]byte, error) {
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+// Layer is an OCI layer (uncompressed tar, as the registry stores it
+// gzipped) of entries sorted by path, owned by root, every timestamp at
+// mtime. Parent directories are not listed unless they are entries.
+func Layer(entries []Entry, mtime time.Time) (v1.Layer, error) {
+	sorted := slices.Clone(entries)
+	slices.SortFunc(sorted, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, name := range names {
-		if err := tw.WriteHeader(&tar.Header{
-			Typeflag: tar.TypeReg,
-			Name:     name,
-			Mode:     mode,
-			Size:     int64(len(files[name])),
-			ModTime:  mtime,
-			Format:   tar.FormatPAX,
-		}); err != nil {
+	for _, e := range sorted {
+		h := &tar.Header{Typeflag: tar.TypeReg, Name: e.Path, Mode: e.Mode, Size: int64(len(e.Data)), ModTime: mtime, Format: tar.FormatPAX}
+		if e.Dir {
+			h.Typeflag, h.Name, h.Size = tar.TypeDir, strings.TrimSuffix(e.Path, "/")+"/", 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
 			return nil, err
 		}
-		if _, err := tw.Write(files[name]); err != nil {
+		if _, err := tw.Write(e.Data); err != nil {
 			return nil, err
 		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	raw := buf.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(raw)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+}
+
+// tarLayer is a Layer of regular files (path → content), all with mode.
+func tarLayer(files map[string][]byte, mode int64, mtime time.Time) (v1.Layer, error) {
+	entries := make([]Entry, 0, len(files))
+	for path, data := range files {
+		entries = append(entries, Entry{Path: path, Data: data, Mode: mode})
+	}
+	return Layer(entries, mtime)
 }
