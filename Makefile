@@ -103,6 +103,15 @@ release: ## Publish a release: multi-arch images with SBOMs, the OCI chart pinne
 	go run ./hack/release --version $(VERSION) --registry $(REGISTRY) --platforms $(PLATFORMS) \
 		--output $(RELEASE_DIR) $(if $(SIGN_KEY),--sign-key $(SIGN_KEY))
 
+# The OLM catalog lists the bundles of RELEASES (their release.json, e.g.
+# "dist/v0.1.0/release.json dist/v0.2.0/release.json"), served by OPM_IMAGE.
+RELEASES ?=
+OPM_IMAGE ?= quay.io/operator-framework/opm:v1.61.0
+
+.PHONY: catalog
+catalog: ## Publish the OLM catalog image REGISTRY/portico-catalog:VERSION: a file-based catalog of the bundles of RELEASES in the stable channel (RELEASES, OPM_IMAGE).
+	go run ./hack/release catalog --registry $(REGISTRY) --tag $(VERSION) --opm-image $(OPM_IMAGE) $(RELEASES)
+
 # BUNDLE_VERSION is the operator version `make bundle` packages, as the images
 # are tagged: VERSION when given (make bundle VERSION=v1.2.3), else empty for
 # the chart's appVersion, which the checked-in bundle/ is generated for so

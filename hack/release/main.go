@@ -6,11 +6,15 @@
 //
 //	go run ./hack/release --version v1.2.3 --registry ghcr.io/portico-dev [--sign-key cosign.key]
 //	go run ./hack/release test-images --registry 127.0.0.1:5000/portico --tag e2e pause e2e-agent
+//	go run ./hack/release catalog --registry ghcr.io/portico-dev --tag v1.2.3 dist/v1.2.2/release.json dist/v1.2.3/release.json
 //
 // The key's password is COSIGN_PASSWORD, as for cosign. Timestamps are
 // SOURCE_DATE_EPOCH, else the commit time of HEAD. test-images pushes the
 // images only the tests use (host platform by default) and prints
-// <name> <reference@digest> per image.
+// <name> <reference@digest> per image. catalog publishes the OLM catalog
+// image (file-based catalog served by opm) listing the bundle images given,
+// by digest or by their releases' release.json, one version after the other
+// in the stable channel, and prints its reference@digest.
 package main
 
 import (
@@ -27,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/portico-dev/portico/internal/olm"
 	"github.com/portico-dev/portico/internal/release"
 )
 
@@ -34,9 +39,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if len(os.Args) > 1 && os.Args[1] == "test-images" {
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == "test-images":
 		err = testImages(ctx, os.Args[2:])
-	} else {
+	case len(os.Args) > 1 && os.Args[1] == "catalog":
+		err = catalog(ctx, os.Args[2:])
+	default:
 		err = publish(ctx, os.Args[1:])
 	}
 	if err != nil {
@@ -105,6 +113,56 @@ func testImages(ctx context.Context, args []string) error {
 	for _, n := range fs.Args() {
 		fmt.Printf("%s %s\n", n, refs[n])
 	}
+	return nil
+}
+
+func catalog(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("catalog", flag.ContinueOnError)
+	o := olm.CatalogOptions{Channel: olm.Channel}
+	registry := fs.String("registry", "ghcr.io/portico-dev", "registry and path the catalog image is pushed to (as "+olm.CatalogImageName+")")
+	fs.StringVar(&o.Tag, "tag", "latest", "tag of the catalog image")
+	fs.StringVar(&o.Base, "opm-image", olm.DefaultOPMImage, "opm image the catalog is served by")
+	fs.StringVar(&o.Channel, "channel", olm.Channel, "channel of the package")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("usage: catalog --registry R [--tag T] [--opm-image I] (BUNDLE_IMAGE@DIGEST | release.json)...")
+	}
+	for _, arg := range fs.Args() {
+		b := arg
+		if strings.HasSuffix(arg, ".json") { // a release's release.json
+			m, err := release.ReadManifest(arg)
+			if err != nil {
+				return err
+			}
+			a, ok := m.Artifact(release.BundleImage)
+			if !ok {
+				return fmt.Errorf("%s lists no %s", arg, release.BundleImage)
+			}
+			b = a.Reference
+		}
+		if !strings.Contains(b, "@sha256:") {
+			return fmt.Errorf("bundle image %s: name it by digest (release.json lists it)", b)
+		}
+		o.Bundles = append(o.Bundles, b)
+	}
+	o.Repository = *registry + "/" + olm.CatalogImageName
+	var err error
+	if o.Insecure, err = release.PlainHTTP(*registry); err != nil {
+		return err
+	}
+	if o.Epoch, err = epoch(ctx); err != nil {
+		return err
+	}
+	ref, cfg, err := olm.PublishCatalog(ctx, o)
+	if err != nil {
+		return err
+	}
+	for _, e := range cfg.Channels[0].Entries {
+		fmt.Fprintf(os.Stderr, "channel %s: %s (replaces %q)\n", o.Channel, e.Name, e.Replaces)
+	}
+	fmt.Printf("%s %s\n", olm.CatalogImageName, ref)
 	return nil
 }
 
