@@ -454,4 +454,7 @@ var _ = Describe("Portico", Ordered, func() {
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(orders), &gatewayv1alpha1.APIRule{})).To(Succeed())
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, &networkingv1.VirtualService{})).To(Succeed())
 	})
+
+	// Then OLM installs Portico again, over what helm left.
+	olmSpecs(&gatewayIP)
 })

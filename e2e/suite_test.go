@@ -14,6 +14,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
@@ -87,6 +89,7 @@ func scheme() *runtime.Scheme {
 		corev1.AddToScheme, appsv1.AddToScheme, eventsv1.AddToScheme, apiextensionsv1.AddToScheme, rbacv1.AddToScheme,
 		operatorv1alpha1.AddToScheme, gatewayv1alpha1.AddToScheme,
 		networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
+		operatorsv1alpha1.AddToScheme, operatorsv1.AddToScheme,
 	} {
 		Expect(add(s)).To(Succeed())
 	}

@@ -226,7 +226,7 @@ func TestPublishCatalog(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cf.Config.Labels).To(HaveKeyWithValue(ConfigsLabel, ConfigsDir))
 	g.Expect(cf.Config.Entrypoint).To(Equal([]string{"/bin/opm"}))
-	g.Expect(cf.Config.Cmd).To(Equal([]string{"serve", "/configs", "--cache-dir=/tmp/cache"}))
+	g.Expect(cf.Config.Cmd).To(Equal([]string{"serve", "/configs"}))
 	g.Expect(cf.Config.User).To(Equal("1001"), "the base's config is kept")
 	files, err := BundleFiles(img)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -68,7 +68,7 @@ func BundleFiles(img v1.Image) (fstest.MapFS, error) {
 // CatalogImage is base, an image with opm (as quay.io/operator-framework/opm),
 // plus the catalog at /configs/<package>/catalog.yaml, labelled for OLM
 // and started as `opm serve /configs`, which is what a CatalogSource's
-// registry pod runs.
+// registry pod runs. The base must have a writable /tmp.
 func CatalogImage(base v1.Image, cfg declcfg.DeclarativeConfig, pkg string, epoch time.Time) (v1.Image, error) {
 	doc, err := WriteYAML(cfg)
 	if err != nil {
@@ -100,7 +100,11 @@ func CatalogImage(base v1.Image, cfg declcfg.DeclarativeConfig, pkg string, epoc
 	}
 	cf.Config.Labels[ConfigsLabel] = ConfigsDir
 	cf.Config.Entrypoint = []string{"/bin/opm"}
-	cf.Config.Cmd = []string{"serve", ConfigsDir, "--cache-dir=/tmp/cache"}
+	// No --cache-dir: opm builds its cache under /tmp when the pod starts.
+	// Upstream catalogs pre-build it with `RUN opm serve --cache-only`, which
+	// an image assembled without running opm cannot do, and opm refuses a
+	// --cache-dir without a valid cache.
+	cf.Config.Cmd = []string{"serve", ConfigsDir}
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return nil, err
 	}
