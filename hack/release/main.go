@@ -127,7 +127,7 @@ func catalog(ctx context.Context, args []string) error {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return errors.New("usage: catalog --registry R [--tag T] [--opm-image I] (BUNDLE_IMAGE@DIGEST | release.json)...")
+		return errors.New("usage: catalog --registry R [--tag T] [--opm-image I] BUNDLE_IMAGE@DIGEST|release.json [...]")
 	}
 	for _, arg := range fs.Args() {
 		b := arg
