@@ -164,8 +164,9 @@ test-e2e: build ## Run the e2e suite on a local kwok control plane (fast: operat
 E2E_NODE_CLUSTER := portico-e2e-node
 
 .PHONY: test-e2e-node
-test-e2e-node: ## Run the e2e suite on a real node (kubelet, containerd, kube-proxy; as root): images from `make images`, the chart, real pods.
+test-e2e-node: ## Run the e2e suite on a real node (kubelet, containerd, kube-proxy; as root): releases in the node's registry, helm and OLM installs, real pods.
 	hack/testbin.sh --node >/dev/null
+	hack/testbin.sh --olm >/dev/null
 	@# The suite removes the node when it ends; `node.sh down` again catches
 	@# a suite killed before its AfterSuite (e.g. by go test's -timeout).
 	status=0; E2E_TARGET=node go test -tags e2e ./e2e/ -count=1 -timeout 20m -v -ginkgo.v -ginkgo.timeout 15m || status=$$?; \
