@@ -50,11 +50,14 @@ if [[ "${1:-}" == "--olm" ]]; then
 	if [[ ! -f "$olm_dir/.complete" ]]; then
 		rm -rf "$olm_dir.partial" && mkdir -p "$olm_dir.partial"
 		mods="$tools/olm"
-		# The olm and catalog operators, the package server, and what their bundle-unpack Jobs and
-		# catalog pods run: cpb and cp (util image), opm and
-		# grpc_health_probe (opm image); copy-content for catalogs that
-		# extract their content.
-		for pkg in \
+		# The olm and catalog operators, the package server, and what
+		# their bundle-unpack Jobs and catalog pods run: cpb and cp (util
+		# image), opm and grpc_health_probe (opm image); copy-content for
+		# catalogs that extract their content. One go build: the shared
+		# packages compile once.
+		echo "testbin: building OLM $OLM_VERSION, opm, grpc_health_probe and cp (hack/tools/olm)" >&2
+		(cd "$mods" && CGO_ENABLED=0 go build -trimpath -tags json1,containers_image_openpgp -ldflags "-s -w" \
+			-o "$olm_dir.partial/" \
 			github.com/operator-framework/operator-lifecycle-manager/cmd/olm \
 			github.com/operator-framework/operator-lifecycle-manager/cmd/catalog \
 			github.com/operator-framework/operator-lifecycle-manager/cmd/package-server \
@@ -62,13 +65,8 @@ if [[ "${1:-}" == "--olm" ]]; then
 			github.com/operator-framework/operator-lifecycle-manager/util/cpb \
 			github.com/operator-framework/operator-registry/cmd/opm \
 			github.com/grpc-ecosystem/grpc-health-probe \
-			github.com/u-root/u-root/cmds/core/cp; do
-			out=$(basename "$pkg")
-			[[ "$out" == grpc-health-probe ]] && out=grpc_health_probe
-			echo "testbin: building $out (OLM $OLM_VERSION)" >&2
-			(cd "$mods" && CGO_ENABLED=0 go build -trimpath -tags json1,containers_image_openpgp \
-				-ldflags "-s -w" -o "$olm_dir.partial/$out" "$pkg")
-		done
+			github.com/u-root/u-root/cmds/core/cp)
+		mv "$olm_dir.partial/grpc-health-probe" "$olm_dir.partial/grpc_health_probe"
 		src=$(cd "$mods" && go list -m -f '{{.Dir}}' github.com/operator-framework/operator-lifecycle-manager)
 		# OLM's own Helm chart (its CRDs in chart/crds) installs it.
 		cp -R "$src"/deploy/chart "$olm_dir.partial/chart"
@@ -121,16 +119,23 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 ldflags="-s -w$stamp"
 
+# etcd and the Kubernetes binaries come from one go build: the packages
+# they share compile once and each link overlaps the other compiles.
+# (-X of a package a binary does not link is ignored.)
+pkgs=()
 for b in "${missing[@]}"; do
 	case "$b" in
-	etcd)
-		log "building etcd"
-		(cd "$tools" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dir.partial/etcd" ./cmd/etcd)
-		;;
-	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet | kube-proxy)
-		log "building $b $KUBE_VERSION"
-		(cd "$tools" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dir.partial/$b" "k8s.io/kubernetes/cmd/$b")
-		;;
+	etcd) pkgs+=(./cmd/etcd) ;;
+	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet | kube-proxy) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
+	esac
+done
+if [[ ${#pkgs[@]} -gt 0 ]]; then
+	log "building ${pkgs[*]##*/} (Kubernetes $KUBE_VERSION)"
+	(cd "$tools" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dir.partial/" "${pkgs[@]}")
+fi
+
+for b in "${missing[@]}"; do
+	case "$b" in
 	kwok | kwokctl)
 		log "installing $b $KWOK_VERSION"
 		GOBIN="$dir.partial" CGO_ENABLED=0 go install -trimpath "sigs.k8s.io/kwok/cmd/$b@$KWOK_VERSION"
