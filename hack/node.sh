@@ -26,7 +26,9 @@
 # Network: the API server advertises NODE_IP (a TEST-NET-1 address added to
 # the loopback interface, never routed anywhere), so pods reach it through
 # the `kubernetes` Service via kube-proxy's iptables rules. Pods live on the
-# bridge portico-cni0 with addresses from POD_CIDR. There is no cluster DNS.
+# bridge portico-cni0 with addresses from POD_CIDR. CoreDNS, a host process
+# on NODE_IP:53, is the cluster DNS (cluster.local from the API server, other
+# names forwarded to the host's resolvers).
 # Both are host-wide, so one node cluster runs per host at a time.
 #
 # Environment: PORTICO_NODE_IP (default 192.0.2.1), PORTICO_POD_CIDR
@@ -50,6 +52,7 @@ KUBELET_PORT=10250
 KUBELET_HEALTHZ_PORT=10248
 PROXY_HEALTHZ_PORT=10256
 PROXY_METRICS_PORT=10249
+DNS_READY_PORT=10253 # CoreDNS's ready plugin, on 127.0.0.1
 
 log() { echo "node: $*" >&2; }
 die() {
@@ -209,6 +212,7 @@ write_configs() {
 		  x509: {clientCAFile: $ca}
 		authorization: {mode: Webhook}
 		clusterDomain: cluster.local
+		clusterDNS: [$NODE_IP]
 		resolvConf: /etc/resolv.conf
 		serializeImagePulls: false
 		# A test node must not evict its pods because the host's disk is full
@@ -223,6 +227,24 @@ write_configs() {
 		# Pods report Ready soon after their probes pass.
 		nodeStatusUpdateFrequency: 10s
 		syncFrequency: 10s
+	EOF
+	cat >"$state/Corefile" <<-EOF
+		cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
+		    bind $NODE_IP
+		    kubernetes cluster.local in-addr.arpa ip6.arpa {
+		        kubeconfig $kubeconfig
+		        fallthrough in-addr.arpa ip6.arpa
+		    }
+		    cache 30
+		    errors
+		    ready 127.0.0.1:$DNS_READY_PORT
+		}
+		.:53 {
+		    bind $NODE_IP
+		    forward . /etc/resolv.conf
+		    cache 30
+		    errors
+		}
 	EOF
 	cat >"$state/kube-proxy.yaml" <<-EOF
 		apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -296,6 +318,12 @@ cmd_up() {
 	fi
 	wait_for "registry $REGISTRY_ADDR" curl -fsS "http://$REGISTRY_ADDR/v2/"
 	push_pause
+
+	if ! running coredns; then
+		log "starting CoreDNS on $NODE_IP:53"
+		start coredns "$bin/coredns" -conf "$state/Corefile"
+	fi
+	wait_for "CoreDNS" curl -fsS "http://127.0.0.1:$DNS_READY_PORT/ready"
 
 	if ! running containerd; then
 		log "starting containerd"
@@ -441,6 +469,7 @@ cmd_down() {
 	remove_containers
 	stop_pidfile containerd
 	stop_pidfile registry
+	stop_pidfile coredns
 	stop_shims
 	unmount_state
 	remove_cgroups

@@ -80,8 +80,9 @@ fi
 
 want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl helm)
 if [[ "${1:-}" == "--node" ]]; then
-	# The registry binary carries its version in its name (not in <key>).
-	want+=(kubelet kube-proxy "registry-$REGISTRY_VERSION")
+	# The registry binary carries its version in its name (not in <key>);
+	# coredns is hack/tools/cmd/coredns (the cluster DNS).
+	want+=(kubelet kube-proxy coredns "registry-$REGISTRY_VERSION")
 fi
 missing=()
 for b in "${want[@]}"; do
@@ -125,7 +126,7 @@ ldflags="-s -w$stamp"
 pkgs=()
 for b in "${missing[@]}"; do
 	case "$b" in
-	etcd) pkgs+=(./cmd/etcd) ;;
+	etcd | coredns) pkgs+=("./cmd/$b") ;;
 	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet | kube-proxy) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
 	esac
 done
