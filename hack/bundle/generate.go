@@ -17,8 +17,6 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -33,10 +31,7 @@ import (
 
 const (
 	// packageName is the OLM package; the CSV is <packageName>.v<version>.
-	packageName = "portico"
-	// releaseName is the Helm release the chart is rendered as (fixed by the
-	// contract).
-	releaseName      = "portico"
+	packageName      = "portico"
 	defaultNamespace = "portico-system"
 	defaultRegistry  = "ghcr.io/portico-dev"
 	// defaultChannel follows OLM's channel naming (candidate, fast,
@@ -261,29 +256,12 @@ func chartValues(img images, controllers []string) map[string]any {
 // does (values schema validation included) and returns its objects, in the
 // order of the template file names.
 func renderChart(chrt *chart.Chart, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
-	if err := chartutil.ProcessDependenciesWithMerge(chrt, values); err != nil {
-		return nil, fmt.Errorf("chart dependencies: %w", err)
-	}
-	renderValues, err := chartutil.ToRenderValues(chrt, values,
-		chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true},
-		chartutil.DefaultCapabilities.Copy())
+	files, names, err := release.RenderTemplates(chrt, namespace, values)
 	if err != nil {
-		return nil, fmt.Errorf("chart values: %w", err)
+		return nil, err
 	}
-	files, err := engine.Render(chrt, renderValues)
-	if err != nil {
-		return nil, fmt.Errorf("render chart: %w", err)
-	}
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	var out []*unstructured.Unstructured
 	for _, name := range names {
-		if strings.HasSuffix(name, "NOTES.txt") || strings.HasPrefix(path.Base(name), "_") {
-			continue
-		}
 		docs, err := splitDocuments([]byte(files[name]))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)

@@ -255,20 +255,23 @@ func PushChart(archive []byte, repository, version string, epoch time.Time, plai
 	return result.Manifest.Digest, nil
 }
 
-// RenderInstall renders the chart as `helm install portico -n namespace`
-// would, CRDs included, and returns one YAML stream for `kubectl apply`:
-// the namespace first (with the restricted Pod Security Standard
-// enforced), then every object, in the order of the template files.
-func RenderInstall(chrt *chart.Chart, namespace string) ([]byte, error) {
-	renderValues, err := chartutil.ToRenderValues(chrt, map[string]any{},
+// RenderTemplates renders the chart as `helm install portico -n namespace`
+// does with values (checked against the values schema) and returns the
+// rendered manifests by template file name, with the names sorted, NOTES.txt
+// and partials left out.
+func RenderTemplates(chrt *chart.Chart, namespace string, values map[string]any) (map[string]string, []string, error) {
+	if err := chartutil.ProcessDependenciesWithMerge(chrt, values); err != nil {
+		return nil, nil, fmt.Errorf("chart dependencies: %w", err)
+	}
+	renderValues, err := chartutil.ToRenderValues(chrt, values,
 		chartutil.ReleaseOptions{Name: ChartName, Namespace: namespace, Revision: 1, IsInstall: true},
 		chartutil.DefaultCapabilities.Copy())
 	if err != nil {
-		return nil, fmt.Errorf("chart values: %w", err)
+		return nil, nil, fmt.Errorf("chart values: %w", err)
 	}
 	files, err := engine.Render(chrt, renderValues)
 	if err != nil {
-		return nil, fmt.Errorf("render chart: %w", err)
+		return nil, nil, fmt.Errorf("render chart: %w", err)
 	}
 	names := make([]string, 0, len(files))
 	for name := range files {
@@ -276,6 +279,19 @@ func RenderInstall(chrt *chart.Chart, namespace string) ([]byte, error) {
 			continue
 		}
 		names = append(names, name)
+	}
+	slices.Sort(names)
+	return files, names, nil
+}
+
+// RenderInstall renders the chart as `helm install portico -n namespace`
+// would, CRDs included, and returns one YAML stream for `kubectl apply`:
+// the namespace first (with the restricted Pod Security Standard
+// enforced), then every object, in the order of the template files.
+func RenderInstall(chrt *chart.Chart, namespace string) ([]byte, error) {
+	files, names, err := RenderTemplates(chrt, namespace, map[string]any{})
+	if err != nil {
+		return nil, err
 	}
 	// CRDs first, so that `kubectl apply` creates them before anything
 	// that may use them.
