@@ -20,11 +20,15 @@ set -euo pipefail
 
 KUBE_VERSION=v1.36.3
 KWOK_VERSION=v0.8.0
-HELM_VERSION=v3.22.0
 REGISTRY_VERSION=v3.1.2 # github.com/distribution/distribution/v3: the OCI registry of the node tests
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tools="$here/tools"
+root=$(dirname "$here")
+# helm is a tool of Portico's own module (go.mod's tool directive), whose
+# Helm SDK version it is: built there, it shares the compiled Kubernetes
+# client packages with Portico's own build and tests.
+HELM_VERSION=$(awk '$1 == "helm.sh/helm/v3" {print $2; exit}' "$root/go.mod")
 cache_root=${PORTICO_TESTBIN:-${XDG_CACHE_HOME:-$HOME/.cache}/portico/testbin}
 key=$( (echo "$KUBE_VERSION $KWOK_VERSION $HELM_VERSION"; cat "$tools/go.mod" "$tools/go.sum" "$tools"/cmd/*/*.go) | sha256sum | cut -c1-12)
 dir="$cache_root/$KUBE_VERSION-$key"
@@ -147,8 +151,9 @@ for b in "${missing[@]}"; do
 		mv "$dir.partial/registry" "$dir.partial/$b"
 		;;
 	helm)
-		log "installing helm $HELM_VERSION"
-		GOBIN="$dir.partial" CGO_ENABLED=0 go install -trimpath "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+		log "building helm $HELM_VERSION (Portico's module)"
+		(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+			-o "$dir.partial/helm" helm.sh/helm/v3/cmd/helm)
 		;;
 	esac
 done

@@ -23,8 +23,21 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// RepoRoot is the repository's top directory.
+// RepoRoot is the repository's top directory: the first directory at or
+// above the working directory (go test runs in the package's directory) whose
+// go.mod declares Portico's module. The source location is only a fallback,
+// since -trimpath (which make sets) makes it module-relative.
 func RepoRoot() string {
+	if dir, err := os.Getwd(); err == nil {
+		for d := dir; ; d = filepath.Dir(d) {
+			if raw, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && bytes.HasPrefix(raw, []byte("module github.com/portico-dev/portico\n")) {
+				return d
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }

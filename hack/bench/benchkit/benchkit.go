@@ -5,7 +5,6 @@
 package benchkit
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -17,25 +16,12 @@ import (
 	"github.com/portico-dev/portico/hack/testenv"
 )
 
-// RepoRoot finds the module root from the working directory, falling back
-// to the source location testenv knows.
+// RepoRoot finds the module root from the working directory.
 func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		if raw, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && bytes.HasPrefix(raw, []byte("module github.com/portico-dev/portico\n")) {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
 	if d := testenv.RepoRoot(); FileExists(filepath.Join(d, "hack", "cluster.sh")) {
 		return d, nil
 	}
-	return "", fmt.Errorf("run the bench from the portico repository (no go.mod of github.com/portico-dev/portico above %s)", dir)
+	return "", fmt.Errorf("run the bench from the portico repository (no go.mod of github.com/portico-dev/portico above the working directory)")
 }
 
 // FileExists reports whether path exists.
