@@ -8,7 +8,7 @@ SHELL := /usr/bin/env bash -o pipefail
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
 REGISTRY ?= ghcr.io/portico-dev
-CONTROLLERS := apirule ratelimit
+CONTROLLERS := apirule ratelimit gateway
 PLATFORMS ?= linux/amd64,linux/arm64
 CONTAINER_TOOL ?= docker
 

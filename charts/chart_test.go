@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,6 +79,8 @@ func TestDefaultRender(t *testing.T) {
 			ref{"ClusterRole", "", "apirule-controller"},
 			ref{"CustomResourceDefinition", "", "apirules.gateway.portico.dev"},
 			ref{"CustomResourceDefinition", "", "apigateways.operator.portico.dev"},
+			ref{"ServiceAccount", releaseNamespace, "gateway-controller"},
+			ref{"ClusterRole", "", "gateway-controller"},
 		), "config/ lacks what the chart must install")
 		g.Expect(r.refs()).To(ConsistOf(want))
 	})
@@ -187,7 +190,7 @@ func TestDefaultRender(t *testing.T) {
 	})
 
 	g.Expect(r.ofKind("Role")).NotTo(BeEmpty())
-	for _, role := range r.ofKind("Role") {
+	for _, role := range append(r.ofKind("Role"), r.ofKind("RoleBinding")...) {
 		g.Expect(role.GetNamespace()).To(Equal(releaseNamespace), "%s is not in the release namespace", refOf(role))
 	}
 }
@@ -431,11 +434,13 @@ affinity:
 			values: `
 controllers:
   apirule: {image: mirror.example.com/apirule-controller:v1}
-  ratelimit: {image: "mirror.example.com/ratelimit-controller@` + digest + `"}`,
+  ratelimit: {image: "mirror.example.com/ratelimit-controller@` + digest + `"}
+  gateway: {image: mirror.example.com/gateway-controller:v1}`,
 			check: func(g Gomega, r *rendered) {
 				g.Expect(managerContainer(g, operatorDeployment(g, r)).Env).To(HaveExactElements(
 					HaveField("Name", "POD_NAMESPACE"),
 					corev1.EnvVar{Name: "RELATED_IMAGE_APIRULE_CONTROLLER", Value: "mirror.example.com/apirule-controller:v1"},
+					corev1.EnvVar{Name: "RELATED_IMAGE_GATEWAY_CONTROLLER", Value: "mirror.example.com/gateway-controller:v1"},
 					corev1.EnvVar{Name: "RELATED_IMAGE_RATELIMIT_CONTROLLER", Value: "mirror.example.com/ratelimit-controller@" + digest},
 				))
 			},
@@ -590,7 +595,12 @@ func TestRejectsBadValues(t *testing.T) {
 		{"tolerations as a map", "tolerations: {key: x}", []string{"at '/tolerations'", "want array"}},
 		{"bad toleration operator", "tolerations: [{key: x, operator: In}]", []string{"at '/tolerations/0/operator'", "'Exists', 'Equal'"}},
 		{"imagePullSecrets as strings", "imagePullSecrets: [regcred]", []string{"at '/imagePullSecrets/0'", "want object"}},
-		{"unknown controller", "controllers: {gateway: {image: x}}", []string{"at '/controllers'", "'gateway' not allowed"}},
+		{"unknown controller", "controllers: {ingress: {image: x}}", []string{"at '/controllers'", "'ingress' not allowed"}},
+		{"gateway secret name not a Secret name", "controllers: {gateway: {secretNames: [Wildcard_TLS]}}", []string{"at '/controllers/gateway/secretNames/0'", "does not match pattern"}},
+		{"gateway secret name too long", "controllers: {gateway: {secretNames: [" + strings.Repeat("s", 254) + "]}}", []string{"at '/controllers/gateway/secretNames/0'", "maxLength"}},
+		{"gateway secret listed twice", "controllers: {gateway: {secretNames: [wildcard-tls, wildcard-tls]}}", []string{"at '/controllers/gateway/secretNames'", "items at 0 and 1 are equal"}},
+		{"gateway secretNames as a string", "controllers: {gateway: {secretNames: wildcard-tls}}", []string{"at '/controllers/gateway/secretNames'", "want array"}},
+		{"unknown gateway controller setting", "controllers: {gateway: {namespaces: [edge]}}", []string{"at '/controllers/gateway'", "'namespaces' not allowed"}},
 		{"controller setting the operator cannot pass", "controllers: {apirule: {replicas: 2}}", []string{"at '/controllers/apirule'", "'replicas' not allowed"}},
 		{"registry with a space", "controllerImages: {registry: 'my registry'}", []string{"at '/controllerImages/registry'"}},
 		{"crds.install as a string", "crds: {install: 'yes'}", []string{"at '/crds/install'", "got string, want boolean"}},
@@ -656,7 +666,7 @@ func TestLint(t *testing.T) {
 replicas: 2
 apiGateway: {create: true, spec: {controllers: [{name: ratelimit, enabled: false}]}}
 metrics: {serviceMonitor: {enabled: true}}
-controllers: {apirule: {image: mirror.example.com/apirule-controller:v1}}
+controllers: {apirule: {image: mirror.example.com/apirule-controller:v1}, gateway: {secretNames: [wildcard-tls]}}
 crds: {keep: false}
 imagePullSecrets: [{name: regcred}]
 tolerations: [{operator: Exists}]`},
@@ -677,4 +687,68 @@ tolerations: [{operator: Exists}]`},
 			g.Expect(problems).To(BeEmpty())
 		})
 	}
+}
+
+// TestGatewaySecretNames checks controllers.gateway.secretNames: the
+// gateway controller's ClusterRole gets one more rule, reading exactly the
+// Secrets listed (the default gateway's spec.gateway.certificate.secretName),
+// after the generated rules; without names it is the generated ClusterRole.
+func TestGatewaySecretNames(t *testing.T) {
+	generated := map[string]*rbacv1.ClusterRole{}
+	for _, rbac := range readGeneratedRBAC(t) {
+		if rbac.clusterRole != nil {
+			generated[rbac.binary] = rbac.clusterRole
+		}
+	}
+	const name = "gateway-controller"
+	if generated[name] == nil {
+		t.Fatalf("config/rbac/%s has no ClusterRole: run make manifests", name)
+	}
+	// othersUnchanged checks every other ClusterRole is the generated one.
+	othersUnchanged := func(g Gomega, r *rendered) {
+		for binary, want := range generated {
+			if binary == name {
+				continue
+			}
+			g.Expect(get[rbacv1.ClusterRole](g, r, "ClusterRole", "", want.Name).Rules).To(Equal(want.Rules), "ClusterRole %s", want.Name)
+		}
+	}
+
+	t.Run("the Secrets listed become readable by name", func(t *testing.T) {
+		g := NewWithT(t)
+		r := mustRender(t, "controllers: {gateway: {secretNames: [wildcard-tls, edge.example.com-tls]}}")
+		role := get[rbacv1.ClusterRole](g, r, "ClusterRole", "", name)
+		g.Expect(role.Rules).To(Equal(append(slices.Clone(generated[name].Rules), rbacv1.PolicyRule{
+			APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"},
+			ResourceNames: []string{"wildcard-tls", "edge.example.com-tls"},
+		})))
+		othersUnchanged(g, r)
+	})
+
+	for _, tc := range []struct{ name, values string }{
+		{"by default no Secret beyond the generated rules", ""},
+		{"an empty list grants nothing more", "controllers: {gateway: {secretNames: []}}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := mustRender(t, tc.values)
+			g.Expect(get[rbacv1.ClusterRole](g, r, "ClusterRole", "", name).Rules).To(Equal(generated[name].Rules))
+			othersUnchanged(g, r)
+		})
+	}
+
+	t.Run("no Secret is readable or writable by every name", func(t *testing.T) {
+		g := NewWithT(t)
+		r := mustRender(t, "controllers: {gateway: {secretNames: [wildcard-tls]}}")
+		for _, rule := range get[rbacv1.ClusterRole](g, r, "ClusterRole", "", name).Rules {
+			if !slices.Contains(rule.Resources, "secrets") {
+				continue
+			}
+			for _, verb := range rule.Verbs {
+				if verb != "create" { // create cannot be restricted by name
+					g.Expect(rule.ResourceNames).NotTo(BeEmpty(), "%s on secrets names the Secrets: %+v", verb, rule)
+				}
+			}
+		}
+	})
 }

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	// The samples include an Istio Gateway.
+	// Istio's CRDs, as on a cluster the samples are applied to.
 	istio, err := testenv.IstioCRDs()
 	if err != nil {
 		panic(err)
@@ -118,7 +118,7 @@ func TestDefaultRendersACompleteInstall(t *testing.T) {
 			g.Expect(u.GetNamespace()).To(Equal("portico-system"), "%s %s", u.GetKind(), u.GetName())
 		}
 	}
-	binaries := []string{"apirule-controller", "portico-operator", "ratelimit-controller"}
+	binaries := []string{"apirule-controller", "gateway-controller", "portico-operator", "ratelimit-controller"}
 	g.Expect(kinds["CustomResourceDefinition"]).To(ConsistOf("apigateways.operator.portico.dev", "apirules.gateway.portico.dev", "ratelimits.gateway.portico.dev"))
 	g.Expect(kinds["ServiceAccount"]).To(ConsistOf(binaries))
 	g.Expect(kinds["ClusterRole"]).To(ConsistOf(binaries))
@@ -136,6 +136,8 @@ func TestDefaultRendersACompleteInstall(t *testing.T) {
 		subject := subjects[0].(map[string]any)
 		g.Expect(subject["name"]).To(Equal(u.GetName()), "each binary's role is bound to its own ServiceAccount")
 		g.Expect(subject["namespace"]).To(Equal("portico-system"))
+		roleRef, _, _ := unstructured.NestedString(u.Object, "roleRef", "name")
+		g.Expect(roleRef).To(Equal(u.GetName()), "each binding grants its binary's own role")
 	}
 	applyDryRun(t, objs)
 }
@@ -157,7 +159,23 @@ func TestSamplesAreValid(t *testing.T) {
 	kinds := []string{}
 	for _, u := range objs {
 		kinds = append(kinds, u.GetKind())
+		switch u.GetKind() {
+		case "APIGateway":
+			// The sample lists every controller and configures the default
+			// gateway, which the APIRule sample uses.
+			var names []string
+			controllers, _, _ := unstructured.NestedSlice(u.Object, "spec", "controllers")
+			for _, c := range controllers {
+				names = append(names, c.(map[string]any)["name"].(string))
+			}
+			g.Expect(names).To(ConsistOf("apirule", "ratelimit", "gateway"))
+			domain, _, _ := unstructured.NestedString(u.Object, "spec", "gateway", "domain")
+			g.Expect(domain).NotTo(BeEmpty())
+		case "APIRule":
+			_, named, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "gateway")
+			g.Expect(named).To(BeFalse(), "the APIRule sample uses the default gateway")
+		}
 	}
-	g.Expect(kinds).To(ContainElements("Namespace", "Service", "Gateway", "APIGateway", "APIRule", "RateLimit"))
+	g.Expect(kinds).To(ContainElements("Namespace", "Service", "APIGateway", "APIRule", "RateLimit"))
 	applyDryRun(t, objs)
 }

@@ -82,7 +82,7 @@ func expectRunning(g Gomega, ctx context.Context, version string) {
 	for _, ri := range csv.Spec.RelatedImages {
 		related[ri.Name] = ri.Image
 	}
-	for _, image := range []string{"portico-operator", "apirule-controller", "ratelimit-controller"} {
+	for _, image := range append([]string{"portico-operator"}, controllerImages...) {
 		g.Expect(related).To(HaveKeyWithValue(image, releaseImage(version, image)), "the CSV's relatedImages pin %s", image)
 	}
 	g.Expect(deployment(g, "portico-operator").Spec.Template.Spec.Containers[0].Image).To(Equal(related["portico-operator"]))

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -19,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 )
 
 // Helpers for the targets with real pods (node, kind).
@@ -127,40 +130,70 @@ func createOrExisting(ctx context.Context, obj client.Object) {
 	Expect(err == nil || apierrors.IsAlreadyExists(err)).To(BeTrue(), "create %T %s: %v", obj, obj.GetName(), err)
 }
 
+// The gateway stand-in: one Deployment and Service in istio-system, the
+// pods labelled istio: ingressgateway like Istio's ingress gateway, serving
+// both the suite's Gateway istio-system/public and the default gateway
+// istio-system/portico-gateway (gateway_test.go) when it exists, as one
+// Istio ingress workload serves every Gateway that selects it.
+const (
+	gatewayStandIn   = "public-gateway"
+	gatewayNamespace = operatorv1alpha1.DefaultGatewayNamespace
+)
+
 // deployTrafficPath runs the orders backend (the pods of the orders
-// Service) and a gateway for istio-system/public (the e2e agent's minimal
-// VirtualService router, with a ServiceAccount that may read
-// VirtualServices and Services), and returns the gateway Service's IP.
+// Service) and the gateway stand-in for istio-system/public and the default
+// gateway (the e2e agent's minimal Gateway and VirtualService router, with
+// a ServiceAccount that may read Gateways, VirtualServices, Services and,
+// in istio-system only, the Secrets the Gateways' HTTPS servers name), and
+// returns the gateway Service's IP: port 80 for the Gateways' HTTP
+// servers, 443 for their HTTPS servers. It is idempotent.
 func deployTrafficPath(ctx context.Context) string {
 	enforceRestricted(ctx, "shop")
-	enforceRestricted(ctx, "istio-system")
+	enforceRestricted(ctx, gatewayNamespace)
 
 	createOrExisting(ctx, agentDeployment("shop", "orders", map[string]string{"app": "orders"}, "default", "backend", "--name", "orders"))
 
-	createOrExisting(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "public-gateway", Namespace: "istio-system"}})
+	createOrExisting(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: gatewayStandIn, Namespace: gatewayNamespace}})
 	createOrExisting(ctx, &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-gateway"},
 		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"networking.istio.io"}, Resources: []string{"virtualservices"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"networking.istio.io"}, Resources: []string{"virtualservices", "gateways"}, Verbs: []string{"get", "list"}},
 			{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get"}},
 		},
 	})
 	createOrExisting(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-gateway"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "portico-e2e-gateway"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "public-gateway", Namespace: "istio-system"}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: gatewayStandIn, Namespace: gatewayNamespace}},
+	})
+	// Istio reads a Gateway's credentialName Secret from its pods'
+	// namespace: the stand-in may read Secrets there and nowhere else.
+	createOrExisting(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-gateway-credentials", Namespace: gatewayNamespace},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}},
+	})
+	createOrExisting(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-gateway-credentials", Namespace: gatewayNamespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "portico-e2e-gateway-credentials"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: gatewayStandIn, Namespace: gatewayNamespace}},
 	})
 	gatewayLabels := map[string]string{"istio": "ingressgateway"}
-	createOrExisting(ctx, agentDeployment("istio-system", "public-gateway", gatewayLabels, "public-gateway", "gateway", "--gateway", "istio-system/public"))
+	standIn := agentDeployment(gatewayNamespace, gatewayStandIn, gatewayLabels, gatewayStandIn, "gateway",
+		"--gateway", gatewayNamespace+"/public",
+		"--gateway", gatewayNamespace+"/"+operatorv1alpha1.DefaultGatewayName)
+	c := &standIn.Spec.Template.Spec.Containers[0]
+	c.Ports = append(c.Ports, corev1.ContainerPort{Name: "https", ContainerPort: 8443})
+	createOrExisting(ctx, standIn)
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "public-gateway", Namespace: "istio-system"},
+		ObjectMeta: metav1.ObjectMeta{Name: gatewayStandIn, Namespace: gatewayNamespace},
 		Spec: corev1.ServiceSpec{Selector: gatewayLabels, Ports: []corev1.ServicePort{
 			{Name: "http", Port: 80, TargetPort: intstr.FromString("http")},
+			{Name: "https", Port: 443, TargetPort: intstr.FromString("https")},
 		}},
 	}
 	createOrExisting(ctx, svc)
 
-	for _, key := range []client.ObjectKey{{Namespace: "shop", Name: "orders"}, {Namespace: "istio-system", Name: "public-gateway"}} {
+	for _, key := range []client.ObjectKey{{Namespace: "shop", Name: "orders"}, {Namespace: gatewayNamespace, Name: gatewayStandIn}} {
 		Eventually(func(g Gomega) {
 			d := &appsv1.Deployment{}
 			g.Expect(k8sClient.Get(ctx, key, d)).To(Succeed())
@@ -184,24 +217,62 @@ func runGatewayPods(ctx context.Context) {
 	}, timeout, interval).Should(Succeed())
 }
 
+// clientPod is a pod of namespace shop running e2e-agent get args; with
+// caConfigMap set, that ConfigMap of shop is mounted at /ca (so
+// --ca /ca/ca.crt trusts its key ca.crt).
+func clientPod(name, caConfigMap string, args ...string) *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "client-" + name, Namespace: "shop"},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers:                    []corev1.Container{restricted("client", append([]string{"get"}, args...)...)},
+		},
+	}
+	if caConfigMap != "" {
+		pod.Spec.Volumes = []corev1.Volume{{Name: "ca", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: caConfigMap}},
+		}}}
+		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "ca", MountPath: "/ca", ReadOnly: true}}
+	}
+	return pod
+}
+
+// trustConfigMap writes ConfigMap shop/name whose key ca.crt is the
+// concatenation of the PEM bundles, for clientPod to mount; it is deleted
+// after the spec.
+func trustConfigMap(ctx context.Context, name string, bundles ...[]byte) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"}, Data: map[string]string{}}
+	var all []byte
+	for _, b := range bundles {
+		all = append(all, b...)
+		if len(b) > 0 && b[len(b)-1] != '\n' {
+			all = append(all, '\n')
+		}
+	}
+	cm.Data["ca.crt"] = string(all)
+	Expect(k8sClient.Create(ctx, cm)).To(Succeed(), "ConfigMap shop/%s", name)
+	DeferCleanup(func(ctx SpecContext) { _ = k8sClient.Delete(ctx, cm) })
+}
+
 // requestFromPod runs one client pod per named request (e2e-agent get ARGS:
 // it retries until the answer is the expected one), waits until each
 // succeeds, and returns what each printed, read through the kubelet's log
 // endpoint.
 func requestFromPod(ctx context.Context, requests map[string][]string) map[string]string {
+	return requestTrusting(ctx, "", requests)
+}
+
+// requestTrusting is requestFromPod with ConfigMap shop/caConfigMap (see
+// trustConfigMap) mounted at /ca in every client pod, so the requests can
+// pass --ca /ca/ca.crt.
+func requestTrusting(ctx context.Context, caConfigMap string, requests map[string][]string) map[string]string {
 	answers := map[string]string{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for name, args := range requests {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "client-" + name, Namespace: "shop"},
-			Spec: corev1.PodSpec{
-				RestartPolicy:                 corev1.RestartPolicyNever,
-				AutomountServiceAccountToken:  ptr.To(false),
-				TerminationGracePeriodSeconds: ptr.To[int64](1),
-				Containers:                    []corev1.Container{restricted("client", append([]string{"get"}, args...)...)},
-			},
-		}
+		pod := clientPod(name, caConfigMap, args...)
 		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) { _ = k8sClient.Delete(ctx, pod) })
 		wg.Add(1)
@@ -226,4 +297,64 @@ func requestFromPod(ctx context.Context, requests map[string][]string) map[strin
 	}
 	wg.Wait()
 	return answers
+}
+
+// podTraffic is a client pod sending one request in a loop (e2e-agent get
+// --loop) and tallying the answers; the tally is read from its log.
+type podTraffic struct {
+	pod *corev1.Pod
+}
+
+// trafficTally is the tally e2e-agent get --loop prints every second.
+type trafficTally struct {
+	OK     int               `json:"ok"`
+	Failed int               `json:"failed"`
+	Errors map[string]int    `json:"errors"`
+	Last   map[string]string `json:"last"`
+}
+
+// Since is the tally of the requests after before (with the last message
+// of each kind of failure among them).
+func (t trafficTally) Since(before trafficTally) trafficTally {
+	d := trafficTally{OK: t.OK - before.OK, Failed: t.Failed - before.Failed, Errors: map[string]int{}, Last: map[string]string{}}
+	for k, n := range t.Errors {
+		if n-before.Errors[k] > 0 {
+			d.Errors[k] = n - before.Errors[k]
+			d.Last[k] = t.Last[k]
+		}
+	}
+	return d
+}
+
+// startTrafficFromPod runs a client pod that sends the request of args
+// (e2e-agent get ARGS, with --loop added) until the spec ends, and waits
+// until it has printed a first tally.
+func startTrafficFromPod(ctx context.Context, name, caConfigMap string, args ...string) *podTraffic {
+	pod := clientPod(name, caConfigMap, append(args, "--loop")...)
+	Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+	DeferCleanup(func(ctx SpecContext) { _ = k8sClient.Delete(ctx, pod) })
+	t := &podTraffic{pod: pod}
+	Eventually(func(g Gomega) { t.Tally(g) }, timeout, interval).Should(Succeed())
+	return t
+}
+
+// Tally returns the last tally the pod printed (at most a second old); for
+// Eventually.
+func (t *podTraffic) Tally(g Gomega) trafficTally {
+	ctx := context.Background()
+	p := &corev1.Pod{}
+	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(t.pod), p)).To(Succeed())
+	g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "%s keeps sending requests", t.pod.Name)
+	logs, err := clientset.CoreV1().Pods("shop").GetLogs(t.pod.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](20)}).DoRaw(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	lines := strings.Split(strings.TrimSpace(string(logs)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if rest, ok := strings.CutPrefix(lines[i], "traffic "); ok {
+			var out trafficTally
+			g.Expect(json.Unmarshal([]byte(rest), &out)).To(Succeed(), lines[i])
+			return out
+		}
+	}
+	g.Expect(string(logs)).To(ContainSubstring("traffic "), "%s printed no tally yet", t.pod.Name)
+	return trafficTally{}
 }

@@ -148,16 +148,17 @@ var _ = Describe("Portico", Ordered, func() {
 		Eventually(func(g Gomega) {
 			st := gatewayStatus(g)
 			g.Expect(st.State).To(Equal(operatorv1alpha1.StateReady))
-			g.Expect(st.Ready).To(Equal("2/2"))
+			g.Expect(st.Ready).To(Equal("3/3"))
 			g.Expect(deployment(g, "apirule-controller").Status.AvailableReplicas).To(BeEquivalentTo(1))
 		}, timeout, interval).Should(Succeed())
 		if target == framework.TargetLocal {
 			Eventually(processReady("apirule-controller"), timeout, interval).Should(Equal(http.StatusOK))
 			Eventually(processReady("ratelimit-controller"), timeout, interval).Should(Equal(http.StatusOK))
+			Eventually(processReady("gateway-controller"), timeout, interval).Should(Equal(http.StatusOK))
 		}
 		if target.RealPods() {
 			By("asking each controller pod's readiness endpoint, the one its probe uses")
-			for _, name := range []string{"apirule-controller", "ratelimit-controller"} {
+			for _, name := range controllerImages {
 				Eventually(podProbe(ctx, name, "/readyz"), timeout, interval).Should(HaveEach(Equal("ok")), name)
 				Eventually(podProbe(ctx, name, "/healthz"), timeout, interval).Should(HaveEach(Equal("ok")), name)
 				for _, pod := range podsOf(ctx, name) {
@@ -194,7 +195,7 @@ var _ = Describe("Portico", Ordered, func() {
 			names = append(names, p.Labels["app.kubernetes.io/name"])
 			Expect(p.Status.Phase).To(Equal(corev1.PodRunning), p.Name)
 		}
-		Expect(names).To(ContainElements("portico-operator", "apirule-controller", "ratelimit-controller"))
+		Expect(names).To(ContainElements(append([]string{"portico-operator"}, controllerImages...)))
 	})
 
 	It("turns an APIRule into Istio objects", func(ctx SpecContext) {
@@ -245,6 +246,8 @@ var _ = Describe("Portico", Ordered, func() {
 		Expect(answers["health"]).To(ContainSubstring("200 orders GET /health"))
 		Expect(answers["orders"]).To(ContainSubstring("200 orders GET /orders/42"))
 	})
+
+	defaultGatewaySpecs()
 
 	It("enforces a RateLimit with an EnvoyFilter on the gateway workload", func(ctx SpecContext) {
 		if !target.RealPods() {
@@ -426,14 +429,14 @@ var _ = Describe("Portico", Ordered, func() {
 
 	It("removes every controller when the APIGateway is deleted, leaving users' objects", func(ctx SpecContext) {
 		Expect(k8sClient.Delete(ctx, &operatorv1alpha1.APIGateway{ObjectMeta: metav1.ObjectMeta{Name: "default"}})).To(Succeed())
-		for _, name := range []string{"apirule-controller", "ratelimit-controller"} {
+		for _, name := range controllerImages {
 			Eventually(isGone(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}), timeout, interval).Should(BeTrue())
 		}
 		if target == framework.TargetLocal {
 			Eventually(hostlet.Running, timeout, interval).Should(BeEmpty(), "the hostlet stopped the controller processes")
 		}
 		if target.RealPods() {
-			for _, name := range []string{"apirule-controller", "ratelimit-controller"} {
+			for _, name := range controllerImages {
 				Eventually(func() []corev1.Pod { return podsOf(ctx, name) }, timeout, interval).Should(BeEmpty(), "the pods of %s are gone", name)
 			}
 		}

@@ -127,6 +127,7 @@ func installRelease(ctx context.Context, version string) {
 	started := time.Now()
 	_, err := framework.Run(ctx, root, filepath.Join(testbin, "helm"), "install", release, "oci://"+registryRepo+"/charts/portico",
 		"--version", version, "--plain-http", "--kubeconfig", kubeconfig, "--namespace", namespace,
+		"--set", "controllers.gateway.secretNames={"+ownCertSecret+"}", // the default gateway's secretName spec
 		"--wait", "--timeout", "3m")
 	Expect(err).NotTo(HaveOccurred())
 	fmt.Fprintf(GinkgoWriter, "chart %s installed, operator pod Available in %s\n", version, time.Since(started).Round(100*time.Millisecond))
@@ -172,7 +173,7 @@ var _ = Describe("Releases", Ordered, func() {
 				Expect(cfg.Config.Labels).To(HaveKeyWithValue("operators.operatorframework.io.bundle.mediatype.v1", "registry+v1"))
 			}
 		}
-		Expect(kinds).To(Equal(map[string]int{"image": 3, "chart": 1, "bundle": 1}))
+		Expect(kinds).To(Equal(map[string]int{"image": 1 + len(controllerImages), "chart": 1, "bundle": 1}))
 		Expect(m.Signed).To(BeTrue())
 		Expect(signing.Verify(ctx, publicKey, digestsOf(m), remote.WithContext(ctx))).To(Succeed())
 		Expect(filepath.Join(artifacts, "release", releaseV1, "install.yaml")).To(BeAnExistingFile())
@@ -263,7 +264,7 @@ func objectVersions(ctx context.Context) map[string]string {
 func rollTo(ctx context.Context, version, gatewayIP string, helmArgs ...string) {
 	operatorRef := releaseImage(version, "portico-operator")
 	want := map[string]string{}
-	for _, name := range []string{"apirule-controller", "ratelimit-controller"} {
+	for _, name := range controllerImages {
 		want[name] = releaseImage(version, name)
 	}
 	before := objectVersions(ctx)
@@ -351,7 +352,7 @@ func rollTo(ctx context.Context, version, gatewayIP string, helmArgs ...string) 
 	// The watch may deliver the last status after the poll saw it.
 	Eventually(func(g Gomega) {
 		record()
-		g.Expect(phases).To(HaveLen(2), "both controllers rolled: %v", phases)
+		g.Expect(phases).To(HaveLen(len(controllerImages)), "every controller rolled: %v", phases)
 		for _, seen := range phases {
 			g.Expect(seen[len(seen)-1]).To(Equal(operatorv1alpha1.PhaseReady), "phases %v", phases)
 		}

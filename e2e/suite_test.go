@@ -56,6 +56,10 @@ const (
 	progressDeadline = "10s"
 )
 
+// controllerImages are the catalog's controllers, by image (and
+// Deployment) name.
+var controllerImages = []string{"apirule-controller", "ratelimit-controller", "gateway-controller"}
+
 var (
 	target     framework.Target
 	root       string
@@ -219,7 +223,7 @@ func setUpKind(ctx context.Context) {
 	agentRef = registry + "/e2e-agent:" + tag
 	nextAPIRuleImage = registry + "/apirule-controller:" + imageTagNext
 	_, err = framework.Run(ctx, root, "go", "run", "./hack/images", "--registry", registry, "--tag", tag+","+imageTagNext,
-		"--output", imageDir, "portico-operator", "apirule-controller", "ratelimit-controller", "e2e-agent")
+		"--output", imageDir, "portico-operator", "apirule-controller", "ratelimit-controller", "gateway-controller", "e2e-agent")
 	Expect(err).NotTo(HaveOccurred())
 	archives, err := filepath.Glob(filepath.Join(imageDir, "*.tar"))
 	Expect(err).NotTo(HaveOccurred())

@@ -25,6 +25,32 @@ namespace=portico-system
 release=portico
 version=v0.0.0-dev
 istio_api_version=v1.31.1 # used only when go.mod does not require istio.io/api
+domain=portico.test       # spec.gateway.domain of config/samples' APIGateway
+
+# deployment NAMESPACE NAME "LABEL: VALUE" SERVICEACCOUNT "[ARGS]" prints a
+# Deployment of the e2e agent image ($agent) that meets the restricted Pod
+# Security Standard.
+deployment() {
+	cat <<EOF
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $2, namespace: $1}
+spec:
+  selector: {matchLabels: {$3}}
+  template:
+    metadata: {labels: {$3}}
+    spec:
+      serviceAccountName: $4
+      securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
+      containers:
+      - name: agent
+        image: $agent
+        args: $5
+        ports: [{name: http, containerPort: 8080}, {name: https, containerPort: 8443}]
+        securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}, readOnlyRootFilesystem: true}
+EOF
+}
 
 log() { echo "run: $*" >&2; }
 
@@ -88,21 +114,84 @@ EOF
 "$bin/helm" upgrade --install "$release" "oci://$registry/charts/portico" --version "$version" --plain-http \
 	--kubeconfig "$kubeconfig" --namespace "$namespace" --wait --timeout 3m >/dev/null
 
-log "creating the APIGateway"
+log "creating the APIGateway (with the default gateway for *.$domain)"
 kubectl apply -f "$root/config/samples/operator_v1alpha1_apigateway.yaml" >/dev/null
 kubectl wait --for=jsonpath='{.status.state}'=Ready apigateway/default --timeout 3m >/dev/null ||
 	log "the APIGateway is not Ready yet: kubectl get apigw default -o yaml"
 
+# There is no Istio data plane here (Envoy is not a Go module): the e2e
+# suite's stand-in ingress gateway (e2e/agent) plays it. It serves the
+# Gateways that select it as Istio's would for what Portico writes: TLS with
+# the Secret a Gateway names, the HTTP-to-HTTPS redirect, VirtualService
+# routes. A demo backend answers for the samples' orders Service.
+log "running a stand-in ingress gateway (e2e/agent) in istio-system and a demo backend for shop/orders"
+agent=$(cd "$root" && go run ./hack/release test-images --registry "$registry" --tag run e2e-agent | awk '$1 == "e2e-agent" {print $2}')
+[[ -n "$agent" ]] || { log "no e2e-agent image"; exit 1; }
+kubectl apply --server-side --field-manager=portico-run -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: ingress, namespace: istio-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: portico-run-ingress}
+rules:
+- {apiGroups: [networking.istio.io], resources: [gateways, virtualservices], verbs: [get, list]}
+- {apiGroups: [""], resources: [services], verbs: [get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: portico-run-ingress}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: portico-run-ingress}
+subjects: [{kind: ServiceAccount, name: ingress, namespace: istio-system}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: portico-run-ingress, namespace: istio-system}
+rules:
+- {apiGroups: [""], resources: [secrets], verbs: [get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: portico-run-ingress, namespace: istio-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: portico-run-ingress}
+subjects: [{kind: ServiceAccount, name: ingress, namespace: istio-system}]
+$(deployment istio-system ingress "istio: ingressgateway" ingress "[gateway, --gateway, istio-system/portico-gateway]")
+---
+apiVersion: v1
+kind: Service
+metadata: {name: ingress, namespace: istio-system}
+spec:
+  selector: {istio: ingressgateway}
+  ports:
+  - {name: http, port: 80, targetPort: 8080}
+  - {name: https, port: 443, targetPort: 8443}
+$(deployment shop orders "app: orders" default "[backend, --name, orders]")
+EOF
+kubectl -n istio-system rollout status deployment/ingress --timeout 3m >/dev/null
+kubectl -n shop rollout status deployment/orders --timeout 3m >/dev/null
+kubectl wait --for=jsonpath='{.status.gateway.state}'=Ready apigateway/default --timeout 3m >/dev/null ||
+	log "the default gateway is not Ready yet: kubectl get apigw default -o jsonpath='{.status.gateway}'"
+ingress_ip=$(kubectl -n istio-system get service ingress -o jsonpath='{.spec.clusterIP}')
+
 cat >&2 <<MSG
 
-  Portico runs on node portico-node: the operator and every controller are pods.
+  Portico runs on node portico-node: the operator and every controller are
+  pods; the default gateway serves *.$domain with a certificate of this
+  cluster's own CA.
 
   export KUBECONFIG=$kubeconfig PATH=$bin:\$PATH
-  kubectl get apigw                          # STATE Ready, READY 2/2
+  kubectl get apigw                          # STATE Ready, READY 3/3, GATEWAY Ready
   kubectl get pods -n $namespace
   kubectl apply -f config/samples/           # shop/orders: Service, APIRule, RateLimit
   kubectl get apirule -n shop orders         # Ready
-  kubectl get virtualservice -n shop orders -o yaml
+  kubectl -n istio-system get configmap portico-gateway-ca -o jsonpath='{.data.ca\.crt}' > /tmp/portico-ca.crt
+  curl --cacert /tmp/portico-ca.crt --resolve orders.$domain:443:$ingress_ip https://orders.$domain/health
+  curl -si --resolve orders.$domain:80:$ingress_ip http://orders.$domain/health   # 301 to https
 
   make run-istio-remove   # delete Istio's CRDs: controllers removed, Blocked
   make run-istio          # apply them again: controllers roll out

@@ -5,24 +5,41 @@
 //	e2e-agent backend --name NAME     an HTTP server answering every request
 //	                                  with "NAME METHOD PATH" (a Service's pods)
 //	e2e-agent gateway --gateway NS/N  a minimal stand-in for an Istio ingress
-//	                                  gateway: it reads the VirtualServices
-//	                                  bound to Gateway NS/N through the API
-//	                                  (with its pod's ServiceAccount token) and
+//	                                  gateway (--gateway may be repeated: one
+//	                                  workload serves every Gateway that
+//	                                  selects it, as Istio's does); it reads
+//	                                  the Gateways and the VirtualServices
+//	                                  bound to them through the API (with its
+//	                                  pod's ServiceAccount token), serves the
+//	                                  Gateways' HTTP servers on --listen and
+//	                                  their HTTPS servers on --https-addr, and
 //	                                  proxies each request to the destination
 //	                                  of the first route whose host, path and
 //	                                  method match, or answers 404
 //	e2e-agent get URL                 a client that retries a request until
-//	                                  it gets the expected status and body
+//	                                  it gets the expected answer, or (--loop)
+//	                                  keeps sending it and counts the answers
 //
-// The gateway implements only the routing part of a VirtualService (hosts,
-// exact/prefix/regex URI, method regex, destination host and port); it is
-// not Envoy and enforces no AuthorizationPolicy or RequestAuthentication.
-// That is enough to prove that the VirtualService Portico's apirule
-// controller writes routes real traffic to the APIRule's Service.
+// The gateway implements only the part of a Gateway and a VirtualService the
+// suite needs: servers by protocol (HTTP on the plain listener, HTTPS with
+// tls.mode SIMPLE and tls.credentialName on the TLS listener), their hosts,
+// tls.httpsRedirect; VirtualService hosts, exact/prefix/regex URI, method
+// regex, destination host and port, directResponse. Hosts are matched as
+// Istio does: "*" matches every name, "*.example.com" every name ending in
+// .example.com, and the most specific server and VirtualService host wins.
+// The certificate of an HTTPS server is the kubernetes.io/tls Secret its
+// credentialName names in the Gateway's namespace (Istio reads it from the
+// gateway pods' namespace, the same one here), re-read every --refresh. It
+// is not Envoy and enforces no AuthorizationPolicy or RequestAuthentication.
+// That is enough to prove that the Istio objects Portico's controllers write
+// route real traffic, over HTTPS with the certificate they chose.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,14 +53,17 @@ import (
 	"os/signal"
 	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	networkingapi "istio.io/api/networking/v1alpha3"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -73,16 +93,22 @@ func main() {
 	}
 }
 
-func serve(ctx context.Context, addr string, h http.Handler) error {
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+// run serves srv (over TLS with srv.TLSConfig when useTLS) until ctx ends.
+func run(ctx context.Context, srv *http.Server, useTLS bool) error {
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	log.Printf("listening on %s", addr)
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+	log.Printf("listening on %s (TLS %t)", srv.Addr, useTLS)
+	var err error
+	if useTLS {
+		err = srv.ListenAndServeTLS("", "") // the certificates come from TLSConfig.GetCertificate
+	} else {
+		err = srv.ListenAndServe()
+	}
+	if !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
@@ -95,25 +121,77 @@ func backend(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	return serve(ctx, *addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return run(ctx, &http.Server{Addr: *addr, ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Backend", *name)
 		fmt.Fprintf(w, "%s %s %s\n", *name, r.Method, r.URL.Path)
-	}))
+	})}, false)
 }
 
-// router resolves requests with the VirtualServices of one Gateway, read
-// from the API on every request: a test gateway needs no cache.
-type router struct {
-	client  client.Client
+// server is one server of a Gateway, as the listeners serve it.
+type server struct {
+	// gateway is the Gateway's <namespace>/<name>.
 	gateway string
+	// hosts without their namespace part ("ns/host").
+	hosts []string
+	// https: the server is served on the TLS listener, with cert.
+	https bool
+	// redirect: tls.httpsRedirect on a plain server.
+	redirect bool
+	// credential is the Secret of an HTTPS server, <namespace>/<name>.
+	credential string
+	cert       *tls.Certificate
+}
+
+// snapshot is what the Gateways said at the last refresh.
+type snapshot struct {
+	servers []server
+	summary string
+}
+
+// cachedCert is a credential Secret, parsed, at one resourceVersion.
+type cachedCert struct {
+	resourceVersion string
+	cert            *tls.Certificate
+}
+
+// router serves the Gateways: their servers and certificates are refreshed
+// in the background; the VirtualServices are read from the API on every
+// request (a test gateway needs no cache).
+type router struct {
+	client   client.Client
+	gateways []string
+	snap     atomic.Pointer[snapshot]
+	// certs is touched by the refresh loop only.
+	certs map[string]cachedCert
+}
+
+// gatewayList is the repeatable --gateway flag (commas allowed too).
+type gatewayList []string
+
+func (l *gatewayList) String() string { return strings.Join(*l, ",") }
+
+func (l *gatewayList) Set(v string) error {
+	for _, g := range strings.Split(v, ",") {
+		if ns, name, ok := strings.Cut(strings.TrimSpace(g), "/"); !ok || ns == "" || name == "" {
+			return fmt.Errorf("gateway %q is not <namespace>/<name>", g)
+		}
+		*l = append(*l, strings.TrimSpace(g))
+	}
+	return nil
 }
 
 func gateway(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
-	gw := fs.String("gateway", "istio-system/public", "namespace/name of the Istio Gateway whose VirtualServices route traffic")
-	addr := fs.String("listen", ":8080", "listen address")
+	var gws gatewayList
+	fs.Var(&gws, "gateway", "namespace/name of an Istio Gateway to serve (repeatable; default istio-system/public)")
+	addr := fs.String("listen", ":8080", "listen address of the plain HTTP listener (the Gateways' HTTP servers)")
+	httpsAddr := fs.String("https-addr", ":8443", "listen address of the TLS listener (the Gateways' HTTPS servers)")
+	refresh := fs.Duration("refresh", time.Second, "how often the Gateways and their credential Secrets are re-read")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if len(gws) == 0 {
+		gws = gatewayList{"istio-system/public"}
 	}
 	cfg, err := rest.InClusterConfig()
 	if err != nil {
@@ -130,60 +208,319 @@ func gateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return serve(ctx, *addr, &router{client: c, gateway: *gw})
+	rt := &router{client: c, gateways: gws, certs: map[string]cachedCert{}}
+	rt.snap.Store(&snapshot{})
+	// A first read before listening: the readiness probe (a TCP connect)
+	// then passes only once the Gateways that exist are served.
+	rt.refresh(ctx)
+	go func() {
+		t := time.NewTicker(*refresh)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				rt.refresh(ctx)
+			}
+		}
+	}()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	plain := &http.Server{Addr: *addr, Handler: &listener{rt: rt}, ReadHeaderTimeout: 10 * time.Second}
+	secure := &http.Server{Addr: *httpsAddr, Handler: &listener{rt: rt, https: true}, ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: rt.certificate}}
+	errs := make(chan error, 2)
+	go func() { errs <- run(ctx, plain, false) }()
+	go func() { errs <- run(ctx, secure, true) }()
+	first := <-errs
+	cancel()
+	return errors.Join(first, <-errs)
 }
 
-func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	target, route, err := rt.resolve(r)
+// refresh re-reads the Gateways and the Secrets their HTTPS servers name.
+// A Gateway that cannot be read keeps its last servers; one that is gone
+// has none. A credential Secret that cannot be read keeps its last
+// certificate (Envoy keeps the last secret it was given); one never read
+// leaves its server without a certificate, so handshakes for it fail.
+func (rt *router) refresh(ctx context.Context) {
+	old := rt.snap.Load()
+	var servers []server
+	for _, ref := range rt.gateways {
+		ns, name, _ := strings.Cut(ref, "/")
+		gw := &networkingv1.Gateway{}
+		if err := rt.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, gw); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			log.Printf("refresh: Gateway %s: %v; keeping its last servers", ref, err)
+			for _, s := range old.servers {
+				if s.gateway == ref {
+					servers = append(servers, s)
+				}
+			}
+			continue
+		}
+		for i, s := range gw.Spec.GetServers() {
+			srv := server{gateway: ref}
+			for _, h := range s.GetHosts() {
+				if _, host, ok := strings.Cut(h, "/"); ok {
+					h = host
+				}
+				srv.hosts = append(srv.hosts, strings.ToLower(h))
+			}
+			switch protocol := strings.ToUpper(s.GetPort().GetProtocol()); protocol {
+			case "HTTP", "HTTP2":
+				srv.redirect = s.GetTls().GetHttpsRedirect()
+			case "HTTPS":
+				if s.GetTls().GetMode() != networkingapi.ServerTLSSettings_SIMPLE || s.GetTls().GetCredentialName() == "" {
+					log.Printf("refresh: Gateway %s server %d: only tls.mode SIMPLE with tls.credentialName is supported", ref, i)
+					continue
+				}
+				srv.https = true
+				srv.credential = ns + "/" + s.GetTls().GetCredentialName()
+				srv.cert = rt.loadCertificate(ctx, srv.credential)
+			default:
+				log.Printf("refresh: Gateway %s server %d: protocol %q is not supported", ref, i, protocol)
+				continue
+			}
+			servers = append(servers, srv)
+		}
+	}
+	next := &snapshot{servers: servers, summary: summarize(servers, rt.certs)}
+	if next.summary != old.summary {
+		log.Printf("serving: %s", next.summary)
+	}
+	rt.snap.Store(next)
+}
+
+// loadCertificate returns the certificate of Secret ns/name, parsed again
+// only when its resourceVersion changed.
+func (rt *router) loadCertificate(ctx context.Context, ref string) *tls.Certificate {
+	ns, name, _ := strings.Cut(ref, "/")
+	cached, ok := rt.certs[ref]
+	s := &corev1.Secret{}
+	if err := rt.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+		if ok {
+			log.Printf("refresh: Secret %s: %v; keeping its certificate of resourceVersion %s", ref, err, cached.resourceVersion)
+			return cached.cert
+		}
+		log.Printf("refresh: Secret %s: %v; its server has no certificate", ref, err)
+		return nil
+	}
+	if ok && cached.resourceVersion == s.ResourceVersion {
+		return cached.cert
+	}
+	certPEM, keyPEM := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
+	if len(certPEM) == 0 { // Istio also reads generic Secrets with cert and key
+		certPEM, keyPEM = s.Data["cert"], s.Data["key"]
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		log.Printf("%s %s%s: %v", r.Method, r.Host, r.URL.Path, err)
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
+		log.Printf("refresh: Secret %s (resourceVersion %s): %v; its server has no certificate", ref, s.ResourceVersion, err)
+		delete(rt.certs, ref)
+		return nil
 	}
-	if target == nil {
-		log.Printf("%s %s%s: no route", r.Method, r.Host, r.URL.Path)
-		http.Error(w, "no route", http.StatusNotFound)
-		return
-	}
-	log.Printf("%s %s%s: route %s -> %s", r.Method, r.Host, r.URL.Path, route, target)
-	w.Header().Set("X-Route", route)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.ServeHTTP(w, r)
+	rt.certs[ref] = cachedCert{resourceVersion: s.ResourceVersion, cert: &pair}
+	return &pair
 }
 
-// resolve returns the destination of the first matching route; nil when
-// none matches.
-func (rt *router) resolve(r *http.Request) (*url.URL, string, error) {
-	var list networkingv1.VirtualServiceList
-	if err := rt.client.List(r.Context(), &list); err != nil {
-		return nil, "", fmt.Errorf("list VirtualServices: %w", err)
+func summarize(servers []server, certs map[string]cachedCert) string {
+	if len(servers) == 0 {
+		return "no Gateway server"
 	}
+	var parts []string
+	for _, s := range servers {
+		kind := "http"
+		switch {
+		case s.https && s.cert == nil:
+			kind = "https " + s.credential + " (no certificate)"
+		case s.https:
+			kind = fmt.Sprintf("https %s@%s", s.credential, certs[s.credential].resourceVersion)
+			if leaf, err := x509.ParseCertificate(s.cert.Certificate[0]); err == nil {
+				kind += fmt.Sprintf(" (issuer %q, serial %s)", leaf.Issuer.CommonName, leaf.SerialNumber)
+			}
+		case s.redirect:
+			kind = "http redirect to https"
+		}
+		parts = append(parts, fmt.Sprintf("%s %v %s", s.gateway, s.hosts, kind))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// hostScore tells how specifically pattern covers host, as Istio matches
+// hosts: -1 not at all, 0 for "*", the suffix's length for a wildcard
+// ("*.example.com" covers every name ending in .example.com, any number of
+// labels), more than any wildcard for the exact name.
+func hostScore(pattern, host string) int {
+	pattern, host = strings.ToLower(pattern), strings.ToLower(host)
+	switch {
+	case pattern == host:
+		return 1<<16 + len(pattern)
+	case pattern == "*":
+		return 0
+	case strings.HasPrefix(pattern, "*") && len(host) > len(pattern)-1 && strings.HasSuffix(host, pattern[1:]):
+		return len(pattern) - 1
+	}
+	return -1
+}
+
+// bestScore is how specifically any of patterns covers host.
+func bestScore(patterns []string, host string) int {
+	best := -1
+	for _, p := range patterns {
+		best = max(best, hostScore(p, host))
+	}
+	return best
+}
+
+// certificate picks the certificate of the HTTPS server whose hosts cover
+// the SNI most specifically (the first HTTPS server without SNI).
+func (rt *router) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	var best *server
+	score := -1
+	servers := rt.snap.Load().servers
+	for i, s := range servers {
+		if !s.https {
+			continue
+		}
+		sc := 0
+		if hello.ServerName != "" {
+			sc = bestScore(s.hosts, hello.ServerName)
+		}
+		if sc > score {
+			best, score = &servers[i], sc
+		}
+	}
+	switch {
+	case best == nil:
+		return nil, fmt.Errorf("no HTTPS server for SNI %q", hello.ServerName)
+	case best.cert == nil:
+		return nil, fmt.Errorf("the HTTPS server of %s for SNI %q has no certificate (Secret %s)", best.gateway, hello.ServerName, best.credential)
+	}
+	return best.cert, nil
+}
+
+// listener serves one listener: the Gateways' plain HTTP servers, or their
+// HTTPS servers.
+type listener struct {
+	rt    *router
+	https bool
+}
+
+func (l *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	for _, vs := range list.Items {
-		if !slices.ContainsFunc(vs.Spec.Gateways, func(g string) bool { return qualify(g, vs.Namespace) == rt.gateway }) ||
-			!slices.Contains(vs.Spec.Hosts, host) {
+	scheme := "http"
+	if l.https {
+		scheme = "https"
+	}
+	prefix := fmt.Sprintf("%s %s://%s%s", r.Method, scheme, r.Host, r.URL.Path)
+	var srv *server
+	score := -1
+	servers := l.rt.snap.Load().servers
+	for i, s := range servers {
+		if s.https != l.https {
 			continue
 		}
-		for _, route := range vs.Spec.Http {
-			if !slices.ContainsFunc(route.Match, func(m *networkingapi.HTTPMatchRequest) bool { return matches(m, r) }) || len(route.Route) == 0 {
+		if sc := bestScore(s.hosts, host); sc > score {
+			srv, score = &servers[i], sc
+		}
+	}
+	if srv == nil {
+		log.Printf("%s: no %s server for the host", prefix, scheme)
+		http.Error(w, "no server for host "+host, http.StatusNotFound)
+		return
+	}
+	if srv.redirect {
+		location := "https://" + host + r.URL.RequestURI()
+		log.Printf("%s: %s redirects to %s", prefix, srv.gateway, location)
+		http.Redirect(w, r, location, http.StatusMovedPermanently)
+		return
+	}
+	a, err := l.rt.resolve(r, srv.gateway, host)
+	switch {
+	case err != nil:
+		log.Printf("%s: %v", prefix, err)
+		http.Error(w, err.Error(), http.StatusBadGateway)
+	case a == nil:
+		log.Printf("%s: no route on %s", prefix, srv.gateway)
+		http.Error(w, "no route", http.StatusNotFound)
+	case a.direct != nil:
+		log.Printf("%s: route %s answers %d", prefix, a.route, a.direct.GetStatus())
+		w.Header().Set("X-Route", a.route)
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(int(a.direct.GetStatus()))
+		body := a.direct.GetBody()
+		if b := body.GetBytes(); b != nil {
+			_, _ = w.Write(b)
+		} else {
+			_, _ = io.WriteString(w, body.GetString_())
+		}
+	default:
+		log.Printf("%s: route %s -> %s", prefix, a.route, a.target)
+		w.Header().Set("X-Route", a.route)
+		r.Header.Set("X-Forwarded-Proto", scheme)
+		httputil.NewSingleHostReverseProxy(a.target).ServeHTTP(w, r)
+	}
+}
+
+// action is what a matching route does: answer directly or proxy.
+type action struct {
+	route  string
+	direct *networkingapi.HTTPDirectResponse
+	target *url.URL
+}
+
+// resolve returns what the first matching route of the VirtualService
+// bound to gateway whose hosts cover host most specifically does; nil when
+// no route matches.
+func (rt *router) resolve(r *http.Request, gateway, host string) (*action, error) {
+	var list networkingv1.VirtualServiceList
+	if err := rt.client.List(r.Context(), &list); err != nil {
+		return nil, fmt.Errorf("list VirtualServices: %w", err)
+	}
+	type candidate struct {
+		vs    *networkingv1.VirtualService
+		score int
+	}
+	var candidates []candidate
+	for _, vs := range list.Items {
+		if !slices.ContainsFunc(vs.Spec.Gateways, func(g string) bool { return qualify(g, vs.Namespace) == gateway }) {
+			continue
+		}
+		if sc := bestScore(vs.Spec.Hosts, host); sc >= 0 {
+			candidates = append(candidates, candidate{vs, sc})
+		}
+	}
+	sort.SliceStable(candidates, func(i, j int) bool { return candidates[i].score > candidates[j].score })
+	for _, c := range candidates {
+		for _, route := range c.vs.Spec.Http {
+			if !slices.ContainsFunc(route.Match, func(m *networkingapi.HTTPMatchRequest) bool { return matches(m, r) }) {
+				continue
+			}
+			if route.DirectResponse != nil {
+				return &action{route: route.Name, direct: route.DirectResponse}, nil
+			}
+			if len(route.Route) == 0 {
 				continue
 			}
 			dest := route.Route[0].Destination
-			addr, err := rt.serviceAddress(r.Context(), dest.Host, vs.Namespace)
+			addr, err := rt.serviceAddress(r.Context(), dest.Host, c.vs.Namespace)
 			if err != nil {
-				return nil, "", err
+				return nil, err
 			}
 			port := uint32(80)
 			if dest.Port != nil {
 				port = dest.Port.Number
 			}
-			return &url.URL{Scheme: "http", Host: net.JoinHostPort(addr, strconv.Itoa(int(port)))}, route.Name, nil
+			return &action{route: route.Name, target: &url.URL{Scheme: "http", Host: net.JoinHostPort(addr, strconv.Itoa(int(port)))}}, nil
 		}
 	}
-	return nil, "", nil
+	return nil, nil
 }
 
 func qualify(gateway, namespace string) string {
@@ -231,13 +568,58 @@ func (rt *router) serviceAddress(ctx context.Context, host, namespace string) (s
 	return svc.Spec.ClusterIP, nil
 }
 
+// headerExpectations is the repeatable --expect-header Name=Value flag.
+type headerExpectations [][2]string
+
+func (h *headerExpectations) String() string { return fmt.Sprint(*h) }
+
+func (h *headerExpectations) Set(v string) error {
+	name, value, ok := strings.Cut(v, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("--expect-header %q is not Name=Value", v)
+	}
+	*h = append(*h, [2]string{http.CanonicalHeaderKey(name), value})
+	return nil
+}
+
+// expectation is the answer get waits for.
+type expectation struct {
+	status  int
+	body    string
+	headers headerExpectations
+}
+
+// check returns "" when the answer is the expected one, else the kind of
+// mismatch.
+func (e expectation) check(status int, body string, header http.Header) string {
+	if status != e.status {
+		return fmt.Sprintf("status %d", status)
+	}
+	if !strings.Contains(body, e.body) {
+		return "body"
+	}
+	for _, h := range e.headers {
+		if header.Get(h[0]) != h[1] {
+			return "header " + h[0]
+		}
+	}
+	return ""
+}
+
 func get(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("get", flag.ContinueOnError)
-	host := fs.String("host", "", "Host header")
+	host := fs.String("host", "", "Host header (default the URL's host)")
 	method := fs.String("method", http.MethodGet, "request method")
-	status := fs.Int("expect-status", http.StatusOK, "status to wait for")
-	body := fs.String("expect-body", "", "substring of the body to wait for")
-	timeout := fs.Duration("timeout", 60*time.Second, "how long to retry")
+	var want expectation
+	fs.IntVar(&want.status, "expect-status", http.StatusOK, "status to wait for")
+	fs.StringVar(&want.body, "expect-body", "", "substring of the body to wait for")
+	fs.Var(&want.headers, "expect-header", "Name=Value: a header the answer must carry with exactly this value (repeatable)")
+	timeout := fs.Duration("timeout", 60*time.Second, "how long to retry (with --loop: how long to keep sending)")
+	interval := fs.Duration("interval", 500*time.Millisecond, "pause between requests")
+	caFile := fs.String("ca", "", "PEM bundle of the CA certificates to trust for https URLs, and only them (default the system's)")
+	connect := fs.String("connect", "", "host:port to dial instead of the URL's host, which stays the TLS server name (SNI) and the Host header; for every request, redirects included")
+	noFollow := fs.Bool("no-follow", false, "do not follow redirects: the redirect is the answer")
+	loop := fs.Bool("loop", false, "keep sending the request until stopped or --timeout, counting expected answers and failures by kind; prints a tally line, 'traffic {json}', every second")
 	// The URL may come before or after the flags.
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -252,14 +634,24 @@ func get(ctx context.Context, args []string) error {
 	if fs.NArg() != 0 {
 		return errors.New("get needs one URL")
 	}
+	c, err := httpClient(*caFile, *connect, *noFollow)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	if *loop {
+		return traffic(ctx, c, *method, target, *host, want, *interval)
+	}
 	var last string
 	for {
-		got, text, err := request(ctx, *method, target, *host)
+		got, text, header, err := request(ctx, c, *method, target, *host)
 		if err == nil {
 			last = fmt.Sprintf("%d %s", got, text)
-			if got == *status && strings.Contains(text, *body) {
+			for _, h := range want.headers {
+				last += fmt.Sprintf("\n%s: %s", h[0], header.Get(h[0]))
+			}
+			if want.check(got, text, header) == "" {
 				fmt.Println(last)
 				return nil
 			}
@@ -268,25 +660,141 @@ func get(ctx context.Context, args []string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s %s (Host %s): want %d %q, last answer: %s", *method, target, *host, *status, *body, last)
-		case <-time.After(500 * time.Millisecond):
+			return fmt.Errorf("%s %s (Host %s, connect %s): want %d %q %v, last answer: %s", *method, target, *host, *connect, want.status, want.body, want.headers, last)
+		case <-time.After(*interval):
 		}
 	}
 }
 
-func request(ctx context.Context, method, target, host string) (int, string, error) {
+// httpClient opens a new connection, with a new TLS handshake, for every
+// request, so each request sees the certificate the server has now.
+func httpClient(caFile, connect string, noFollow bool) (*http.Client, error) {
+	transport := &http.Transport{
+		DisableKeepAlives:     true,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ResponseHeaderTimeout: 5 * time.Second,
+	}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s holds no PEM certificate", caFile)
+		}
+		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if connect != "" {
+			addr = connect
+		}
+		return dialer.DialContext(ctx, network, addr)
+	}
+	c := &http.Client{Transport: transport, Timeout: 10 * time.Second}
+	if noFollow {
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
+	return c, nil
+}
+
+func request(ctx context.Context, c *http.Client, method, target, host string) (int, string, http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, method, target, nil)
 	if err != nil {
-		return 0, "", err
+		return 0, "", nil, err
 	}
 	if host != "" {
 		req.Host = host
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
-		return 0, "", err
+		return 0, "", nil, err
 	}
 	defer resp.Body.Close()
 	text, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	return resp.StatusCode, strings.TrimSpace(string(text)), err
+	return resp.StatusCode, strings.TrimSpace(string(text)), resp.Header, err
+}
+
+// tally counts the answers of a --loop: ok are the expected ones; errors
+// counts the others by kind (errorKind, or the mismatch), last has the
+// last message of each kind.
+type tally struct {
+	OK     int               `json:"ok"`
+	Failed int               `json:"failed"`
+	Errors map[string]int    `json:"errors"`
+	Last   map[string]string `json:"last"`
+}
+
+// traffic sends the request every interval until ctx ends and prints the
+// tally every second and at the end; the first failures of each kind are
+// printed as they happen.
+func traffic(ctx context.Context, c *http.Client, method, target, host string, want expectation, interval time.Duration) error {
+	t := tally{Errors: map[string]int{}, Last: map[string]string{}}
+	report := func() {
+		line, _ := json.Marshal(t)
+		fmt.Printf("traffic %s\n", line)
+	}
+	printed := time.Now()
+	for {
+		got, text, header, err := request(ctx, c, method, target, host)
+		if ctx.Err() != nil {
+			report()
+			return nil
+		}
+		kind, msg := "", ""
+		if err != nil {
+			kind, msg = errorKind(err), err.Error()
+		} else if kind = want.check(got, text, header); kind != "" {
+			msg = fmt.Sprintf("%d %s", got, text)
+		}
+		if kind == "" {
+			t.OK++
+		} else {
+			t.Failed++
+			t.Errors[kind]++
+			t.Last[kind] = msg
+			if t.Errors[kind] <= 3 {
+				fmt.Printf("failure %s: %s\n", kind, msg)
+			}
+		}
+		if time.Since(printed) >= time.Second {
+			report()
+			printed = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			report()
+			return nil
+		case <-time.After(interval):
+		}
+	}
+}
+
+// errorKind names the kind of a failed request: unknown-authority (the
+// server's certificate is not signed by a trusted CA), certificate (another
+// verification failure: name, validity), tls (the handshake failed
+// otherwise, e.g. the server had no certificate), connect, timeout, other.
+func errorKind(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var verify *tls.CertificateVerificationError
+	var alert tls.AlertError
+	var record tls.RecordHeaderError
+	var op *net.OpError
+	var timeout interface{ Timeout() bool }
+	switch {
+	case errors.As(err, &unknown):
+		return "unknown-authority"
+	case errors.As(err, &hostname), errors.As(err, &invalid), errors.As(err, &verify):
+		return "certificate"
+	case errors.As(err, &alert), errors.As(err, &record), strings.Contains(err.Error(), "tls:"):
+		return "tls"
+	case errors.As(err, &op) && op.Op == "dial":
+		return "connect"
+	case errors.As(err, &timeout) && timeout.Timeout():
+		return "timeout"
+	}
+	return "other"
 }

@@ -111,6 +111,24 @@ func IstioCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return ReadCRDs(filepath.Join(dir, "kubernetes", "customresourcedefinitions.gen.yaml"))
 }
 
+// CertManagerCRDs returns cert-manager's real Certificate, Issuer and
+// ClusterIssuer CRDs, shipped in its Go module.
+func CertManagerCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	dir, err := ModuleDir("github.com/cert-manager/cert-manager")
+	if err != nil {
+		return nil, err
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, kind := range []string{"certificates", "issuers", "clusterissuers"} {
+		c, err := ReadCRDs(filepath.Join(dir, "deploy", "crds", "cert-manager.io_"+kind+".yaml"))
+		if err != nil {
+			return nil, err
+		}
+		crds = append(crds, c...)
+	}
+	return crds, nil
+}
+
 // ProjectCRDPaths are the CRDs generated into config/crd/bases.
 func ProjectCRDPaths() []string {
 	return []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}

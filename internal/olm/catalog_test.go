@@ -85,7 +85,7 @@ func TestRenderBundle(t *testing.T) {
 	for _, ri := range b.RelatedImages[1:] {
 		names = append(names, ri.Name)
 	}
-	g.Expect(names).To(ContainElements("apirule-controller", "ratelimit-controller"))
+	g.Expect(names).To(ContainElements("apirule-controller", "ratelimit-controller", "gateway-controller"))
 	g.Expect(r.Icon).NotTo(BeNil())
 	g.Expect(r.Icon.MediaType).To(Equal("image/svg+xml"))
 	g.Expect(string(r.Icon.Data)).To(HavePrefix("<svg"))

@@ -32,6 +32,7 @@ func pinned() ChartImages {
 		OperatorImage:          "sha256:" + strings.Repeat("a", 64),
 		"apirule-controller":   "sha256:" + strings.Repeat("b", 64),
 		"ratelimit-controller": "sha256:" + strings.Repeat("c", 64),
+		"gateway-controller":   "sha256:" + strings.Repeat("d", 64),
 	}}
 }
 
@@ -62,6 +63,9 @@ func TestPackageChartPinsEveryImageByDigest(t *testing.T) {
 	controllers := loaded.Values["controllers"].(map[string]any)
 	g.Expect(controllers["apirule"].(map[string]any)["image"]).To(Equal("registry.example/portico/apirule-controller@" + pinned().Digests["apirule-controller"]))
 	g.Expect(controllers["ratelimit"].(map[string]any)["image"]).To(Equal("registry.example/portico/ratelimit-controller@" + pinned().Digests["ratelimit-controller"]))
+	gateway := controllers["gateway"].(map[string]any)
+	g.Expect(gateway["image"]).To(Equal("registry.example/portico/gateway-controller@" + pinned().Digests["gateway-controller"]))
+	g.Expect(gateway).To(HaveKeyWithValue("secretNames", BeEmpty()), "pinning the image keeps the controller's other values")
 
 	var values []byte
 	for _, f := range loaded.Raw {
@@ -117,6 +121,7 @@ func TestRenderInstall(t *testing.T) {
 	g.Expect(string(out)).To(ContainSubstring("pod-security.kubernetes.io/enforce: restricted"))
 	g.Expect(string(out)).To(ContainSubstring("image: registry.example/portico/portico-operator@" + pinned().Digests[OperatorImage]))
 	g.Expect(string(out)).To(ContainSubstring("registry.example/portico/apirule-controller@"))
+	g.Expect(string(out)).To(ContainSubstring("registry.example/portico/gateway-controller@" + pinned().Digests["gateway-controller"]))
 }
 
 func TestBuildBundleImage(t *testing.T) {

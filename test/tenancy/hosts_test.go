@@ -82,13 +82,7 @@ func TestHostsHaveOneOwner(t *testing.T) {
 // ownHost is team-a's APIRule serving host, applied before any claim.
 func ownHost(t *testing.T, name, host string) *gatewayv1alpha1.APIRule {
 	t.Helper()
-	create(t, alice, service(teamA, name))
-	rule := apiRule(teamA, name, host, publicGateway, backend("", name), protectedAPI()...)
-	create(t, alice, rule)
-	expectReason(t, rule, gatewayv1alpha1.ReasonApplied)
-	// Claims date from creationTimestamp (whole seconds); a tie goes to the
-	// namespace first in order, team-a, so the owner is older either way.
-	return rule
+	return ownHostOn(t, name, host, publicGateway)
 }
 
 // claimHost is team-b's APIRule claiming host with noAuth /* to its own Service.

@@ -179,11 +179,19 @@ type APIRuleSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="hosts cannot be changed: a claim on a host dates from the APIRule's creation; create a new APIRule for other hosts"
 	Hosts []Hostname `json:"hosts"`
 
-	// gateway is the Istio Gateway, as <namespace>/<name>, that serves the hosts.
-	// +required
+	// gateway is the Istio Gateway, as <namespace>/<name>, that serves the
+	// hosts. Empty means the default gateway of the APIGateway
+	// (spec.gateway), <spec.gateway.namespace>/portico-gateway, which serves
+	// *.<spec.gateway.domain>: every host must then be a name directly
+	// under that domain (api.example.com for the domain example.com; not
+	// the domain itself, a name two labels below it, or a wildcard), else
+	// the APIRule is refused (reason HostNotOnGateway). Without an enabled
+	// default gateway an APIRule naming no gateway is refused (reason
+	// NoDefaultGateway). Either refusal removes the APIRule's Istio objects.
+	// +optional
 	// +kubebuilder:validation:MaxLength=317
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="gateway must be <namespace>/<name> of an Istio Gateway"
-	Gateway string `json:"gateway"`
+	Gateway string `json:"gateway,omitempty"`
 
 	// service receives the requests of every rule that names no service.
 	// +optional

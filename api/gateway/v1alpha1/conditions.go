@@ -47,6 +47,16 @@ const (
 	// (APIGateway spec.apiRules.wildcardHosts). The APIRule's Istio objects
 	// are removed.
 	ReasonHostNotPermitted = "HostNotPermitted"
+	// ReasonNoDefaultGateway (False): the APIRule names no gateway and the
+	// APIGateway has no enabled default gateway (spec.gateway) to use
+	// instead. The APIRule's Istio objects are removed.
+	ReasonNoDefaultGateway = "NoDefaultGateway"
+	// ReasonHostNotOnGateway (False): the APIRule is on the default gateway
+	// (it names no gateway) and a host of it, named in the message, is not a
+	// name directly under the gateway's domain (covered by *.<domain>), so
+	// the gateway would not serve it. The APIRule's Istio objects are
+	// removed.
+	ReasonHostNotOnGateway = "HostNotOnGateway"
 	// ReasonAccessConflict (False): on a workload both may reach, a rule of
 	// this APIRule would let callers into requests that a live policy of
 	// another APIRule of the namespace guards with other authentication, or

@@ -120,6 +120,9 @@ func TestAPIRuleValidation(t *testing.T) {
 				r.Spec.Rules = append(r.Spec.Rules, gatewayv1alpha1.Rule{Path: "/health", Methods: []gatewayv1alpha1.HTTPMethod{"POST"}, NoAuth: ptr.To(true)})
 			},
 		},
+		"no gateway: the default gateway": {
+			mutate: func(r *gatewayv1alpha1.APIRule) { r.Spec.Gateway = "" },
+		},
 		"gateway without namespace": {
 			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Gateway = "public" },
 			wantErr: "gateway must be <namespace>/<name> of an Istio Gateway",

@@ -10,7 +10,7 @@ import (
 const SingletonName = "default"
 
 // ControllerName names a controller of Portico's catalog.
-// +kubebuilder:validation:Enum=apirule;ratelimit
+// +kubebuilder:validation:Enum=apirule;ratelimit;gateway
 type ControllerName string
 
 // The controllers of the catalog.
@@ -19,6 +19,9 @@ const (
 	ControllerAPIRule ControllerName = "apirule"
 	// ControllerRateLimit applies local token-bucket rate limits to Istio gateways.
 	ControllerRateLimit ControllerName = "ratelimit"
+	// ControllerGateway runs the default gateway (spec.gateway): an Istio
+	// Gateway with its TLS certificate.
+	ControllerGateway ControllerName = "gateway"
 )
 
 // LogLevel is the verbosity of a controller's logs.
@@ -47,6 +50,12 @@ type APIGatewaySpec struct {
 	// APIRules.
 	// +optional
 	APIRules *APIRulesSpec `json:"apiRules,omitempty"`
+
+	// gateway configures the default gateway: an Istio Gateway for
+	// *.<domain> with its TLS certificate, which APIRules that name no
+	// gateway use. Not set means no default gateway.
+	// +optional
+	Gateway *GatewaySpec `json:"gateway,omitempty"`
 }
 
 // APIRulesSpec holds the cluster administrator's grants to APIRules.
@@ -300,6 +309,11 @@ type APIGatewayStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Controllers []ControllerStatus `json:"controllers,omitempty"`
+
+	// gateway is the state of the default gateway, written by the gateway
+	// controller.
+	// +optional
+	Gateway *GatewayStatus `json:"gateway,omitempty"`
 }
 
 // APIGateway configures Portico, the API-gateway module, for the whole
@@ -311,6 +325,7 @@ type APIGatewayStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=apigw,categories=portico
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,description="Overall state"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`,description="Ready controllers / enabled controllers"
+// +kubebuilder:printcolumn:name="Gateway",type=string,JSONPath=`.status.gateway.state`,description="State of the default gateway"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name == 'default'",message="only one APIGateway is allowed per cluster and it must be named 'default'"
 type APIGateway struct {

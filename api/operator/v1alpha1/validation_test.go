@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,6 +68,12 @@ func TestGrants(t *testing.T) {
 	g.Expect(none.Grants("*.a.example.com", "team-a")).To(BeFalse())
 }
 
+func withGateway(spec operatorv1alpha1.GatewaySpec) *operatorv1alpha1.APIGateway {
+	gw := gateway("default")
+	gw.Spec.Gateway = &spec
+	return gw
+}
+
 func TestAPIGatewayValidation(t *testing.T) {
 	tests := map[string]struct {
 		obj     *operatorv1alpha1.APIGateway
@@ -108,6 +115,40 @@ func TestAPIGatewayValidation(t *testing.T) {
 			obj:     grant("*.example.com", "Team_A"),
 			wantErr: "spec.apiRules.wildcardHosts[0].namespaces[0] in body should match",
 		},
+		"a gateway without a domain": {
+			obj:     withGateway(operatorv1alpha1.GatewaySpec{}),
+			wantErr: "spec.gateway.domain is required while the gateway is enabled",
+		},
+		"a wildcard domain": {
+			obj:     withGateway(operatorv1alpha1.GatewaySpec{Domain: "*.example.com"}),
+			wantErr: "domain must be a lower-case DNS name with at least two labels",
+		},
+		"a one-label domain": {
+			obj:     withGateway(operatorv1alpha1.GatewaySpec{Domain: "localhost"}),
+			wantErr: "domain must be a lower-case DNS name with at least two labels",
+		},
+		"two certificate sources": {
+			obj: withGateway(operatorv1alpha1.GatewaySpec{Domain: "example.com", Certificate: &operatorv1alpha1.GatewayCertificate{
+				SelfSigned: &operatorv1alpha1.SelfSignedCertificate{}, SecretName: "mine",
+			}}),
+			wantErr: "set exactly one certificate source: selfSigned, certManager or secretName",
+		},
+		"no certificate source": {
+			obj:     withGateway(operatorv1alpha1.GatewaySpec{Domain: "example.com", Certificate: &operatorv1alpha1.GatewayCertificate{}}),
+			wantErr: "set exactly one certificate source",
+		},
+		"an issuer of an unknown kind": {
+			obj: withGateway(operatorv1alpha1.GatewaySpec{Domain: "example.com", Certificate: &operatorv1alpha1.GatewayCertificate{
+				CertManager: &operatorv1alpha1.CertManagerCertificate{IssuerRef: operatorv1alpha1.IssuerReference{Name: "le", Kind: "Vault"}},
+			}}),
+			wantErr: `spec.gateway.certificate.certManager.issuerRef.kind: Unsupported value: "Vault"`,
+		},
+		"a selfSigned validity of ten years": {
+			obj: withGateway(operatorv1alpha1.GatewaySpec{Domain: "example.com", Certificate: &operatorv1alpha1.GatewayCertificate{
+				SelfSigned: &operatorv1alpha1.SelfSignedCertificate{Validity: &metav1.Duration{Duration: 87600 * time.Hour}},
+			}}),
+			wantErr: "validity must be between 1h and 8760h (one year)",
+		},
 		"an image with a space": {
 			obj:     gateway("default", operatorv1alpha1.ControllerSpec{Name: "apirule", Image: "reg/apirule controller:1"}),
 			wantErr: "image must not contain spaces",
@@ -120,6 +161,34 @@ func TestAPIGatewayValidation(t *testing.T) {
 			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
 		})
 	}
+}
+
+func TestGatewayDefaults(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	gw := withGateway(operatorv1alpha1.GatewaySpec{Domain: "example.com"})
+	g.Expect(k8sClient.Create(ctx, gw, client.DryRunAll)).To(Succeed())
+	spec := gw.Spec.Gateway
+	g.Expect(spec.IsEnabled()).To(BeTrue())
+	g.Expect(*spec.Enabled).To(BeTrue())
+	g.Expect(spec.Namespace).To(Equal("istio-system"))
+	g.Expect(spec.Selector).To(Equal(map[string]string{"istio": "ingressgateway"}))
+	g.Expect(spec.Certificate).NotTo(BeNil())
+	g.Expect(spec.Certificate.SelfSigned).NotTo(BeNil(), "selfSigned is the default source")
+	g.Expect(spec.Certificate.SelfSigned.Validity).NotTo(BeNil())
+	g.Expect(spec.Certificate.SelfSigned.Validity.Duration).To(Equal(2160 * time.Hour))
+
+	off := withGateway(operatorv1alpha1.GatewaySpec{Enabled: ptr.To(false)})
+	g.Expect(k8sClient.Create(ctx, off, client.DryRunAll)).To(Succeed(), "a disabled gateway needs no domain")
+	g.Expect(off.Spec.Gateway.IsEnabled()).To(BeFalse())
+
+	cm := withGateway(operatorv1alpha1.GatewaySpec{Domain: "example.com", Certificate: &operatorv1alpha1.GatewayCertificate{
+		CertManager: &operatorv1alpha1.CertManagerCertificate{IssuerRef: operatorv1alpha1.IssuerReference{Name: "le"}},
+	}})
+	g.Expect(k8sClient.Create(ctx, cm, client.DryRunAll)).To(Succeed())
+	g.Expect(cm.Spec.Gateway.Certificate.CertManager.IssuerRef.Kind).To(Equal("Issuer"))
+	g.Expect(cm.Spec.Gateway.Certificate.CertManager.IssuerRef.Group).To(Equal("cert-manager.io"))
+	g.Expect(cm.Spec.Gateway.UsesCertManager()).To(BeTrue())
 }
 
 func TestSampleIsAcceptedAndDefaulted(t *testing.T) {

@@ -33,12 +33,46 @@ type Entry struct {
 	// RequiredCRDs must all be Established and serve their version before
 	// the controller runs.
 	RequiredCRDs []CRD
+	// SpecCRDs are required too, each only while the APIGateway's spec
+	// chooses what needs it (a certificate source, say).
+	SpecCRDs []SpecCRD
 	// DependsOn names controllers that must be Ready before this one runs.
 	DependsOn []operatorv1alpha1.ControllerName
 	// Args are passed to the controller binary after the standard flags.
 	Args []string
 	// ProgressDeadlineSeconds of the controller's Deployment.
 	ProgressDeadlineSeconds int32
+}
+
+// SpecCRD is a CRD a controller needs only for some APIGateway specs.
+type SpecCRD struct {
+	CRD
+	// When says, for status messages, what in the spec needs the CRD.
+	When string
+	// Needed reports whether the spec needs the CRD; spec may be nil.
+	Needed func(spec *operatorv1alpha1.APIGatewaySpec) bool
+}
+
+// CRDsFor returns the CRDs the controller needs for the spec (nil for
+// defaults): RequiredCRDs and the SpecCRDs the spec needs.
+func (e Entry) CRDsFor(spec *operatorv1alpha1.APIGatewaySpec) []CRD {
+	crds := slices.Clone(e.RequiredCRDs)
+	for _, c := range e.SpecCRDs {
+		if c.Needed(spec) {
+			crds = append(crds, c.CRD)
+		}
+	}
+	return crds
+}
+
+// SpecReason explains why the spec needs crd, or "" when it is always required.
+func (e Entry) SpecReason(crd CRD) string {
+	for _, c := range e.SpecCRDs {
+		if c.CRD == crd {
+			return c.When
+		}
+	}
+	return ""
 }
 
 // Binary is the controller's binary and image name, <name>-controller.
@@ -75,6 +109,30 @@ var Builtin = Catalog{
 		},
 		ProgressDeadlineSeconds: 600,
 	},
+	{
+		Name:        operatorv1alpha1.ControllerGateway,
+		Description: "Runs the default gateway (spec.gateway): an Istio Gateway for *.<domain> with its TLS certificate and a health VirtualService.",
+		RequiredCRDs: []CRD{
+			{Name: "apigateways.operator.portico.dev", Version: "v1alpha1"},
+			{Name: "gateways.networking.istio.io", Version: "v1"},
+			{Name: "virtualservices.networking.istio.io", Version: "v1"},
+		},
+		SpecCRDs: []SpecCRD{{
+			CRD:    CRD{Name: "certificates.cert-manager.io", Version: "v1"},
+			When:   "spec.gateway.certificate.certManager is set",
+			Needed: func(spec *operatorv1alpha1.APIGatewaySpec) bool { return spec != nil && spec.Gateway.UsesCertManager() },
+		}},
+		ProgressDeadlineSeconds: 600,
+	},
+}
+
+// allCRDs are every CRD the entry may need, whatever the spec.
+func (e Entry) allCRDs() []CRD {
+	crds := slices.Clone(e.RequiredCRDs)
+	for _, c := range e.SpecCRDs {
+		crds = append(crds, c.CRD)
+	}
+	return crds
 }
 
 // Get returns the entry with the given name.
@@ -108,7 +166,7 @@ func (c Catalog) CRDNames() []string {
 	seen := map[string]bool{}
 	var names []string
 	for _, e := range c {
-		for _, crd := range e.RequiredCRDs {
+		for _, crd := range e.allCRDs() {
 			if !seen[crd.Name] {
 				seen[crd.Name] = true
 				names = append(names, crd.Name)
@@ -142,7 +200,12 @@ func (c Catalog) Validate() error {
 			errs = append(errs, fmt.Errorf("controller %q: requires no CRD; every controller serves at least its own API", e.Name))
 		}
 		seen := map[string]bool{}
-		for _, crd := range e.RequiredCRDs {
+		for _, c := range e.SpecCRDs {
+			if c.Needed == nil || c.When == "" {
+				errs = append(errs, fmt.Errorf("controller %q: CRD %q: a spec-dependent CRD needs Needed and When", e.Name, c.Name))
+			}
+		}
+		for _, crd := range e.allCRDs() {
 			if !crdNameRE.MatchString(crd.Name) || strings.Count(crd.Name, ".") < 2 {
 				errs = append(errs, fmt.Errorf("controller %q: CRD name %q is not <plural>.<group>", e.Name, crd.Name))
 			}

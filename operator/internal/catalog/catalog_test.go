@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func TestDefaultCatalogMatchesTheAPIEnum(t *testing.T) {
 	for _, e := range Builtin {
 		names = append(names, e.Name)
 	}
-	g.Expect(names).To(ConsistOf(operatorv1alpha1.ControllerAPIRule, operatorv1alpha1.ControllerRateLimit))
+	g.Expect(names).To(ConsistOf(operatorv1alpha1.ControllerAPIRule, operatorv1alpha1.ControllerRateLimit, operatorv1alpha1.ControllerGateway))
 }
 
 func TestEntryNames(t *testing.T) {
@@ -121,13 +122,48 @@ func TestOrderedPutsDependenciesFirst(t *testing.T) {
 func TestCRDNames(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(Builtin.CRDNames()).To(Equal([]string{
+		"apigateways.operator.portico.dev",
 		"apirules.gateway.portico.dev",
 		"authorizationpolicies.security.istio.io",
+		"certificates.cert-manager.io", // only for spec.gateway.certificate.certManager, but always watched
 		"envoyfilters.networking.istio.io",
+		"gateways.networking.istio.io",
 		"ratelimits.gateway.portico.dev",
 		"requestauthentications.security.istio.io",
 		"virtualservices.networking.istio.io",
 	}))
+}
+
+func TestSpecCRDsDependOnTheSpec(t *testing.T) {
+	g := NewWithT(t)
+	e, ok := Builtin.Get(operatorv1alpha1.ControllerGateway)
+	g.Expect(ok).To(BeTrue())
+	names := func(spec *operatorv1alpha1.APIGatewaySpec) []string {
+		var out []string
+		for _, c := range e.CRDsFor(spec) {
+			out = append(out, c.String())
+		}
+		return out
+	}
+	always := []string{"apigateways.operator.portico.dev/v1alpha1", "gateways.networking.istio.io/v1", "virtualservices.networking.istio.io/v1"}
+	certManager := &operatorv1alpha1.GatewayCertificate{CertManager: &operatorv1alpha1.CertManagerCertificate{IssuerRef: operatorv1alpha1.IssuerReference{Name: "le"}}}
+	off := false
+	for _, tc := range []struct {
+		name string
+		spec *operatorv1alpha1.APIGatewaySpec
+		want []string
+	}{
+		{"defaults", nil, always},
+		{"no gateway", &operatorv1alpha1.APIGatewaySpec{}, always},
+		{"selfSigned", &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Domain: "example.com"}}, always},
+		{"certManager", &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Domain: "example.com", Certificate: certManager}},
+			append(slices.Clone(always), "certificates.cert-manager.io/v1")},
+		{"certManager but disabled", &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Enabled: &off, Domain: "example.com", Certificate: certManager}}, always},
+	} {
+		g.Expect(names(tc.spec)).To(Equal(tc.want), tc.name)
+	}
+	g.Expect(e.SpecReason(CRD{Name: "certificates.cert-manager.io", Version: "v1"})).To(ContainSubstring("certManager"))
+	g.Expect(e.SpecReason(CRD{Name: "gateways.networking.istio.io", Version: "v1"})).To(BeEmpty())
 }
 
 func TestWithProgressDeadline(t *testing.T) {

@@ -19,9 +19,12 @@ func newCatalogCommand() *cobra.Command {
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "CONTROLLER\tBINARY\tREQUIRED CRDS\tDEPENDS ON")
 			for _, e := range catalog.Builtin {
-				crds := make([]string, len(e.RequiredCRDs))
-				for i, c := range e.RequiredCRDs {
-					crds[i] = c.String()
+				crds := make([]string, 0, len(e.RequiredCRDs)+len(e.SpecCRDs))
+				for _, c := range e.RequiredCRDs {
+					crds = append(crds, c.String())
+				}
+				for _, c := range e.SpecCRDs {
+					crds = append(crds, fmt.Sprintf("%s (when %s)", c.CRD, c.When))
 				}
 				deps := "-"
 				if len(e.DependsOn) > 0 {

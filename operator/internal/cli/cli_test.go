@@ -26,6 +26,8 @@ func TestCatalogAndVersion(t *testing.T) {
 	g.Expect(cmd.Execute()).To(Succeed())
 	g.Expect(out.String()).To(ContainSubstring("ratelimit-controller"))
 	g.Expect(out.String()).To(ContainSubstring("envoyfilters.networking.istio.io/v1alpha3"))
+	g.Expect(out.String()).To(ContainSubstring("gateway-controller"))
+	g.Expect(out.String()).To(ContainSubstring("certificates.cert-manager.io/v1 (when spec.gateway.certificate.certManager is set)"))
 
 	out.Reset()
 	cmd = NewRootCommand(&out)
@@ -97,6 +99,8 @@ func TestPreflight(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("apirule"))
 	g.Expect(out).To(ContainSubstring("not installed: virtualservices.networking.istio.io/v1, authorizationpolicies.security.istio.io/v1, requestauthentications.security.istio.io/v1"))
 	g.Expect(out).To(ContainSubstring("not installed: envoyfilters.networking.istio.io/v1alpha3"))
+	g.Expect(out).To(ContainSubstring("not installed: gateways.networking.istio.io/v1, virtualservices.networking.istio.io/v1)"),
+		"the gateway controller, without an APIGateway, needs no cert-manager")
 
 	s := runtime.NewScheme()
 	_ = apiextensionsv1.AddToScheme(s)

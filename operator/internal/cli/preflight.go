@@ -116,7 +116,7 @@ func Preflight(ctx context.Context, c client.Reader, cat catalog.Catalog) ([]Pre
 				enabled = *s.Enabled
 			}
 		}
-		res := gating.Evaluate(gating.Input{Entry: e, Enabled: enabled, Cluster: gating.Cluster{CRDs: crds, Phases: phases}})
+		res := gating.Evaluate(gating.Input{Entry: e, Enabled: enabled, Spec: &gw.Spec, Cluster: gating.Cluster{CRDs: crds, Phases: phases}})
 		phases[e.Name] = res.Phase
 		if res.Run {
 			phases[e.Name] = operatorv1alpha1.PhaseReady

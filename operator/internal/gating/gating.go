@@ -32,6 +32,9 @@ type Input struct {
 	Entry   catalog.Entry
 	Enabled bool
 	Cluster Cluster
+	// Spec is the APIGateway's spec, nil for defaults: some CRDs are
+	// required only while the spec chooses what needs them.
+	Spec *operatorv1alpha1.APIGatewaySpec
 }
 
 // Result is the answer.
@@ -83,8 +86,14 @@ func CheckEnabled(in Input) (Result, bool) {
 // established, then version not served).
 func CheckCRDs(in Input) (Result, bool) {
 	var notFound, notEstablished, notServed []string
-	for _, crd := range in.Entry.RequiredCRDs {
+	var because []string
+	for _, crd := range in.Entry.CRDsFor(in.Spec) {
 		state, ok := in.Cluster.CRDs[crd.Name]
+		if !ok || !state.Established || state.Terminating || !slices.Contains(state.ServedVersions, crd.Version) {
+			if why := in.Entry.SpecReason(crd); why != "" {
+				because = append(because, fmt.Sprintf("%s is required because %s", crd, why))
+			}
+		}
 		switch {
 		case !ok:
 			notFound = append(notFound, crd.String())
@@ -116,10 +125,14 @@ func CheckCRDs(in Input) (Result, bool) {
 		}
 		parts = append(parts, "version not served: "+strings.Join(notServed, ", "))
 	}
+	msg := fmt.Sprintf("waiting for required CRDs (%s)", strings.Join(parts, "; "))
+	if len(because) > 0 {
+		msg += "; " + strings.Join(because, "; ")
+	}
 	return Result{
 		Phase:       operatorv1alpha1.PhaseBlocked,
 		Reason:      reason,
-		Message:     fmt.Sprintf("waiting for required CRDs (%s)", strings.Join(parts, "; ")),
+		Message:     msg,
 		MissingCRDs: missing,
 	}, true
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/operator/internal/catalog"
@@ -110,6 +111,116 @@ func TestEvaluate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			got := Evaluate(Input{Entry: testEntry, Enabled: tc.enabled, Cluster: Cluster{CRDs: tc.crds, Phases: tc.phases}})
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}
+
+// The gateway controller needs cert-manager's Certificate CRD only while the
+// APIGateway's spec.gateway takes its certificate from cert-manager; the
+// message then says why.
+func TestSpecDependentCRDs(t *testing.T) {
+	entry, ok := catalog.Builtin.Get(operatorv1alpha1.ControllerGateway)
+	if !ok {
+		t.Fatal("the catalog has no gateway controller")
+	}
+	const (
+		certificates = "certificates.cert-manager.io"
+		because      = "certificates.cert-manager.io/v1 is required because spec.gateway.certificate.certManager is set"
+	)
+	gatewayCRDs := func() map[string]CRDState {
+		return map[string]CRDState{
+			"apigateways.operator.portico.dev":    ready("v1alpha1"),
+			"gateways.networking.istio.io":        ready("v1"),
+			"virtualservices.networking.istio.io": ready("v1"),
+		}
+	}
+	certManager := &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{
+		Domain: "example.com",
+		Certificate: &operatorv1alpha1.GatewayCertificate{CertManager: &operatorv1alpha1.CertManagerCertificate{
+			IssuerRef: operatorv1alpha1.IssuerReference{Name: "le", Kind: "ClusterIssuer"},
+		}},
+	}}
+	certManagerDisabled := certManager.DeepCopy()
+	certManagerDisabled.Gateway.Enabled = ptr.To(false)
+	selfSigned := &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{
+		Domain:      "example.com",
+		Certificate: &operatorv1alpha1.GatewayCertificate{SelfSigned: &operatorv1alpha1.SelfSignedCertificate{}},
+	}}
+	secretName := &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{
+		Domain: "example.com", Certificate: &operatorv1alpha1.GatewayCertificate{SecretName: "wildcard-tls"},
+	}}
+
+	tests := map[string]struct {
+		spec     *operatorv1alpha1.APIGatewaySpec
+		disabled bool
+		crds     map[string]CRDState
+		want     Result
+	}{
+		"no spec (defaults) needs no cert-manager": {
+			spec: nil, crds: gatewayCRDs(),
+			want: Result{Run: true},
+		},
+		"no spec.gateway needs no cert-manager": {
+			spec: &operatorv1alpha1.APIGatewaySpec{}, crds: gatewayCRDs(),
+			want: Result{Run: true},
+		},
+		"selfSigned needs no cert-manager": {
+			spec: selfSigned, crds: gatewayCRDs(),
+			want: Result{Run: true},
+		},
+		"secretName needs no cert-manager": {
+			spec: secretName, crds: gatewayCRDs(),
+			want: Result{Run: true},
+		},
+		"certManager on a disabled gateway needs no cert-manager": {
+			spec: certManagerDisabled, crds: gatewayCRDs(),
+			want: Result{Run: true},
+		},
+		"certManager without cert-manager's CRD blocks, saying why": {
+			spec: certManager, crds: gatewayCRDs(),
+			want: Result{Phase: operatorv1alpha1.PhaseBlocked, Reason: operatorv1alpha1.ReasonCRDNotFound,
+				Message:     "waiting for required CRDs (not installed: certificates.cert-manager.io/v1); " + because,
+				MissingCRDs: []string{"certificates.cert-manager.io/v1"}},
+		},
+		"certManager with cert-manager's CRD runs": {
+			spec: certManager, crds: with(gatewayCRDs(), certificates, &CRDState{Established: true, ServedVersions: []string{"v1"}}),
+			want: Result{Run: true},
+		},
+		"certManager with cert-manager's CRD not established": {
+			spec: certManager, crds: with(gatewayCRDs(), certificates, &CRDState{ServedVersions: []string{"v1"}}),
+			want: Result{Phase: operatorv1alpha1.PhaseBlocked, Reason: operatorv1alpha1.ReasonCRDNotEstablished,
+				Message:     "waiting for required CRDs (not established or being deleted: certificates.cert-manager.io/v1); " + because,
+				MissingCRDs: []string{"certificates.cert-manager.io/v1"}},
+		},
+		"certManager with cert-manager's CRD not serving v1": {
+			spec: certManager, crds: with(gatewayCRDs(), certificates, &CRDState{Established: true, ServedVersions: []string{"v1alpha2"}}),
+			want: Result{Phase: operatorv1alpha1.PhaseBlocked, Reason: operatorv1alpha1.ReasonCRDVersionNotServed,
+				Message:     "waiting for required CRDs (version not served: certificates.cert-manager.io/v1); " + because,
+				MissingCRDs: []string{"certificates.cert-manager.io/v1"}},
+		},
+		"certManager and an always-required CRD missing: only cert-manager's is explained": {
+			spec: certManager, crds: with(gatewayCRDs(), "gateways.networking.istio.io", nil),
+			want: Result{Phase: operatorv1alpha1.PhaseBlocked, Reason: operatorv1alpha1.ReasonCRDNotFound,
+				Message:     "waiting for required CRDs (not installed: gateways.networking.istio.io/v1, certificates.cert-manager.io/v1); " + because,
+				MissingCRDs: []string{"gateways.networking.istio.io/v1", "certificates.cert-manager.io/v1"}},
+		},
+		"no spec and an always-required CRD missing: no explanation": {
+			spec: nil, crds: with(gatewayCRDs(), "gateways.networking.istio.io", nil),
+			want: Result{Phase: operatorv1alpha1.PhaseBlocked, Reason: operatorv1alpha1.ReasonCRDNotFound,
+				Message:     "waiting for required CRDs (not installed: gateways.networking.istio.io/v1)",
+				MissingCRDs: []string{"gateways.networking.istio.io/v1"}},
+		},
+		"disabled wins over a missing spec-dependent CRD": {
+			spec: certManager, disabled: true, crds: nil,
+			want: Result{Phase: operatorv1alpha1.PhaseDisabled, Reason: operatorv1alpha1.ReasonDisabled,
+				Message: "gateway is disabled in spec.controllers"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := Evaluate(Input{Entry: entry, Enabled: !tc.disabled, Spec: tc.spec, Cluster: Cluster{CRDs: tc.crds}})
 			g.Expect(got).To(Equal(tc.want))
 		})
 	}

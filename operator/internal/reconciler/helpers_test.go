@@ -12,6 +12,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,8 +23,12 @@ import (
 
 var (
 	gatewayCRDs = []string{"apirules.gateway.portico.dev", "ratelimits.gateway.portico.dev"}
-	allCRDs     = catalog.Builtin.CRDNames()
+	// allCRDs are the catalog's CRDs the tests install and remove: all but
+	// the APIGateway's own, which the environment installs once.
+	allCRDs = slices.DeleteFunc(catalog.Builtin.CRDNames(), func(name string) bool { return name == apiGatewayCRD })
 )
+
+const apiGatewayCRD = "apigateways.operator.portico.dev"
 
 // setCRDs makes exactly the named catalog CRDs installed and Established,
 // removing the other catalog CRDs.
@@ -37,12 +43,41 @@ func setCRDs(t *testing.T, present ...string) {
 		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := k8sClient.Get(ctx, client.ObjectKey{Name: name}, crd); err == nil {
+			if crd.DeletionTimestamp.IsZero() {
+				waitListable(t, crd)
+			}
 			g.Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, crd))).To(Succeed())
 		}
-		g.Eventually(func() bool {
-			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Name: name}, &apiextensionsv1.CustomResourceDefinition{}))
-		}, eventually).Should(BeTrue(), "CRD %s should be gone", name)
+		g.Eventually(func(g Gomega) {
+			got := &apiextensionsv1.CustomResourceDefinition{}
+			err := k8sClient.Get(ctx, client.ObjectKey{Name: name}, got)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "conditions: %+v", got.Status.Conditions)
+		}, eventually).Should(Succeed(), "CRD %s should be gone", name)
 	}
+}
+
+// waitListable waits until the API server lists the CRD's objects, that is
+// until their storage is initialized. The API server's finalizer of a CRD
+// deleted before that cannot list the objects to delete ("storage is
+// (re)initializing") and backs off, which can leave the CRD terminating for
+// minutes on a loaded machine.
+func waitListable(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	version := ""
+	for _, v := range crd.Spec.Versions {
+		if v.Served {
+			version = v.Name
+			break
+		}
+	}
+	if version == "" {
+		return // nothing to list through
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: crd.Spec.Group, Version: version, Kind: crd.Spec.Names.ListKind})
+	NewWithT(t).Eventually(func() error {
+		return k8sClient.List(context.Background(), list)
+	}, eventually).Should(Succeed(), "list the objects of CRD %s", crd.Name)
 }
 
 func installCRD(t *testing.T, name string) {
@@ -52,8 +87,8 @@ func installCRD(t *testing.T, name string) {
 	crd := sourceCRDs[name].DeepCopy()
 	err := k8sClient.Create(ctx, crd)
 	g.Expect(err == nil || apierrors.IsAlreadyExists(err)).To(BeTrue(), "create CRD %s: %v", name, err)
+	got := &apiextensionsv1.CustomResourceDefinition{}
 	g.Eventually(func(g Gomega) {
-		got := &apiextensionsv1.CustomResourceDefinition{}
 		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: name}, got)).To(Succeed())
 		g.Expect(got.DeletionTimestamp).To(BeNil())
 		established := false
@@ -62,16 +97,23 @@ func installCRD(t *testing.T, name string) {
 		}
 		g.Expect(established).To(BeTrue())
 	}, eventually).Should(Succeed())
+	waitListable(t, got)
 }
 
 // createGateway creates the APIGateway "default"; cleanup deletes it and
 // waits until the operator removed every controller Deployment.
 func createGateway(t *testing.T, controllers ...operatorv1alpha1.ControllerSpec) *operatorv1alpha1.APIGateway {
 	t.Helper()
+	return createGatewayWithSpec(t, operatorv1alpha1.APIGatewaySpec{Controllers: controllers})
+}
+
+// createGatewayWithSpec is createGateway with a whole spec.
+func createGatewayWithSpec(t *testing.T, spec operatorv1alpha1.APIGatewaySpec) *operatorv1alpha1.APIGateway {
+	t.Helper()
 	g := NewWithT(t)
 	gw := &operatorv1alpha1.APIGateway{
 		ObjectMeta: metav1.ObjectMeta{Name: operatorv1alpha1.SingletonName},
-		Spec:       operatorv1alpha1.APIGatewaySpec{Controllers: controllers},
+		Spec:       spec,
 	}
 	g.Expect(k8sClient.Create(context.Background(), gw)).To(Succeed())
 	t.Cleanup(func() { deleteGateway(t) })

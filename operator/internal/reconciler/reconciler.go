@@ -112,6 +112,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		Previous:    gw.Status,
 		Now:         metav1.NewTime(r.Clock.Now()),
 	})
+	// status.gateway is the gateway controller's to write.
+	newStatus.Gateway = gw.Status.Gateway
 	r.recordTransitions(gw, newStatus)
 	errs = append(errs, r.writeStatus(ctx, gw, newStatus))
 	return ctrl.Result{}, errors.Join(errs...)
@@ -124,8 +126,8 @@ func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alph
 	res := status.Controller{Enabled: enabled, ControllerStatus: operatorv1alpha1.ControllerStatus{Name: entry.Name}}
 	live := snap.deployments[entry.Binary()]
 
-	gate := gating.Evaluate(gating.Input{Entry: entry, Enabled: enabled, Cluster: gating.Cluster{CRDs: snap.crds, Phases: phases}})
-	r.recordPreconditions(entry, snap, gate)
+	gate := gating.Evaluate(gating.Input{Entry: entry, Enabled: enabled, Spec: &gw.Spec, Cluster: gating.Cluster{CRDs: snap.crds, Phases: phases}})
+	r.recordPreconditions(entry, &gw.Spec, snap, gate)
 	if !gate.Run {
 		res.Phase, res.Reason, res.Message, res.MissingCRDs = gate.Phase, gate.Reason, gate.Message, gate.MissingCRDs
 		if err := r.deleteDeployment(ctx, entry.Name, live); err != nil {
@@ -217,10 +219,12 @@ func (r *Reconciler) deletingStatus(gw *operatorv1alpha1.APIGateway) operatorv1a
 	for _, c := range gw.Status.Controllers {
 		controllers = append(controllers, status.Controller{ControllerStatus: c, Enabled: c.Phase != operatorv1alpha1.PhaseDisabled})
 	}
-	return status.Compute(status.Input{
+	st := status.Compute(status.Input{
 		Generation: gw.Generation, Deleting: true, Controllers: controllers,
 		Previous: gw.Status, Now: metav1.NewTime(r.Clock.Now()),
 	})
+	st.Gateway = gw.Status.Gateway // the gateway controller's to write
+	return st
 }
 
 // writeStatus sends the status only when it differs from what is stored.
@@ -242,8 +246,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, gw *operatorv1alpha1.APIGa
 	return nil
 }
 
-func (r *Reconciler) recordPreconditions(entry catalog.Entry, snap *snapshot, gate gating.Result) {
-	for _, crd := range entry.RequiredCRDs {
+func (r *Reconciler) recordPreconditions(entry catalog.Entry, spec *operatorv1alpha1.APIGatewaySpec, snap *snapshot, gate gating.Result) {
+	for _, crd := range entry.CRDsFor(spec) {
 		state, ok := snap.crds[crd.Name]
 		available := ok && state.Established && !state.Terminating && slices.Contains(state.ServedVersions, crd.Version)
 		r.Metrics.CRDAvailable.WithLabelValues(string(entry.Name), crd.String()).Set(boolGauge(available))

@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -17,8 +18,9 @@ import (
 )
 
 const (
-	apirule   = operatorv1alpha1.ControllerAPIRule
-	ratelimit = operatorv1alpha1.ControllerRateLimit
+	apirule    = operatorv1alpha1.ControllerAPIRule
+	ratelimit  = operatorv1alpha1.ControllerRateLimit
+	gatewayCtl = operatorv1alpha1.ControllerGateway
 )
 
 func TestControllersWaitForIstioThenRollOut(t *testing.T) {
@@ -29,7 +31,7 @@ func TestControllersWaitForIstioThenRollOut(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		st := gatewayStatus(g)
 		g.Expect(st.State).To(Equal(operatorv1alpha1.StateWarning))
-		g.Expect(st.Ready).To(Equal("0/2"))
+		g.Expect(st.Ready).To(Equal("0/3"))
 		rule := controllerStatus(g, apirule)
 		g.Expect(rule.Phase).To(Equal(operatorv1alpha1.PhaseBlocked))
 		g.Expect(rule.Reason).To(Equal(operatorv1alpha1.ReasonCRDNotFound))
@@ -41,9 +43,15 @@ func TestControllersWaitForIstioThenRollOut(t *testing.T) {
 		limit := controllerStatus(g, ratelimit)
 		g.Expect(limit.Phase).To(Equal(operatorv1alpha1.PhaseBlocked))
 		g.Expect(limit.MissingCRDs).To(ConsistOf("envoyfilters.networking.istio.io/v1alpha3"))
+		gw := controllerStatus(g, gatewayCtl)
+		g.Expect(gw.Phase).To(Equal(operatorv1alpha1.PhaseBlocked))
+		g.Expect(gw.Reason).To(Equal(operatorv1alpha1.ReasonCRDNotFound))
+		g.Expect(gw.MissingCRDs).To(ConsistOf("gateways.networking.istio.io/v1", "virtualservices.networking.istio.io/v1"),
+			"its own APIGateway CRD is installed; cert-manager's is not needed without spec.gateway")
 	}, eventually).Should(Succeed())
 	g.Expect(deploymentGone("apirule-controller")()).To(BeTrue())
 	g.Expect(deploymentGone("ratelimit-controller")()).To(BeTrue())
+	g.Expect(deploymentGone("gateway-controller")()).To(BeTrue())
 
 	g.Eventually(func(g Gomega) {
 		var list eventsv1.EventList
@@ -63,10 +71,13 @@ func TestControllersWaitForIstioThenRollOut(t *testing.T) {
 		g.Expect(rule.Labels).To(HaveKeyWithValue("app.kubernetes.io/managed-by", "portico-operator"))
 		g.Expect(rule.OwnerReferences).To(ConsistOf(HaveField("Kind", "APIGateway")))
 		getDeployment(g, "ratelimit-controller")
+		getDeployment(g, "gateway-controller")
 		st := gatewayStatus(g)
 		g.Expect(st.State).To(Equal(operatorv1alpha1.StateProcessing))
 		g.Expect(controllerStatus(g, apirule).Phase).To(Equal(operatorv1alpha1.PhaseProgressing))
 		g.Expect(controllerStatus(g, apirule).MissingCRDs).To(BeEmpty())
+		g.Expect(controllerStatus(g, gatewayCtl).Phase).To(Equal(operatorv1alpha1.PhaseProgressing))
+		g.Expect(controllerStatus(g, gatewayCtl).MissingCRDs).To(BeEmpty())
 	}, eventually).Should(Succeed())
 }
 
@@ -74,14 +85,14 @@ func TestRemovedCRDRemovesOnlyItsController(t *testing.T) {
 	g := NewWithT(t)
 	setCRDs(t, allCRDs...)
 	createGateway(t)
-	var before *appsv1.Deployment
+	var before, gatewayBefore *appsv1.Deployment
 	g.Eventually(func(g Gomega) {
 		before = getDeployment(g, "apirule-controller")
 		getDeployment(g, "ratelimit-controller")
+		gatewayBefore = getDeployment(g, "gateway-controller")
 	}, eventually).Should(Succeed())
 
-	setCRDs(t, "apirules.gateway.portico.dev", "ratelimits.gateway.portico.dev", "virtualservices.networking.istio.io",
-		"authorizationpolicies.security.istio.io", "requestauthentications.security.istio.io")
+	setCRDs(t, slices.DeleteFunc(slices.Clone(allCRDs), func(name string) bool { return name == "envoyfilters.networking.istio.io" })...)
 	g.Eventually(deploymentGone("ratelimit-controller"), eventually).Should(BeTrue())
 	g.Eventually(func(g Gomega) {
 		limit := controllerStatus(g, ratelimit)
@@ -92,6 +103,9 @@ func TestRemovedCRDRemovesOnlyItsController(t *testing.T) {
 	after := getDeployment(g, "apirule-controller")
 	g.Expect(after.UID).To(Equal(before.UID))
 	g.Expect(after.ResourceVersion).To(Equal(before.ResourceVersion), "apirule's Deployment is untouched")
+	gatewayAfter := getDeployment(g, "gateway-controller")
+	g.Expect(gatewayAfter.UID).To(Equal(gatewayBefore.UID))
+	g.Expect(gatewayAfter.ResourceVersion).To(Equal(gatewayBefore.ResourceVersion), "gateway's Deployment is untouched")
 }
 
 func TestVersionNoLongerServedBlocks(t *testing.T) {
@@ -196,13 +210,15 @@ func TestDisableAndScaleToZero(t *testing.T) {
 	}, eventually).Should(Succeed())
 
 	setRollout(t, "apirule-controller", rolledOut)
+	setRollout(t, "gateway-controller", rolledOut)
 	g.Eventually(func(g Gomega) {
 		st := gatewayStatus(g)
 		rule := controllerStatus(g, apirule)
 		g.Expect(rule.Phase).To(Equal(operatorv1alpha1.PhaseReady))
 		g.Expect(rule.Reason).To(Equal(operatorv1alpha1.ReasonScaledToZero))
+		g.Expect(controllerStatus(g, gatewayCtl).Phase).To(Equal(operatorv1alpha1.PhaseReady))
 		g.Expect(st.State).To(Equal(operatorv1alpha1.StateReady))
-		g.Expect(st.Ready).To(Equal("1/1"))
+		g.Expect(st.Ready).To(Equal("2/2"), "the disabled controller does not count")
 	}, eventually).Should(Succeed())
 }
 
@@ -216,18 +232,22 @@ func TestImages(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(image(g, "apirule-controller")).To(Equal("registry.test/portico/apirule-controller:v9.9.9"), "registry and tag flags")
 		g.Expect(image(g, "ratelimit-controller")).To(Equal("mirror.test/ratelimit-controller@sha256:0123"), "RELATED_IMAGE_RATELIMIT_CONTROLLER")
+		g.Expect(image(g, "gateway-controller")).To(Equal("registry.test/portico/gateway-controller:v9.9.9"), "registry and tag flags")
 	}, eventually).Should(Succeed())
 
 	updateGateway(t, func(gw *operatorv1alpha1.APIGateway) {
 		gw.Spec.Controllers = []operatorv1alpha1.ControllerSpec{
 			{Name: apirule, Image: "airgap.local/apirule:v1"},
 			{Name: ratelimit, Image: "airgap.local/ratelimit:v1"},
+			{Name: gatewayCtl, Image: "airgap.local/gateway:v1"},
 		}
 	})
 	g.Eventually(func(g Gomega) {
 		g.Expect(image(g, "apirule-controller")).To(Equal("airgap.local/apirule:v1"))
 		g.Expect(image(g, "ratelimit-controller")).To(Equal("airgap.local/ratelimit:v1"), "the spec beats RELATED_IMAGE_*")
+		g.Expect(image(g, "gateway-controller")).To(Equal("airgap.local/gateway:v1"))
 		g.Expect(controllerStatus(g, apirule).Image).To(Equal("airgap.local/apirule:v1"))
+		g.Expect(controllerStatus(g, gatewayCtl).Image).To(Equal("airgap.local/gateway:v1"))
 	}, eventually).Should(Succeed())
 }
 
@@ -238,6 +258,7 @@ func TestReadinessFollowsTheRollout(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		getDeployment(g, "apirule-controller")
 		getDeployment(g, "ratelimit-controller")
+		getDeployment(g, "gateway-controller")
 	}, eventually).Should(Succeed())
 
 	setRollout(t, "apirule-controller", func(d *appsv1.Deployment) {
@@ -253,10 +274,11 @@ func TestReadinessFollowsTheRollout(t *testing.T) {
 
 	setRollout(t, "apirule-controller", rolledOut)
 	setRollout(t, "ratelimit-controller", rolledOut)
+	setRollout(t, "gateway-controller", rolledOut)
 	g.Eventually(func(g Gomega) {
 		st := gatewayStatus(g)
 		g.Expect(st.State).To(Equal(operatorv1alpha1.StateReady))
-		g.Expect(st.Ready).To(Equal("2/2"))
+		g.Expect(st.Ready).To(Equal("3/3"))
 		g.Expect(controllerStatus(g, apirule).Reason).To(Equal(operatorv1alpha1.ReasonRolloutComplete))
 		g.Expect(controllerStatus(g, apirule).ReadyReplicas).To(BeEquivalentTo(2))
 	}, eventually).Should(Succeed())
@@ -318,6 +340,7 @@ func TestDeletingTheGatewayRemovesEveryDeployment(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		getDeployment(g, "apirule-controller")
 		getDeployment(g, "ratelimit-controller")
+		getDeployment(g, "gateway-controller")
 	}, eventually).Should(Succeed())
 
 	deleteGateway(t) // asserts that every Deployment is gone
@@ -342,9 +365,11 @@ func TestIdleClusterSendsNoWrites(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		getDeployment(g, "apirule-controller")
 		getDeployment(g, "ratelimit-controller")
+		getDeployment(g, "gateway-controller")
 	}, eventually).Should(Succeed())
 	setRollout(t, "apirule-controller", rolledOut)
 	setRollout(t, "ratelimit-controller", rolledOut)
+	setRollout(t, "gateway-controller", rolledOut)
 	g.Eventually(func(g Gomega) {
 		g.Expect(gatewayStatus(g).State).To(Equal(operatorv1alpha1.StateReady))
 	}, eventually).Should(Succeed())
@@ -353,7 +378,7 @@ func TestIdleClusterSendsNoWrites(t *testing.T) {
 		gw := &operatorv1alpha1.APIGateway{}
 		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "default"}, gw)).To(Succeed())
 		out := []string{gw.ResourceVersion}
-		for _, name := range []string{"apirule-controller", "ratelimit-controller"} {
+		for _, name := range []string{"apirule-controller", "ratelimit-controller", "gateway-controller"} {
 			out = append(out, getDeployment(g, name).ResourceVersion)
 		}
 		return out

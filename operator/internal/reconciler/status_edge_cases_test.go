@@ -34,9 +34,11 @@ func TestServerDefaultedEnvSettlesWithoutWrites(t *testing.T) {
 		env := getDeployment(g, "apirule-controller").Spec.Template.Spec.Containers[0].Env
 		g.Expect(env).To(ContainElement(HaveField("Name", "NODE_NAME")))
 		getDeployment(g, "ratelimit-controller")
+		getDeployment(g, "gateway-controller")
 	}, eventually).Should(Succeed())
 	setRollout(t, "apirule-controller", rolledOut)
 	setRollout(t, "ratelimit-controller", rolledOut)
+	setRollout(t, "gateway-controller", rolledOut)
 	g.Eventually(func(g Gomega) {
 		g.Expect(controllerStatus(g, apirule).Phase).To(Equal(operatorv1alpha1.PhaseReady))
 		g.Expect(gatewayStatus(g).State).To(Equal(operatorv1alpha1.StateReady))
@@ -45,7 +47,10 @@ func TestServerDefaultedEnvSettlesWithoutWrites(t *testing.T) {
 	versions := func() []string {
 		gw := &operatorv1alpha1.APIGateway{}
 		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: operatorv1alpha1.SingletonName}, gw)).To(Succeed())
-		return []string{gw.ResourceVersion, getDeployment(g, "apirule-controller").ResourceVersion, getDeployment(g, "ratelimit-controller").ResourceVersion}
+		return []string{
+			gw.ResourceVersion, getDeployment(g, "apirule-controller").ResourceVersion,
+			getDeployment(g, "ratelimit-controller").ResourceVersion, getDeployment(g, "gateway-controller").ResourceVersion,
+		}
 	}
 	expectIdle(t, versions)
 
@@ -130,12 +135,16 @@ func TestReplicaFailureDegradesAtOnce(t *testing.T) {
 
 // A crash-looping container alternates between waiting in CrashLoopBackOff
 // and running, not ready, until its next crash. The controller stays
-// Degraded through every restart, with one Event.
+// Degraded through every restart, with one Event. The other controllers are
+// disabled: the Events of one APIGateway with the same action and reason form
+// one series, whichever controller they are about.
 func TestCrashLoopStaysDegradedWithOneEvent(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	setCRDs(t, allCRDs...)
-	gw := createGateway(t, operatorv1alpha1.ControllerSpec{Name: ratelimit, Enabled: ptr.To(false)})
+	gw := createGateway(t,
+		operatorv1alpha1.ControllerSpec{Name: ratelimit, Enabled: ptr.To(false)},
+		operatorv1alpha1.ControllerSpec{Name: gatewayCtl, Enabled: ptr.To(false)})
 	g.Eventually(func(g Gomega) { getDeployment(g, "apirule-controller") }, eventually).Should(Succeed())
 	setRollout(t, "apirule-controller", func(d *appsv1.Deployment) {
 		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, UnavailableReplicas: 1}

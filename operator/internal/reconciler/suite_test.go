@@ -153,6 +153,13 @@ func loadSourceCRDs() error {
 	for _, crd := range istio {
 		sourceCRDs[crd.Name] = crd
 	}
+	certManager, err := testenv.CertManagerCRDs()
+	if err != nil {
+		return err
+	}
+	for _, crd := range certManager {
+		sourceCRDs[crd.Name] = crd
+	}
 	for _, plural := range []string{"apirules", "ratelimits"} {
 		crds, err := testenv.ReadCRDs(filepath.Join(testenv.ProjectCRDPaths()[0], "gateway.portico.dev_"+plural+".yaml"))
 		if err != nil {
@@ -162,7 +169,7 @@ func loadSourceCRDs() error {
 			sourceCRDs[crd.Name] = crd
 		}
 	}
-	for _, name := range catalog.Builtin.CRDNames() {
+	for _, name := range allCRDs {
 		if _, ok := sourceCRDs[name]; !ok {
 			return fmt.Errorf("no source for required CRD %s", name)
 		}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
 )
 
@@ -57,8 +58,9 @@ type Reconciler struct {
 	// controller labelled: it finds other objects that hold a name the
 	// controller needs, and objects the cache has not seen yet.
 	Reader client.Reader
-	// CheckGateways verifies that the referenced Istio Gateway exists; only
-	// possible while Istio's Gateway CRD is installed.
+	// CheckGateways verifies that the Istio Gateway of the APIRule (the one
+	// it names, or the default gateway) exists; only possible while Istio's
+	// Gateway CRD is installed.
 	CheckGateways bool
 	// CheckServiceEntries refuses backends whose host a ServiceEntry also
 	// declares; only possible while Istio's ServiceEntry CRD is installed.
@@ -66,8 +68,10 @@ type Reconciler struct {
 	// CheckWorkloadEntries refuses backends whose selector picks
 	// WorkloadEntries; only possible while their CRD is installed.
 	CheckWorkloadEntries bool
-	// ReadGrants reads wildcard host grants from the APIGateway; only
-	// possible while its CRD is installed (else no wildcard is granted).
+	// ReadGrants reads the APIGateway: its wildcard host grants and its
+	// default gateway, which APIRules that name no gateway use. Only
+	// possible while its CRD is installed (else no wildcard is granted and
+	// there is no default gateway).
 	ReadGrants bool
 }
 
@@ -88,7 +92,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		retErr = errors.Join(retErr, r.writeStatus(ctx, before, rule))
 	}()
 
-	reason, msg, err := r.checkHosts(ctx, rule)
+	// One read of the administrator's configuration serves the gateway
+	// resolution and the host grants.
+	apiGateway, err := r.apiGateway(ctx)
+	if err != nil {
+		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
+		return ctrl.Result{}, err
+	}
+	gateway, reason, msg := gatewayOf(rule, apiGateway)
+	if reason != "" {
+		return ctrl.Result{}, r.refuse(ctx, rule, reason, msg)
+	}
+	var grants *operatorv1alpha1.APIRulesSpec
+	if apiGateway != nil {
+		grants = apiGateway.Spec.APIRules
+	}
+	reason, msg, err = r.checkHosts(ctx, rule, grants)
 	if err != nil {
 		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, err
@@ -96,7 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if reason != "" {
 		return ctrl.Result{}, r.refuse(ctx, rule, reason, msg)
 	}
-	selectors, reason, msg := r.checkReferences(ctx, rule)
+	selectors, reason, msg := r.checkReferences(ctx, rule, gateway)
 	if reason != "" {
 		if withdraws(reason) {
 			return ctrl.Result{}, r.refuse(ctx, rule, reason, msg)
@@ -104,7 +123,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		setReady(rule, metav1.ConditionFalse, reason, msg)
 		return ctrl.Result{}, nil
 	}
-	out, err := translate.Translate(translate.Input{APIRule: rule, Selectors: selectors})
+	out, err := translate.Translate(translate.Input{APIRule: rule, Selectors: selectors, Gateway: gateway})
 	if err != nil {
 		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonInvalidRule, err.Error()+"; the Istio objects were left unchanged")
 		return ctrl.Result{}, nil
@@ -151,8 +170,9 @@ func desiredObjects(out translate.Output) []client.Object {
 }
 
 // checkReferences returns the pod selector of every backend Service, or the
-// reason and message of a reference that cannot be followed.
-func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.APIRule) (map[types.NamespacedName]map[string]string, string, string) {
+// reason and message of a reference that cannot be followed: a Service, or
+// the Istio Gateway (as <namespace>/<name>) that serves the APIRule.
+func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.APIRule, gateway string) (map[types.NamespacedName]map[string]string, string, string) {
 	selectors := map[types.NamespacedName]map[string]string{}
 	for _, ref := range translate.Backends(rule) {
 		svc := &corev1.Service{}
@@ -182,12 +202,12 @@ func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.
 		selectors[ref] = svc.Spec.Selector
 	}
 	if r.CheckGateways {
-		ns, name := splitGateway(rule.Spec.Gateway)
+		ns, name := splitGateway(gateway)
 		gw := &metav1.PartialObjectMetadata{}
 		gw.SetGroupVersionKind(networkingv1.SchemeGroupVersion.WithKind("Gateway"))
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, gw); apierrors.IsNotFound(err) {
 			return nil, gatewayv1alpha1.ReasonGatewayNotFound,
-				fmt.Sprintf("Istio gateway %s not found; the Istio objects were left unchanged", rule.Spec.Gateway)
+				fmt.Sprintf("Istio gateway %s not found; the Istio objects were left unchanged", gateway)
 		}
 	}
 	return selectors, "", ""

@@ -1,9 +1,11 @@
-// Package controller reconciles APIRules: for each it checks the Services
-// (and, when Istio's Gateway CRD is installed, the Gateway) it references,
-// translates it, and writes the RequestAuthentications, AuthorizationPolicies
-// and VirtualService, deleting those no rule needs any more. It watches the
-// objects it labelled and rewrites them on drift or deletion, and reports a
-// Ready condition.
+// Package controller reconciles APIRules: for each it resolves its gateway
+// (the one it names or, when it names none, the APIGateway's default
+// gateway, whose domain its hosts must be directly under), checks the
+// Services (and, when Istio's Gateway CRD is installed, the Gateway) it
+// references, translates it, and writes the RequestAuthentications,
+// AuthorizationPolicies and VirtualService, deleting those no rule needs
+// any more. It watches the objects it labelled and rewrites them on drift
+// or deletion, and reports a Ready condition.
 //
 // It writes and deletes only objects it created for the APIRule: those it
 // controls by owner reference in the APIRule's namespace (and, for objects
@@ -24,8 +26,9 @@
 // the same pods with other authentication is refused.
 //
 // Refusals that withdraw a right (ReferenceNotPermitted,
-// BackendNotPermitted, HostOccupied, HostNotPermitted) remove the
-// APIRule's Istio objects. Any other problem with the APIRule or what it
-// references is reported in status and leaves the live Istio objects as
-// they were.
+// BackendNotPermitted, HostOccupied, HostNotPermitted) or leave the
+// APIRule without a gateway to serve its hosts (NoDefaultGateway,
+// HostNotOnGateway) remove the APIRule's Istio objects. Any other problem
+// with the APIRule or what it references is reported in status and leaves
+// the live Istio objects as they were.
 package controller

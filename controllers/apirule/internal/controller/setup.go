@@ -13,10 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
@@ -27,7 +30,12 @@ import (
 
 const (
 	serviceIndex = "apirule.services"
+	// gatewayIndex finds the APIRules by the gateway they name, as
+	// <namespace>/<name>, or defaultGatewayKey when they name none.
 	gatewayIndex = "apirule.gateway"
+	// defaultGatewayKey is gatewayIndex's key of the APIRules on the
+	// default gateway; without a "/" it is no gateway's name.
+	defaultGatewayKey = "default"
 	// zoneIndex finds the APIRules whose hosts may overlap a host: those
 	// that share its zone (hosts.Zone).
 	zoneIndex = "apirule.zones"
@@ -95,7 +103,8 @@ func stripServiceEntry(obj any) (any, error) {
 
 // SetupWithManager registers the reconciler and its watches: APIRules, the
 // Istio objects they labelled (in any namespace), the Services they route
-// to and, when checked, the Gateways they use.
+// to and, when checked, the Gateways they use and the APIGateway (grants
+// and the default gateway).
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if r.Reader == nil {
 		r.Reader = mgr.GetAPIReader()
@@ -111,7 +120,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		return err
 	}
 	if err := indexer.IndexField(ctx, &gatewayv1alpha1.APIRule{}, gatewayIndex, func(o client.Object) []string {
-		return []string{o.(*gatewayv1alpha1.APIRule).Spec.Gateway}
+		if gw := o.(*gatewayv1alpha1.APIRule).Spec.Gateway; gw != "" {
+			return []string{gw}
+		}
+		return []string{defaultGatewayKey}
 	}); err != nil {
 		return err
 	}
@@ -177,11 +189,23 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	policyEvents := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		return append(toAPIRuleRequests(o), inConflict(ctx, o)...)
 	})
-	// Grants concern the APIRules with wildcard hosts.
-	grants := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+	// The APIGateway's grants concern the APIRules with wildcard hosts, its
+	// default gateway those that name no gateway.
+	apiGateway := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		return requests(list(ctx), func(a *gatewayv1alpha1.APIRule) bool {
-			return slices.ContainsFunc(a.Spec.Hosts, func(h gatewayv1alpha1.Hostname) bool { return hosts.IsWildcard(string(h)) })
+			return a.Spec.Gateway == "" ||
+				slices.ContainsFunc(a.Spec.Hosts, func(h gatewayv1alpha1.Hostname) bool { return hosts.IsWildcard(string(h)) })
 		})
+	})
+	// A Gateway concerns the APIRules naming it and, when it may be the
+	// default gateway (its name is; its namespace is the APIGateway's to
+	// say), those naming none.
+	gateways := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		reqs := byIndex(gatewayIndex)(ctx, o)
+		if o.GetName() == operatorv1alpha1.DefaultGatewayName {
+			reqs = append(reqs, requests(list(ctx, client.MatchingFields{gatewayIndex: defaultGatewayKey}), nil)...)
+		}
+		return reqs
 	})
 	endpoints := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		svc := o.GetLabels()[discoveryv1.LabelServiceName]
@@ -203,7 +227,25 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(byIndex(serviceIndex))).
 		Watches(&discoveryv1.EndpointSlice{}, endpoints)
 	if r.ReadGrants {
-		b = b.Watches(&operatorv1alpha1.APIGateway{}, grants)
+		// Its spec matters, and of its status only which default gateway
+		// the gateway controller keeps (APIGateway.DefaultGateway): the rest
+		// of the status changes nothing for APIRules.
+		b = b.Watches(&operatorv1alpha1.APIGateway{}, apiGateway, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{},
+			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				before, _, _ := e.ObjectOld.(*operatorv1alpha1.APIGateway).DefaultGateway()
+				after, _, _ := e.ObjectNew.(*operatorv1alpha1.APIGateway).DefaultGateway()
+				return before != after
+			}},
+		)))
+	}
+	if r.CheckGateways {
+		// A Gateway that appears ends a GatewayNotFound (the default
+		// gateway's, above all, which its controller may create after the
+		// APIRules); one that goes makes its APIRules report it.
+		gw := &metav1.PartialObjectMetadata{}
+		gw.SetGroupVersionKind(networkingv1.SchemeGroupVersion.WithKind("Gateway"))
+		b = b.Watches(gw, gateways)
 	}
 	everyAPIRule := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		return requests(list(ctx), nil)

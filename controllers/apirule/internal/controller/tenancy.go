@@ -30,7 +30,8 @@ const clusterDomain = "cluster.local"
 func withdraws(reason string) bool {
 	switch reason {
 	case gatewayv1alpha1.ReasonReferenceNotPermitted, gatewayv1alpha1.ReasonBackendNotPermitted,
-		gatewayv1alpha1.ReasonHostOccupied, gatewayv1alpha1.ReasonHostNotPermitted:
+		gatewayv1alpha1.ReasonHostOccupied, gatewayv1alpha1.ReasonHostNotPermitted,
+		gatewayv1alpha1.ReasonNoDefaultGateway, gatewayv1alpha1.ReasonHostNotOnGateway:
 		return true
 	}
 	return false
@@ -51,13 +52,10 @@ func (r *Reconciler) refuse(ctx context.Context, rule *gatewayv1alpha1.APIRule, 
 	return nil
 }
 
-// checkHosts returns why the APIRule may not serve its hosts: an ungranted
-// wildcard, or a host an older APIRule claims.
-func (r *Reconciler) checkHosts(ctx context.Context, rule *gatewayv1alpha1.APIRule) (string, string, error) {
-	grants, err := r.wildcardGrants(ctx)
-	if err != nil {
-		return "", "", err
-	}
+// checkHosts returns why the APIRule may not serve its hosts: a wildcard
+// that grants (the APIGateway's spec.apiRules) do not give its namespace,
+// or a host an older APIRule claims.
+func (r *Reconciler) checkHosts(ctx context.Context, rule *gatewayv1alpha1.APIRule, grants *operatorv1alpha1.APIRulesSpec) (string, string, error) {
 	var others []hosts.Claim
 	seen := map[types.UID]bool{}
 	for _, zone := range zonesOf(rule) {
@@ -84,9 +82,9 @@ func (r *Reconciler) checkHosts(ctx context.Context, rule *gatewayv1alpha1.APIRu
 	return "", "", nil
 }
 
-// wildcardGrants reads the cluster administrator's grants from the
-// APIGateway; none without it.
-func (r *Reconciler) wildcardGrants(ctx context.Context) (*operatorv1alpha1.APIRulesSpec, error) {
+// apiGateway reads what the cluster administrator configured: the
+// APIGateway, or nil without one (or when grants are not read).
+func (r *Reconciler) apiGateway(ctx context.Context) (*operatorv1alpha1.APIGateway, error) {
 	if !r.ReadGrants {
 		return nil, nil
 	}
@@ -96,9 +94,58 @@ func (r *Reconciler) wildcardGrants(ctx context.Context) (*operatorv1alpha1.APIR
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read the APIGateway's wildcard host grants: %w", err)
+		return nil, fmt.Errorf("read the APIGateway: %w", err)
 	}
-	return gw.Spec.APIRules, nil
+	return gw, nil
+}
+
+// gatewayOf returns the Istio Gateway, as <namespace>/<name>, that serves
+// the APIRule: the one it names or, when it names none, the default gateway
+// of the APIGateway (APIGateway.DefaultGateway). On the default gateway,
+// named or not, every host must be directly under its domain and not its
+// health host. Otherwise it returns the reason and message of the refusal.
+func gatewayOf(rule *gatewayv1alpha1.APIRule, gw *operatorv1alpha1.APIGateway) (gateway, reason, msg string) {
+	def, domain, ok := gw.DefaultGateway()
+	gateway = rule.Spec.Gateway
+	if gateway == "" {
+		if !ok {
+			return "", gatewayv1alpha1.ReasonNoDefaultGateway,
+				"the APIRule names no gateway (spec.gateway) and the APIGateway has no enabled default gateway (its spec.gateway) to use instead: " +
+					"name an Istio Gateway, as <namespace>/<name>; the APIRule's Istio objects were removed"
+		}
+		gateway = def
+	}
+	if !ok || gateway != def {
+		return gateway, "", ""
+	}
+	// On the default gateway, named or not, the administrator's domain
+	// bounds the hosts, and its health host is the gateway's own.
+	for _, h := range rule.Spec.Hosts {
+		if !hostOnDomain(string(h), domain) {
+			return "", gatewayv1alpha1.ReasonHostNotOnGateway, fmt.Sprintf(
+				"host %s is not a name directly under the domain %s, so the default gateway %s, which serves *.%s, would not serve it: "+
+					"use a host such as api.%s, or name a gateway that serves it; the APIRule's Istio objects were removed",
+				h, domain, gateway, domain, domain)
+		}
+		if strings.EqualFold(string(h), operatorv1alpha1.DefaultGatewayHealthHost+"."+domain) {
+			return "", gatewayv1alpha1.ReasonHostNotOnGateway, fmt.Sprintf(
+				"host %s is the default gateway's own health check; use another name; the APIRule's Istio objects were removed", h)
+		}
+	}
+	return gateway, "", ""
+}
+
+// hostOnDomain reports whether host is a name the default gateway of domain
+// serves with its *.<domain> certificate, which covers exactly one label
+// before the domain ("api.example.com" for "example.com"): not the domain
+// itself, not a name with more labels, not a wildcard. The administrator
+// grants these names by setting the domain.
+func hostOnDomain(host, domain string) bool {
+	if domain == "" {
+		return false
+	}
+	label, ok := strings.CutSuffix(strings.ToLower(host), "."+strings.ToLower(domain))
+	return ok && label != "" && !strings.ContainsAny(label, ".*")
 }
 
 // hostsOverlap reports whether two APIRules claim a host in common.

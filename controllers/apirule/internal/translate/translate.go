@@ -43,6 +43,11 @@ type Input struct {
 	Selectors map[types.NamespacedName]map[string]string
 	// ClusterDomain completes Service host names; "cluster.local" when empty.
 	ClusterDomain string
+	// Gateway is the Istio Gateway, as <namespace>/<name>, the
+	// VirtualService binds to: the one the APIRule names, or the default
+	// gateway the controller resolved for an APIRule that names none. When
+	// empty, the APIRule's spec.gateway.
+	Gateway string
 }
 
 // Output holds the desired Istio objects.
@@ -189,7 +194,14 @@ func Translate(in Input) (Output, error) {
 	if err := checkCoveredRules(r, in.Selectors); err != nil {
 		return Output{}, err
 	}
-	out := Output{VirtualService: virtualService(r, in.ClusterDomain)}
+	gateway := in.Gateway
+	if gateway == "" {
+		gateway = r.Spec.Gateway
+	}
+	if gateway == "" {
+		return Output{}, fmt.Errorf("the APIRule names no gateway and no default gateway was given")
+	}
+	out := Output{VirtualService: virtualService(r, gateway, in.ClusterDomain)}
 	names := map[types.NamespacedName]types.NamespacedName{}
 	for _, b := range backends {
 		if b.Namespace != r.Namespace {
@@ -294,7 +306,7 @@ func duration(d *metav1.Duration) *durationpb.Duration {
 	return durationpb.New(d.Duration)
 }
 
-func virtualService(r *gatewayv1alpha1.APIRule, clusterDomain string) *networkingv1.VirtualService {
+func virtualService(r *gatewayv1alpha1.APIRule, gateway, clusterDomain string) *networkingv1.VirtualService {
 	if clusterDomain == "" {
 		clusterDomain = "cluster.local"
 	}
@@ -308,7 +320,7 @@ func virtualService(r *gatewayv1alpha1.APIRule, clusterDomain string) *networkin
 	}
 	// Proto messages must not be copied: fill the object's spec in place.
 	spec := &vs.Spec
-	spec.Hosts, spec.Gateways = hosts, []string{r.Spec.Gateway}
+	spec.Hosts, spec.Gateways = hosts, []string{gateway}
 	for _, rule := range orderedRules(r) {
 		svc := serviceOf(r, rule)
 		match := &networkingv1alpha3.HTTPMatchRequest{Uri: uriMatch(rule.Path)}

@@ -261,6 +261,10 @@ func TestTranslateErrors(t *testing.T) {
 			input:   Input{APIRule: newAPIRule(func(r *gatewayv1alpha1.APIRule) { r.Spec.Service = nil }), Selectors: selectors},
 			wantErr: "a rule names no service",
 		},
+		"no gateway at all": {
+			input:   Input{APIRule: newAPIRule(func(r *gatewayv1alpha1.APIRule) { r.Spec.Gateway = "" }), Selectors: selectors},
+			wantErr: "the APIRule names no gateway",
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -340,4 +344,26 @@ func TestServices(t *testing.T) {
 		{Name: "orders", Namespace: "shop", Port: 8080},
 	}))
 	g.Expect(Backends(r)).To(Equal([]types.NamespacedName{{Namespace: "shop", Name: "b"}, {Namespace: "shop", Name: "orders"}}))
+}
+
+// The VirtualService binds to the gateway the controller resolved: the
+// default gateway for an APIRule that names none.
+func TestVirtualServiceGateway(t *testing.T) {
+	tests := map[string]struct {
+		spec, resolved, want string
+	}{
+		"the named gateway":                     {spec: "istio-system/public", want: "istio-system/public"},
+		"the named gateway, resolved as itself": {spec: "istio-system/public", resolved: "istio-system/public", want: "istio-system/public"},
+		"the default gateway":                   {resolved: "istio-system/portico-gateway", want: "istio-system/portico-gateway"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := newAPIRule(func(r *gatewayv1alpha1.APIRule) { r.Spec.Gateway = tc.spec })
+			out, err := Translate(Input{APIRule: r, Selectors: selectors, Gateway: tc.resolved})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(out.VirtualService.Spec.Gateways).To(Equal([]string{tc.want}))
+			g.Expect(r.Spec.Gateway).To(Equal(tc.spec), "the APIRule is left as it was")
+		})
+	}
 }

@@ -13,6 +13,7 @@ import (
 	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/ratelimit/internal/topology"
 	controllerruntime "github.com/portico-dev/portico/controllers/runtime"
 )
@@ -137,6 +139,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 	return result, errors.Join(errs...)
 }
 
+// defaultGateway is the gateway APIRules that name none use, "" for none
+// (APIGateway.DefaultGateway). It is read past the cache: the controller may
+// only get the APIGateway; a new default gateway reaches it as the Gateway
+// it watches appearing.
+func (r *Reconciler) defaultGateway(ctx context.Context) (string, error) {
+	gw := &operatorv1alpha1.APIGateway{}
+	if err := r.Reader.Get(ctx, client.ObjectKey{Name: operatorv1alpha1.SingletonName}, gw); err != nil {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("read the APIGateway's default gateway: %w", err)
+	}
+	ref, _, _ := gw.DefaultGateway()
+	return ref, nil
+}
+
 func (r *Reconciler) read(ctx context.Context) (topology.Input, []gatewayv1alpha1.RateLimit, error) {
 	in := topology.Input{GatewaysKnown: r.GatewaysKnown, APIRulesKnown: r.APIRulesKnown, RootNamespace: r.rootNamespace()}
 	// The world is only read here (statuses are patched from copies), so the
@@ -169,8 +187,17 @@ func (r *Reconciler) read(ctx context.Context) (topology.Input, []gatewayv1alpha
 		if err := r.Client.List(ctx, &rules, client.UnsafeDisableDeepCopy); err != nil {
 			return in, nil, fmt.Errorf("list APIRules: %w", err)
 		}
+		// APIRules that name no gateway use the APIGateway's default one.
+		defaultGateway, err := r.defaultGateway(ctx)
+		if err != nil {
+			return in, nil, err
+		}
 		for _, a := range rules.Items {
-			in.APIRules = append(in.APIRules, topology.APIRule{Namespace: a.Namespace, Name: a.Name, Gateway: a.Spec.Gateway, Rules: a.Spec.Rules})
+			gateway := a.Spec.Gateway
+			if gateway == "" {
+				gateway = defaultGateway
+			}
+			in.APIRules = append(in.APIRules, topology.APIRule{Namespace: a.Namespace, Name: a.Name, Gateway: gateway, Rules: a.Spec.Rules})
 		}
 	}
 	return in, limits.Items, nil

@@ -1,0 +1,282 @@
+package v1alpha1
+
+import (
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Names of what the gateway controller runs for the default gateway, all in
+// spec.gateway.namespace.
+const (
+	// DefaultGatewayName is the name of the default Istio Gateway, its
+	// health VirtualService and, unless spec.gateway.certificate.secretName
+	// names another, the TLS Secret (DefaultGatewayName + "-tls").
+	DefaultGatewayName = "portico-gateway"
+	// DefaultGatewayCAConfigMap is the ConfigMap that publishes the CA of
+	// the selfSigned certificate (key ca.crt) for clients to trust.
+	DefaultGatewayCAConfigMap = "portico-gateway-ca"
+	// DefaultGatewayNamespace is spec.gateway.namespace's default: Istio's
+	// ingress gateway pods run there, and Istio reads a Gateway's
+	// credentialName Secret from its pods' namespace.
+	DefaultGatewayNamespace = "istio-system"
+	// DefaultGatewayHealthHost is the first label of the host the health
+	// VirtualService answers on, healthz.<domain>; APIRules cannot claim it.
+	DefaultGatewayHealthHost = "healthz"
+	// DefaultGatewayHealthPath is the path the health VirtualService answers
+	// 200 on, over HTTPS at healthz.<domain>.
+	DefaultGatewayHealthPath = "/healthz/ready"
+)
+
+// GatewaySpec configures the default gateway: an Istio Gateway serving
+// *.<domain> over HTTPS (HTTP redirected to HTTPS) with a certificate, run by
+// the gateway controller. APIRules that name no gateway use it.
+// +kubebuilder:validation:XValidation:rule="!has(self.enabled) || !self.enabled || (has(self.domain) && self.domain != ”)",message="spec.gateway.domain is required while the gateway is enabled: the gateway serves *.<domain>"
+type GatewaySpec struct {
+	// enabled runs the default gateway. Setting it to false removes the
+	// Gateway, its health VirtualService and the certificate Portico
+	// created, but only once no APIRule uses the default gateway: until
+	// then everything stays and the status names the APIRules.
+	// +optional
+	// +kubebuilder:default=true
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// domain is the DNS domain of the gateway: it serves every host
+	// *.<domain> and its certificate is for *.<domain>. By setting it the
+	// cluster administrator grants the names under it to the APIRules on
+	// the default gateway (each name still has one owner, the oldest
+	// APIRule that claims it).
+	// +optional
+	// +kubebuilder:validation:MaxLength=200
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$')",message="domain must be a lower-case DNS name with at least two labels, such as example.com, without a wildcard"
+	Domain string `json:"domain,omitempty"`
+
+	// namespace of the ingress gateway pods. The Gateway, its health
+	// VirtualService, the certificate's Secret and the CA ConfigMap are
+	// created there, since Istio reads the Secret a Gateway names from its
+	// pods' namespace.
+	// +optional
+	// +kubebuilder:default=istio-system
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace,omitempty"`
+
+	// selector are the labels of the ingress gateway pods the Gateway
+	// binds to.
+	// +optional
+	// +kubebuilder:default={istio: ingressgateway}
+	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=16
+	Selector map[string]string `json:"selector,omitempty"`
+
+	// certificate is where the gateway's TLS certificate comes from: one of
+	// selfSigned (the default), certManager or secretName.
+	// +optional
+	// +kubebuilder:default={selfSigned: {}}
+	Certificate *GatewayCertificate `json:"certificate,omitempty"`
+}
+
+// GatewayCertificate is the source of the default gateway's certificate;
+// exactly one field is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.selfSigned), has(self.certManager), has(self.secretName)].filter(x, x).size() == 1",message="set exactly one certificate source: selfSigned, certManager or secretName"
+type GatewayCertificate struct {
+	// selfSigned has the gateway controller issue a CA for this cluster and
+	// a wildcard serving certificate for *.<domain> signed by it (ECDSA
+	// P-256), renewed well before expiry. The CA certificate is published in
+	// the ConfigMap portico-gateway-ca (key ca.crt) in the gateway's
+	// namespace, for clients to trust. Browsers will not trust it by
+	// themselves: use certManager or secretName for public clients.
+	// +optional
+	SelfSigned *SelfSignedCertificate `json:"selfSigned,omitempty"`
+
+	// certManager has cert-manager issue the certificate: the gateway
+	// controller writes a cert-manager Certificate for *.<domain> signed by
+	// issuerRef and reports its Ready condition. Needs cert-manager's
+	// certificates.cert-manager.io CRD.
+	// +optional
+	CertManager *CertManagerCertificate `json:"certManager,omitempty"`
+
+	// secretName is a kubernetes.io/tls Secret of your own in the gateway's
+	// namespace. The gateway controller checks it (present, a matching key
+	// pair valid for *.<domain>, not expired) and reports what it finds; it
+	// never modifies it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	SecretName string `json:"secretName,omitempty"`
+}
+
+// SelfSignedCertificate configures the certificate the gateway controller
+// issues itself.
+type SelfSignedCertificate struct {
+	// validity of the serving certificate; it is renewed when two thirds of
+	// it have passed. The CA is valid ten times as long.
+	// +optional
+	// +kubebuilder:default="2160h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h') && duration(self) <= duration('8760h')",message="validity must be between 1h and 8760h (one year)"
+	Validity *metav1.Duration `json:"validity,omitempty"`
+}
+
+// CertManagerCertificate configures the cert-manager Certificate of the
+// gateway.
+type CertManagerCertificate struct {
+	// issuerRef is the cert-manager Issuer (in the gateway's namespace) or
+	// ClusterIssuer that signs the certificate.
+	// +required
+	IssuerRef IssuerReference `json:"issuerRef"`
+}
+
+// IssuerReference names a cert-manager issuer.
+type IssuerReference struct {
+	// name of the issuer.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// kind of the issuer: Issuer or ClusterIssuer.
+	// +optional
+	// +kubebuilder:default=Issuer
+	// +kubebuilder:validation:Enum=Issuer;ClusterIssuer
+	Kind string `json:"kind,omitempty"`
+
+	// group of the issuer's API; cert-manager.io for cert-manager's own
+	// issuers, another group for an external issuer.
+	// +optional
+	// +kubebuilder:default=cert-manager.io
+	// +kubebuilder:validation:MaxLength=253
+	Group string `json:"group,omitempty"`
+}
+
+// IsEnabled reports whether the default gateway is configured and enabled.
+func (g *GatewaySpec) IsEnabled() bool {
+	return g != nil && (g.Enabled == nil || *g.Enabled)
+}
+
+// UsesCertManager reports whether the enabled default gateway gets its
+// certificate from cert-manager.
+func (g *GatewaySpec) UsesCertManager() bool {
+	return g.IsEnabled() && g.Certificate != nil && g.Certificate.CertManager != nil
+}
+
+// GatewayState is where the default gateway stands.
+// +kubebuilder:validation:Enum=Disabled;Ready;Pending;Warning;Error
+type GatewayState string
+
+// The default gateway's states.
+const (
+	// GatewayDisabled: the default gateway is not configured or disabled,
+	// and nothing of it is left.
+	GatewayDisabled GatewayState = "Disabled"
+	// GatewayReady: the Gateway serves *.<domain> with a valid certificate.
+	GatewayReady GatewayState = "Ready"
+	// GatewayPending: the certificate is being issued (cert-manager).
+	GatewayPending GatewayState = "Pending"
+	// GatewayWarning: the gateway works but needs attention (disabled while
+	// APIRules still use it; a certificate close to expiry).
+	GatewayWarning GatewayState = "Warning"
+	// GatewayError: the gateway cannot serve: an invalid or missing
+	// certificate, an object of the same name Portico did not create.
+	GatewayError GatewayState = "Error"
+)
+
+// Reasons of the default gateway's state, in GatewayStatus.Reason.
+const (
+	// ReasonGatewayNotConfigured (Disabled): spec.gateway is not set or disabled.
+	ReasonGatewayNotConfigured = "NotConfigured"
+	// ReasonGatewayReady (Ready): the Gateway and a valid certificate are in place.
+	ReasonGatewayReady = "GatewayReady"
+	// ReasonGatewayInUse (Warning): the gateway is disabled but APIRules
+	// still use it; nothing is removed until they are gone.
+	ReasonGatewayInUse = "GatewayInUse"
+	// ReasonCertificatePending (Pending): cert-manager has not issued the
+	// certificate yet; the message has its Ready condition.
+	ReasonCertificatePending = "CertificatePending"
+	// ReasonCertificateInvalid (Error): the certificate's Secret is missing,
+	// not a matching key pair, not valid for *.<domain>, or expired.
+	ReasonCertificateInvalid = "CertificateInvalid"
+	// ReasonCertificateExpiring (Warning): a certificate Portico does not
+	// renew (secretName) expires within 14 days.
+	ReasonCertificateExpiring = "CertificateExpiring"
+	// ReasonObjectNotOwned (Error): a Gateway, VirtualService, Secret,
+	// ConfigMap or Certificate with the name Portico uses exists and
+	// Portico did not create it; it is left alone.
+	ReasonObjectNotOwned = "ObjectNotOwned"
+	// ReasonGatewayApplyFailed (Error): the API server refused a write; the
+	// message has its error.
+	ReasonGatewayApplyFailed = "ApplyFailed"
+)
+
+// GatewayStatus is the observed state of the default gateway, written by the
+// gateway controller.
+type GatewayStatus struct {
+	// state of the default gateway: Disabled, Ready, Pending, Warning or Error.
+	// +optional
+	State GatewayState `json:"state,omitempty"`
+
+	// reason is a CamelCase word explaining the state; the values are
+	// documented constants of this API.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Reason string `json:"reason,omitempty"`
+
+	// message explains the state to a human.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
+
+	// gateway is the Istio Gateway, as <namespace>/<name>, APIRules that
+	// name no gateway use.
+	// +optional
+	// +kubebuilder:validation:MaxLength=317
+	Gateway string `json:"gateway,omitempty"`
+
+	// hosts the gateway serves.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	Hosts []string `json:"hosts,omitempty"`
+
+	// secretName is the TLS Secret the Gateway serves.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName,omitempty"`
+
+	// caConfigMap is the ConfigMap (key ca.crt) with the CA that clients
+	// trust, for the selfSigned certificate.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	CAConfigMap string `json:"caConfigMap,omitempty"`
+
+	// notAfter is when the serving certificate expires.
+	// +optional
+	NotAfter *metav1.Time `json:"notAfter,omitempty"`
+
+	// observedGeneration is the APIGateway generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// DefaultGateway returns the Istio Gateway, as <namespace>/<name>, that
+// APIRules naming no gateway use, and the domain under which their hosts
+// must be; ok is false when there is none. It is the gateway spec.gateway
+// enables or, once disabled, the one the gateway controller still keeps
+// because APIRules use it (status.gateway), so that those APIRules keep
+// working until they move.
+func (gw *APIGateway) DefaultGateway() (ref, domain string, ok bool) {
+	if gw == nil {
+		return "", "", false
+	}
+	if spec := gw.Spec.Gateway; spec.IsEnabled() && spec.Domain != "" {
+		ns := spec.Namespace
+		if ns == "" {
+			ns = DefaultGatewayNamespace
+		}
+		return ns + "/" + DefaultGatewayName, spec.Domain, true
+	}
+	if st := gw.Status.Gateway; st != nil && st.Gateway != "" && len(st.Hosts) > 0 && strings.HasPrefix(st.Hosts[0], "*.") {
+		return st.Gateway, strings.TrimPrefix(st.Hosts[0], "*."), true
+	}
+	return "", "", false
+}

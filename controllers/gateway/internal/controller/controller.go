@@ -1,0 +1,634 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"google.golang.org/protobuf/proto"
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/controllers/gateway/internal/certs"
+)
+
+// Resync is how often the controller re-reads the Secrets it does not
+// watch (it is not allowed to list Secrets): a deleted or replaced Secret is
+// repaired, and a user's certificate re-checked, within this time.
+const Resync = 2 * time.Minute
+
+// ExpiryWarning is how long before expiry a certificate Portico does not
+// renew (secretName) makes the state Warning.
+const ExpiryWarning = 14 * 24 * time.Hour
+
+// messageLimit bounds status messages (the API's MaxLength).
+const messageLimit = 4096
+
+// Reconciler runs the default gateway of the APIGateway.
+type Reconciler struct {
+	// Client reads the APIGateway, the controller's Gateways,
+	// VirtualServices and Certificates and APIRules from the cache, and
+	// writes.
+	Client client.Client
+	// Reader reads Secrets, ConfigMaps and same-named objects past the
+	// cache, by name.
+	Reader client.Reader
+	// Clock is the time certificates are issued and checked at.
+	Clock clock.PassiveClock
+	// CertManager is true while cert-manager's Certificate CRD is usable.
+	CertManager bool
+	// APIRules is true while the APIRule CRD is usable.
+	APIRules bool
+}
+
+// +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways,verbs=get;list;watch
+// +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways/status,verbs=get;patch
+// +kubebuilder:rbac:groups=gateway.portico.dev,resources=apirules,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.istio.io,resources=gateways;virtualservices,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;update;patch;delete
+// Secrets and ConfigMaps only by the names it writes (any namespace: Istio's
+// may come after Portico); create cannot be limited by name, but creating
+// reads and overwrites nothing. A secretName Secret needs its name in the
+// Helm value controllers.gateway.secretNames.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;update;patch;delete,resourceNames=portico-gateway-tls;portico-gateway-ca;portico-gateway-cert-manager-tls
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;update;patch;delete,resourceNames=portico-gateway-ca
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=create
+
+// Reconcile brings the default gateway to what the APIGateway asks for and
+// reports it in status.gateway.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	gw := &operatorv1alpha1.APIGateway{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: req.Name}, gw); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !gw.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // garbage collection removes what it owns
+	}
+	var st operatorv1alpha1.GatewayStatus
+	var requeue time.Duration
+	var err error
+	if gw.Spec.Gateway.IsEnabled() {
+		st, requeue, err = r.enabled(ctx, gw, ConfigFor(gw.Spec.Gateway))
+	} else {
+		st, err = r.disabled(ctx, gw)
+	}
+	st.ObservedGeneration = gw.Generation
+	st.Message = truncate(st.Message)
+	return ctrl.Result{RequeueAfter: requeue}, errors.Join(err, r.writeStatus(ctx, gw, st))
+}
+
+// notOwnedError is a same-named object the controller did not create.
+type notOwnedError struct{ kind, ref string }
+
+func (e *notOwnedError) Error() string {
+	return fmt.Sprintf("%s %s exists and was not created by Portico, so it is left alone: delete or rename it, or choose another spec.gateway.namespace", e.kind, e.ref)
+}
+
+// certificate is what a certificate source delivered.
+type certificate struct {
+	// valid is true when the source's Secret holds a certificate the
+	// Gateway can serve now.
+	valid bool
+	info  certs.Info
+	// state and reason when not Ready (Pending, Error), with message.
+	state   operatorv1alpha1.GatewayState
+	reason  string
+	message string
+	// next is when the source needs looking at again.
+	next time.Time
+}
+
+func (r *Reconciler) enabled(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config) (operatorv1alpha1.GatewayStatus, time.Duration, error) {
+	now := r.Clock.Now()
+	st := operatorv1alpha1.GatewayStatus{Gateway: c.GatewayRef(), Hosts: c.Hosts()}
+	live := &networkingv1.Gateway{}
+	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: operatorv1alpha1.DefaultGatewayName}, live)
+	switch {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return failed(st, err), 0, err
+	case !metav1.IsControlledBy(live, gw):
+		return failed(st, &notOwnedError{"Istio Gateway", c.GatewayRef()}), Resync, nil
+	}
+
+	var cert certificate
+	switch c.Source {
+	case SourceSelfSigned:
+		cert, err = r.selfSigned(ctx, gw, c, now)
+	case SourceCertManager:
+		cert, err = r.certManager(ctx, gw, c, now)
+	default:
+		cert, err = r.userSecret(ctx, c, now)
+	}
+	if err != nil {
+		return failed(st, err), 0, ignoreNotOwned(err)
+	}
+
+	// The Gateway moves to the source's Secret only once it holds a valid
+	// certificate; until then it keeps serving the one it has, if that is
+	// still valid, so switching sources leaves no window without one.
+	credential := c.SecretName
+	kept := ""
+	if !cert.valid && live != nil {
+		if current := credentialOf(live); current != "" && current != c.SecretName && r.servable(ctx, c, current, now) {
+			credential, kept = current, current
+		}
+	}
+	if err := r.apply(ctx, gw, live, DesiredGateway(gw, c, credential)); err != nil {
+		return failed(st, err), 0, ignoreNotOwned(err)
+	}
+	if err := r.applyHealth(ctx, gw, c); err != nil {
+		return failed(st, err), 0, ignoreNotOwned(err)
+	}
+	if err := r.removeOtherSources(ctx, gw, c, credential); err != nil {
+		return failed(st, err), 0, err
+	}
+	if err := r.removeStale(ctx, gw, c.Namespace); err != nil {
+		return failed(st, err), 0, err
+	}
+
+	st.SecretName = credential
+	if c.Source == SourceSelfSigned {
+		st.CAConfigMap = operatorv1alpha1.DefaultGatewayName + "-ca"
+	}
+	if cert.valid {
+		st.NotAfter = &metav1.Time{Time: cert.info.NotAfter}
+	}
+	switch {
+	case !cert.valid:
+		st.State, st.Reason, st.Message = cert.state, cert.reason, cert.message
+		if kept != "" {
+			st.Message += fmt.Sprintf("; the Gateway keeps serving the certificate in Secret %s/%s until then", c.Namespace, kept)
+		}
+	case c.Source == SourceSecretName && cert.info.NotAfter.Sub(now) < ExpiryWarning:
+		st.State, st.Reason = operatorv1alpha1.GatewayWarning, operatorv1alpha1.ReasonCertificateExpiring
+		st.Message = fmt.Sprintf("the certificate in Secret %s/%s expires at %s; Portico does not renew a secretName certificate: replace it", c.Namespace, c.SecretName, cert.info.NotAfter.UTC().Format(time.RFC3339))
+	default:
+		st.State, st.Reason = operatorv1alpha1.GatewayReady, operatorv1alpha1.ReasonGatewayReady
+		st.Message = readyMessage(c, cert.info)
+	}
+	return st, requeueAt(now, cert.next), nil
+}
+
+func readyMessage(c Config, info certs.Info) string {
+	msg := fmt.Sprintf("Istio Gateway %s serves *.%s over HTTPS (HTTP redirects) with the %s certificate in Secret %s/%s, valid until %s",
+		c.GatewayRef(), c.Domain, c.Source, c.Namespace, c.SecretName, info.NotAfter.UTC().Format(time.RFC3339))
+	if c.Source == SourceSelfSigned {
+		msg += fmt.Sprintf("; clients trust the CA in ConfigMap %s/%s-ca (key ca.crt)", c.Namespace, operatorv1alpha1.DefaultGatewayName)
+	}
+	return msg
+}
+
+// requeueAt is how long until next, at most Resync.
+func requeueAt(now, next time.Time) time.Duration {
+	if next.IsZero() {
+		return Resync
+	}
+	return max(time.Second, min(Resync, next.Sub(now)))
+}
+
+func failed(st operatorv1alpha1.GatewayStatus, err error) operatorv1alpha1.GatewayStatus {
+	st.State, st.Reason = operatorv1alpha1.GatewayError, operatorv1alpha1.ReasonGatewayApplyFailed
+	var notOwned *notOwnedError
+	switch {
+	case errors.As(err, &notOwned):
+		st.Reason = operatorv1alpha1.ReasonObjectNotOwned
+	case apierrors.IsForbidden(err):
+		st.Message = fmt.Sprintf("%v (the gateway controller may read only the Secrets it writes and those named in the Helm value controllers.gateway.secretNames: add a secretName there)", err)
+		return st
+	}
+	st.Message = err.Error()
+	return st
+}
+
+func ignoreNotOwned(err error) error {
+	var notOwned *notOwnedError
+	if errors.As(err, &notOwned) {
+		return nil // reported in status; retrying will not help
+	}
+	return err
+}
+
+func credentialOf(g *networkingv1.Gateway) string {
+	for _, s := range g.Spec.GetServers() {
+		if s.GetTls().GetCredentialName() != "" {
+			return s.GetTls().GetCredentialName()
+		}
+	}
+	return ""
+}
+
+// servable reports whether Secret ns/name holds a certificate valid for the
+// domain now.
+func (r *Reconciler) servable(ctx context.Context, c Config, name string, now time.Time) bool {
+	s := &corev1.Secret{}
+	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, s); err != nil {
+		return false
+	}
+	_, err := certs.Check(pairOf(s), c.Domain, now)
+	return err == nil
+}
+
+func pairOf(s *corev1.Secret) certs.Pair {
+	if s == nil {
+		return certs.Pair{}
+	}
+	return certs.Pair{CertPEM: s.Data[corev1.TLSCertKey], KeyPEM: s.Data[corev1.TLSPrivateKeyKey]}
+}
+
+// selfSigned keeps a CA and a serving certificate signed by it in
+// Secrets, and the CA (with the previous one while it is valid, so clients
+// that refresh their trust in time see no gap) in a ConfigMap.
+func (r *Reconciler) selfSigned(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config, now time.Time) (certificate, error) {
+	caSecret, err := r.ownedSecret(ctx, gw, c.Namespace, CASecret)
+	if err != nil {
+		return certificate{}, err
+	}
+	serving, err := r.ownedSecret(ctx, gw, c.Namespace, SelfSignedSecret)
+	if err != nil {
+		return certificate{}, err
+	}
+	ca, pair := pairOf(caSecret), pairOf(serving)
+	plan := certs.Plan(ca, pair, c.Domain, c.Validity.Duration, now)
+	if plan.NewCA || plan.NewServing {
+		if ca, pair, err = certs.Apply(plan, ca, pair, c.Domain, c.Validity.Duration, now); err != nil {
+			return certificate{}, err
+		}
+	}
+	if plan.NewCA {
+		if err := r.writeSecret(ctx, gw, caSecret, c.Namespace, CASecret, corev1.SecretTypeTLS, map[string][]byte{
+			corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM,
+		}); err != nil {
+			return certificate{}, err
+		}
+	}
+	if plan.NewCA || plan.NewServing {
+		if err := r.writeSecret(ctx, gw, serving, c.Namespace, SelfSignedSecret, corev1.SecretTypeTLS, map[string][]byte{
+			corev1.TLSCertKey: pair.CertPEM, corev1.TLSPrivateKeyKey: pair.KeyPEM, "ca.crt": ca.CertPEM,
+		}); err != nil {
+			return certificate{}, err
+		}
+	}
+	if err := r.publishCA(ctx, gw, c.Namespace, ca.CertPEM, now); err != nil {
+		return certificate{}, err
+	}
+	info, err := certs.Check(pair, c.Domain, now)
+	if err != nil {
+		return certificate{}, fmt.Errorf("the certificate just issued does not check: %w", err)
+	}
+	return certificate{valid: true, info: info, next: plan.NextCheck}, nil
+}
+
+// publishCA writes the ConfigMap clients trust: the current CA first, then
+// the previous ones still valid.
+func (r *Reconciler) publishCA(ctx context.Context, gw *operatorv1alpha1.APIGateway, ns string, current []byte, now time.Time) error {
+	live := &corev1.ConfigMap{}
+	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: CASecret}, live)
+	switch {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return err
+	case !metav1.IsControlledBy(live, gw):
+		return &notOwnedError{"ConfigMap", ns + "/" + CASecret}
+	}
+	bundle := bytes.Clone(current)
+	if live != nil {
+		bundle = append(bundle, stillValid([]byte(live.Data["ca.crt"]), current, now)...)
+	}
+	if live != nil && live.Data["ca.crt"] == string(bundle) {
+		return nil
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: objectMeta(gw, ns, CASecret), Data: map[string]string{"ca.crt": string(bundle)}}
+	if live == nil {
+		return r.Client.Create(ctx, cm)
+	}
+	cm.ResourceVersion = live.ResourceVersion
+	return r.Client.Update(ctx, cm)
+}
+
+// stillValid returns the PEM certificates of bundle other than current that
+// have not expired at now.
+func stillValid(bundle, current []byte, now time.Time) []byte {
+	var out []byte
+	for rest := bundle; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return out
+		}
+		if block.Type != "CERTIFICATE" || bytes.Contains(current, pem.EncodeToMemory(block)) {
+			continue
+		}
+		if cert, err := x509.ParseCertificate(block.Bytes); err == nil && now.Before(cert.NotAfter) {
+			out = append(out, pem.EncodeToMemory(block)...)
+		}
+	}
+}
+
+// ownedSecret reads a Secret the controller writes: nil when absent, an
+// error when someone else's holds the name.
+func (r *Reconciler) ownedSecret(ctx context.Context, gw *operatorv1alpha1.APIGateway, ns, name string) (*corev1.Secret, error) {
+	s := &corev1.Secret{}
+	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !metav1.IsControlledBy(s, gw):
+		return nil, &notOwnedError{"Secret", ns + "/" + name}
+	}
+	return s, nil
+}
+
+func (r *Reconciler) writeSecret(ctx context.Context, gw *operatorv1alpha1.APIGateway, live *corev1.Secret, ns, name string, typ corev1.SecretType, data map[string][]byte) error {
+	s := &corev1.Secret{ObjectMeta: objectMeta(gw, ns, name), Type: typ, Data: data}
+	if live == nil {
+		return r.Client.Create(ctx, s)
+	}
+	if live.Type != typ { // the type is immutable
+		if err := r.Client.Delete(ctx, live); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		return r.Client.Create(ctx, s)
+	}
+	s.ResourceVersion = live.ResourceVersion
+	return r.Client.Update(ctx, s)
+}
+
+// certManager keeps the cert-manager Certificate and checks the Secret
+// cert-manager writes.
+func (r *Reconciler) certManager(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config, now time.Time) (certificate, error) {
+	if !r.CertManager {
+		return certificate{state: operatorv1alpha1.GatewayPending, reason: operatorv1alpha1.ReasonCertificatePending,
+			message: "cert-manager's certificates.cert-manager.io/v1 CRD is not usable yet"}, nil
+	}
+	desired := DesiredCertificate(gw, c)
+	live := &cmv1.Certificate{}
+	err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := r.Client.Create(ctx, desired); err != nil {
+			return certificate{}, err
+		}
+		live = desired
+	case err != nil:
+		return certificate{}, err
+	case !metav1.IsControlledBy(live, gw):
+		return certificate{}, &notOwnedError{"cert-manager Certificate", c.Namespace + "/" + desired.Name}
+	case !equalCertificateSpec(&live.Spec, &desired.Spec):
+		live.Spec = desired.Spec
+		if err := r.Client.Update(ctx, live); err != nil {
+			return certificate{}, err
+		}
+	}
+	ready, why := CertificateReady(live)
+	s := &corev1.Secret{}
+	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: CertManagerSecret}, s); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return certificate{}, err
+		}
+		s = nil
+	}
+	info, checkErr := certs.Check(pairOf(s), c.Domain, now)
+	if ready && checkErr == nil {
+		return certificate{valid: true, info: info}, nil
+	}
+	msg := fmt.Sprintf("waiting for cert-manager to issue Certificate %s/%s (issuer %s %s): %s", c.Namespace, desired.Name, c.IssuerRef.Kind, c.IssuerRef.Name, why)
+	if ready && checkErr != nil {
+		msg = fmt.Sprintf("cert-manager reports Certificate %s/%s Ready but Secret %s does not check: %v", c.Namespace, desired.Name, CertManagerSecret, checkErr)
+	}
+	return certificate{state: operatorv1alpha1.GatewayPending, reason: operatorv1alpha1.ReasonCertificatePending, message: msg}, nil
+}
+
+func equalCertificateSpec(a, b *cmv1.CertificateSpec) bool {
+	return a.SecretName == b.SecretName && slices.Equal(a.DNSNames, b.DNSNames) && a.IssuerRef == b.IssuerRef &&
+		a.PrivateKey != nil && b.PrivateKey != nil && *a.PrivateKey == *b.PrivateKey &&
+		a.SecretTemplate != nil && fmt.Sprint(a.SecretTemplate.Labels) == fmt.Sprint(b.SecretTemplate.Labels)
+}
+
+// userSecret checks the user's Secret; it is never written.
+func (r *Reconciler) userSecret(ctx context.Context, c Config, now time.Time) (certificate, error) {
+	s := &corev1.Secret{}
+	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.SecretName}, s); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return certificate{}, err
+		}
+		return certificate{state: operatorv1alpha1.GatewayError, reason: operatorv1alpha1.ReasonCertificateInvalid,
+			message: fmt.Sprintf("Secret %s/%s (spec.gateway.certificate.secretName) not found", c.Namespace, c.SecretName)}, nil
+	}
+	info, err := certs.Check(pairOf(s), c.Domain, now)
+	if err != nil {
+		return certificate{state: operatorv1alpha1.GatewayError, reason: operatorv1alpha1.ReasonCertificateInvalid,
+			message: fmt.Sprintf("Secret %s/%s (spec.gateway.certificate.secretName): %v", c.Namespace, c.SecretName, err)}, nil
+	}
+	return certificate{valid: true, info: info, next: info.NotAfter.Add(-ExpiryWarning)}, nil
+}
+
+// apply creates the Gateway or updates the controller's own.
+func (r *Reconciler) apply(ctx context.Context, gw *operatorv1alpha1.APIGateway, live, desired *networkingv1.Gateway) error {
+	if live == nil {
+		err := r.Client.Create(ctx, desired)
+		if apierrors.IsAlreadyExists(err) {
+			return &notOwnedError{"Istio Gateway", desired.Namespace + "/" + desired.Name}
+		}
+		return err
+	}
+	if proto.Equal(&live.Spec, &desired.Spec) && sameMeta(&live.ObjectMeta, &desired.ObjectMeta) {
+		return nil
+	}
+	updated := live.DeepCopy()
+	updated.Spec = *desired.Spec.DeepCopy()
+	updated.Labels, updated.OwnerReferences = desired.Labels, desired.OwnerReferences
+	return r.Client.Update(ctx, updated)
+}
+
+func (r *Reconciler) applyHealth(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config) error {
+	desired := DesiredHealth(gw, c)
+	live := &networkingv1.VirtualService{}
+	err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	switch {
+	case apierrors.IsNotFound(err):
+		return r.Client.Create(ctx, desired)
+	case err != nil:
+		return err
+	case !metav1.IsControlledBy(live, gw):
+		return &notOwnedError{"VirtualService", c.Namespace + "/" + desired.Name}
+	case proto.Equal(&live.Spec, &desired.Spec) && sameMeta(&live.ObjectMeta, &desired.ObjectMeta):
+		return nil
+	}
+	live.Spec = *desired.Spec.DeepCopy()
+	live.Labels, live.OwnerReferences = desired.Labels, desired.OwnerReferences
+	return r.Client.Update(ctx, live)
+}
+
+func sameMeta(live, desired *metav1.ObjectMeta) bool {
+	return fmt.Sprint(live.Labels) == fmt.Sprint(desired.Labels) && len(live.OwnerReferences) == 1 &&
+		live.OwnerReferences[0].UID == desired.OwnerReferences[0].UID
+}
+
+// removeOtherSources deletes what earlier certificate sources left in the
+// namespace, except the Secret the Gateway serves and the selfSigned CA.
+func (r *Reconciler) removeOtherSources(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config, credential string) error {
+	var errs []error
+	// The selfSigned CA stays while the gateway does: clients that trust it
+	// keep doing so if the gateway switches back.
+	if c.Source != SourceSelfSigned && credential != SelfSignedSecret {
+		errs = append(errs, r.deleteOwned(ctx, gw, &corev1.Secret{}, c.Namespace, SelfSignedSecret))
+	}
+	if c.Source != SourceCertManager && credential != CertManagerSecret && r.CertManager {
+		errs = append(errs, r.deleteOwned(ctx, gw, &cmv1.Certificate{}, c.Namespace, operatorv1alpha1.DefaultGatewayName),
+			r.deleteOwned(ctx, gw, &corev1.Secret{}, c.Namespace, CertManagerSecret))
+	}
+	return errors.Join(errs...)
+}
+
+// deleteOwned deletes ns/name of obj's kind if the controller created it.
+// cert-manager's Secret counts as created by it when it carries the
+// controller's label (cert-manager copies it from the secretTemplate).
+func (r *Reconciler) deleteOwned(ctx context.Context, gw *operatorv1alpha1.APIGateway, obj client.Object, ns, name string) error {
+	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	issuedForUs := name == CertManagerSecret && obj.GetLabels()[LabelManagedBy] == ManagedBy
+	if !metav1.IsControlledBy(obj, gw) && !issuedForUs {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Client.Delete(ctx, obj, client.Preconditions{UID: ptrTo(obj.GetUID())}))
+}
+
+// removeStale removes the default gateway the controller left in other
+// namespaces (spec.gateway.namespace changed), unless APIRules name it.
+func (r *Reconciler) removeStale(ctx context.Context, gw *operatorv1alpha1.APIGateway, keep string) error {
+	list := &networkingv1.GatewayList{}
+	if err := r.Client.List(ctx, list, client.MatchingLabels{LabelManagedBy: ManagedBy}); err != nil {
+		return err
+	}
+	var errs []error
+	for i := range list.Items {
+		g := list.Items[i]
+		if g.Namespace == keep || g.Name != operatorv1alpha1.DefaultGatewayName || !metav1.IsControlledBy(g, gw) {
+			continue
+		}
+		users, err := r.users(ctx, g.Namespace+"/"+g.Name, false)
+		if err != nil || len(users) > 0 {
+			errs = append(errs, err)
+			continue
+		}
+		errs = append(errs, r.removeAll(ctx, gw, g.Namespace))
+	}
+	return errors.Join(errs...)
+}
+
+// removeAll deletes every object of the default gateway in namespace ns.
+func (r *Reconciler) removeAll(ctx context.Context, gw *operatorv1alpha1.APIGateway, ns string) error {
+	errs := []error{
+		r.deleteOwned(ctx, gw, &networkingv1.Gateway{}, ns, operatorv1alpha1.DefaultGatewayName),
+		r.deleteOwned(ctx, gw, &networkingv1.VirtualService{}, ns, HealthVirtualService),
+		r.deleteOwned(ctx, gw, &corev1.Secret{}, ns, SelfSignedSecret),
+		r.deleteOwned(ctx, gw, &corev1.Secret{}, ns, CASecret),
+		r.deleteOwned(ctx, gw, &corev1.ConfigMap{}, ns, CASecret),
+	}
+	if r.CertManager {
+		errs = append(errs, r.deleteOwned(ctx, gw, &cmv1.Certificate{}, ns, operatorv1alpha1.DefaultGatewayName),
+			r.deleteOwned(ctx, gw, &corev1.Secret{}, ns, CertManagerSecret))
+	}
+	return errors.Join(errs...)
+}
+
+// users lists the APIRules, as namespace/name, that use gateway ref: name
+// it, or (withDefault) name no gateway.
+func (r *Reconciler) users(ctx context.Context, ref string, withDefault bool) ([]string, error) {
+	if !r.APIRules {
+		return nil, nil
+	}
+	list := &gatewayv1alpha1.APIRuleList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("list APIRules: %w", err)
+	}
+	var users []string
+	for _, rule := range list.Items {
+		if rule.Spec.Gateway == ref || (withDefault && rule.Spec.Gateway == "") {
+			users = append(users, rule.Namespace+"/"+rule.Name)
+		}
+	}
+	return users, nil
+}
+
+// disabled removes the default gateway once no APIRule uses it.
+func (r *Reconciler) disabled(ctx context.Context, gw *operatorv1alpha1.APIGateway) (operatorv1alpha1.GatewayStatus, error) {
+	list := &networkingv1.GatewayList{}
+	if err := r.Client.List(ctx, list, client.MatchingLabels{LabelManagedBy: ManagedBy}); err != nil {
+		return failed(operatorv1alpha1.GatewayStatus{}, err), err
+	}
+	var errs []error
+	for i := range list.Items {
+		g := list.Items[i]
+		if g.Name != operatorv1alpha1.DefaultGatewayName || !metav1.IsControlledBy(g, gw) {
+			continue
+		}
+		ref := g.Namespace + "/" + g.Name
+		users, err := r.users(ctx, ref, true)
+		if err != nil {
+			return failed(operatorv1alpha1.GatewayStatus{Gateway: ref}, err), err
+		}
+		if len(users) > 0 {
+			return operatorv1alpha1.GatewayStatus{
+				State: operatorv1alpha1.GatewayWarning, Reason: operatorv1alpha1.ReasonGatewayInUse, Gateway: ref,
+				Hosts: g.Spec.GetServers()[0].GetHosts(), SecretName: credentialOf(g),
+				Message: InUseMessage(ref, users, messageLimit),
+			}, nil
+		}
+		errs = append(errs, r.removeAll(ctx, gw, g.Namespace))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return failed(operatorv1alpha1.GatewayStatus{}, err), err
+	}
+	return operatorv1alpha1.GatewayStatus{State: operatorv1alpha1.GatewayDisabled, Reason: operatorv1alpha1.ReasonGatewayNotConfigured,
+		Message: "no default gateway: spec.gateway is not set or not enabled"}, nil
+}
+
+// writeStatus patches status.gateway alone; the rest of the status is the
+// operator's.
+func (r *Reconciler) writeStatus(ctx context.Context, gw *operatorv1alpha1.APIGateway, st operatorv1alpha1.GatewayStatus) error {
+	if gw.Status.Gateway != nil && equalStatus(*gw.Status.Gateway, st) {
+		return nil
+	}
+	patched := gw.DeepCopy()
+	patched.Status.Gateway = &st
+	if err := r.Client.Status().Patch(ctx, patched, client.MergeFrom(gw)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("write status.gateway: %w", err)
+	}
+	return nil
+}
+
+func equalStatus(a, b operatorv1alpha1.GatewayStatus) bool {
+	an, bn := a.NotAfter, b.NotAfter
+	a.NotAfter, b.NotAfter = nil, nil
+	sameTime := (an == nil) == (bn == nil) && (an == nil || an.Unix() == bn.Unix())
+	return sameTime && fmt.Sprint(a) == fmt.Sprint(b)
+}
+
+func truncate(msg string) string {
+	if len(msg) <= messageLimit {
+		return msg
+	}
+	return msg[:messageLimit-3] + "..."
+}
+
+func ptrTo[T any](v T) *T { return &v }
