@@ -133,6 +133,10 @@ kind: Namespace
 metadata: {name: shop}
 ---
 apiVersion: v1
+kind: Namespace
+metadata: {name: istio-system}
+---
+apiVersion: v1
 kind: ServiceAccount
 metadata: {name: ingress, namespace: istio-system}
 ---

@@ -31,7 +31,7 @@ const (
 // GatewaySpec configures the default gateway: an Istio Gateway serving
 // *.<domain> over HTTPS (HTTP redirected to HTTPS) with a certificate, run by
 // the gateway controller. APIRules that name no gateway use it.
-// +kubebuilder:validation:XValidation:rule="!has(self.enabled) || !self.enabled || (has(self.domain) && self.domain != ”)",message="spec.gateway.domain is required while the gateway is enabled: the gateway serves *.<domain>"
+// +kubebuilder:validation:XValidation:rule="!has(self.enabled) || !self.enabled || (has(self.domain) && size(self.domain) > 0)",message="spec.gateway.domain is required while the gateway is enabled: the gateway serves *.<domain>"
 type GatewaySpec struct {
 	// enabled runs the default gateway. Setting it to false removes the
 	// Gateway, its health VirtualService and the certificate Portico
@@ -203,6 +203,9 @@ const (
 	// ConfigMap or Certificate with the name Portico uses exists and
 	// Portico did not create it; it is left alone.
 	ReasonObjectNotOwned = "ObjectNotOwned"
+	// ReasonNamespaceNotFound (Error): spec.gateway.namespace does not exist
+	// (yet); the controller looks again every two minutes.
+	ReasonNamespaceNotFound = "NamespaceNotFound"
 	// ReasonGatewayApplyFailed (Error): the API server refused a write; the
 	// message has its error.
 	ReasonGatewayApplyFailed = "ApplyFailed"

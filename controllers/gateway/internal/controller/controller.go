@@ -54,6 +54,7 @@ type Reconciler struct {
 	APIRules bool
 }
 
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways/status,verbs=get;patch
 // +kubebuilder:rbac:groups=gateway.portico.dev,resources=apirules,verbs=get;list;watch
@@ -114,6 +115,13 @@ type certificate struct {
 func (r *Reconciler) enabled(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config) (operatorv1alpha1.GatewayStatus, time.Duration, error) {
 	now := r.Clock.Now()
 	st := operatorv1alpha1.GatewayStatus{Gateway: c.GatewayRef(), Hosts: c.Hosts()}
+	if err := r.Reader.Get(ctx, client.ObjectKey{Name: c.Namespace}, &corev1.Namespace{}); apierrors.IsNotFound(err) {
+		// Istio may come after Portico; its namespace's creation is not
+		// watched, so look again every Resync.
+		st.State, st.Reason = operatorv1alpha1.GatewayError, operatorv1alpha1.ReasonNamespaceNotFound
+		st.Message = fmt.Sprintf("namespace %s (spec.gateway.namespace) does not exist: install Istio's ingress gateway there, or name the namespace its pods run in", c.Namespace)
+		return st, Resync, nil
+	}
 	live := &networkingv1.Gateway{}
 	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: operatorv1alpha1.DefaultGatewayName}, live)
 	switch {

@@ -153,6 +153,15 @@ func TestDefaultGatewayLifecycle(t *testing.T) {
 	r := newReconciler(clk)
 	domain := "example.com"
 
+	t.Run("a namespace that does not exist is reported", func(t *testing.T) {
+		g := NewWithT(t)
+		setGateway(t, &operatorv1alpha1.GatewaySpec{Domain: domain, Namespace: "ingress-later"})
+		st := reconcileOnce(t, r)
+		g.Expect(st.State).To(Equal(operatorv1alpha1.GatewayError))
+		g.Expect(st.Reason).To(Equal(operatorv1alpha1.ReasonNamespaceNotFound))
+		g.Expect(st.Message).To(ContainSubstring("namespace ingress-later"))
+	})
+
 	t.Run("selfSigned: a Gateway for *.domain with a certificate clients trusting the published CA accept", func(t *testing.T) {
 		g := NewWithT(t)
 		setGateway(t, &operatorv1alpha1.GatewaySpec{Domain: domain})
