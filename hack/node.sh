@@ -111,6 +111,24 @@ setup_network() {
 		log "warning: net.bridge.bridge-nf-call-iptables unavailable; pod-to-Service traffic between pods may fail"
 }
 
+# update_file writes stdin to FILE unless FILE already has that content;
+# on a change it stops a running kube-proxy, which `up` then starts again
+# with the new file.
+update_file() {
+	local tmp
+	tmp=$(mktemp)
+	cat >"$tmp"
+	if cmp -s "$tmp" "$1"; then
+		rm -f "$tmp"
+		return 0
+	fi
+	mv -f "$tmp" "$1"
+	chmod 0644 "$1"
+	if running kube-proxy; then
+		stop_pidfile kube-proxy
+	fi
+}
+
 write_configs() {
 	mkdir -p "$state"/{containerd/certs.d/"$REGISTRY_ADDR",cni/net.d,kubelet,pod-logs,run,registry}
 	# containerd pulls from the local registry over plain HTTP.
@@ -246,7 +264,10 @@ write_configs() {
 		    errors
 		}
 	EOF
-	cat >"$state/kube-proxy.yaml" <<-EOF
+	# kube-proxy exits when its file changes: write it only when the content
+	# does (a second `up` reuses the running one), and restart kube-proxy
+	# when it had to change.
+	update_file "$state/kube-proxy.yaml" <<-EOF
 		apiVersion: kubeproxy.config.k8s.io/v1alpha1
 		kind: KubeProxyConfiguration
 		mode: iptables
