@@ -30,6 +30,13 @@ var (
 
 const apiGatewayCRD = "apigateways.operator.portico.dev"
 
+// crdSettle bounds how long the tests' setup waits for the API server to
+// finish deleting (or to establish) a CRD. It is not the operator's budget
+// (eventually): the API server's CRD finalizer backs off exponentially when
+// it finds the CRD's storage still initializing, which on a loaded machine
+// takes longer than the operator ever does.
+const crdSettle = 2 * time.Minute
+
 // setCRDs makes exactly the named catalog CRDs installed and Established,
 // removing the other catalog CRDs.
 func setCRDs(t *testing.T, present ...string) {
@@ -52,7 +59,7 @@ func setCRDs(t *testing.T, present ...string) {
 			got := &apiextensionsv1.CustomResourceDefinition{}
 			err := k8sClient.Get(ctx, client.ObjectKey{Name: name}, got)
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "conditions: %+v", got.Status.Conditions)
-		}, eventually).Should(Succeed(), "CRD %s should be gone", name)
+		}, crdSettle).Should(Succeed(), "CRD %s should be gone", name)
 	}
 }
 
@@ -96,7 +103,7 @@ func installCRD(t *testing.T, name string) {
 			established = established || (c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue)
 		}
 		g.Expect(established).To(BeTrue())
-	}, eventually).Should(Succeed())
+	}, crdSettle).Should(Succeed())
 	waitListable(t, got)
 }
 
