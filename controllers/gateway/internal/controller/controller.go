@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -517,7 +518,7 @@ func (r *Reconciler) deleteOwned(ctx context.Context, gw *operatorv1alpha1.APIGa
 	if !metav1.IsControlledBy(obj, gw) && !issuedForUs {
 		return nil
 	}
-	return client.IgnoreNotFound(r.Client.Delete(ctx, obj, client.Preconditions{UID: ptrTo(obj.GetUID())}))
+	return client.IgnoreNotFound(r.Client.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}))
 }
 
 // removeStale removes the default gateway the controller left in other
@@ -638,5 +639,3 @@ func truncate(msg string) string {
 	}
 	return msg[:messageLimit-3] + "..."
 }
-
-func ptrTo[T any](v T) *T { return &v }
