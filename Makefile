@@ -28,7 +28,7 @@ export CGO_ENABLED := 0
 GOFLAGS += -trimpath
 export GOFLAGS
 
-GO_LDFLAGS := -s -w -X github.com/portico-dev/portico/operator/internal/cli.version=$(VERSION) -X github.com/portico-dev/portico/controllers/runtime.version=$(VERSION)
+GO_LDFLAGS := -s -w -X github.com/portico-dev/portico/internal/contract.version=$(VERSION)
 
 ##@ General
 
@@ -51,7 +51,7 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs (config/crd/bases), RBAC (config/r
 	@for c in $(CONTROLLERS); do \
 		[ -d controllers/$$c ] || continue; \
 		echo "controller-gen rbac $$c-controller"; \
-		$(CONTROLLER_GEN) rbac:roleName=$$c-controller paths="./controllers/$$c/...;./controllers/runtime/..." \
+		$(CONTROLLER_GEN) rbac:roleName=$$c-controller paths="./controllers/$$c/...;./controllers/harness/..." \
 			output:rbac:artifacts:config=config/rbac/$$c-controller; done
 	@$(MAKE) --no-print-directory chart bundle
 

@@ -37,6 +37,7 @@ import (
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/e2e/framework"
 	"github.com/portico-dev/portico/hack/testenv"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 const (
@@ -56,9 +57,15 @@ const (
 	progressDeadline = "10s"
 )
 
-// controllerImages are the catalog's controllers, by image (and
+// controllerImages are the contract's controllers, by image (and
 // Deployment) name.
-var controllerImages = []string{"apirule-controller", "ratelimit-controller", "gateway-controller"}
+var controllerImages = func() []string {
+	var names []string
+	for _, c := range contract.Controllers {
+		names = append(names, c.Binary())
+	}
+	return names
+}()
 
 var (
 	target     framework.Target

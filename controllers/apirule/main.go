@@ -1,6 +1,10 @@
 // Command apirule-controller turns APIRules into Istio VirtualServices,
 // AuthorizationPolicies and RequestAuthentications. The Portico operator
-// runs it while the CRDs it needs are installed.
+// runs it while the CRDs it needs are installed (contract.APIRule). Of the
+// optional CRDs: with Istio's Gateway an APIRule naming a missing Gateway is
+// reported instead of applied; with ServiceEntries or WorkloadEntries a
+// backend they would divert is refused; the APIGateway holds the wildcard
+// host grants and the default gateway.
 package main
 
 import (
@@ -15,46 +19,24 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/controller"
-	controllerruntime "github.com/portico-dev/portico/controllers/runtime"
+	"github.com/portico-dev/portico/controllers/harness"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
-// istioGateways is optional: when installed, APIRules naming a missing
-// Gateway are reported instead of applied.
-var istioGateways = controllerruntime.CRD{Name: "gateways.networking.istio.io", Version: "v1"}
-
-// serviceEntries is optional: when installed, a backend whose host a
-// ServiceEntry also declares is refused, as traffic to it may land elsewhere.
-var serviceEntries = controllerruntime.CRD{Name: "serviceentries.networking.istio.io", Version: "v1"}
-
-// workloadEntries is optional: when installed, a backend whose selector
-// picks WorkloadEntries (addresses that are not pods) is refused.
-var workloadEntries = controllerruntime.CRD{Name: "workloadentries.networking.istio.io", Version: "v1"}
-
-// apiGateways is optional: the APIGateway holds the administrator's
-// wildcard host grants; without it no wildcard host is granted.
-var apiGateways = controllerruntime.CRD{Name: "apigateways.operator.portico.dev", Version: "v1alpha1"}
-
 func main() {
-	controllerruntime.Main(controllerruntime.Controller{
-		Name:  "apirule",
-		Short: "Exposes Services through Istio according to APIRules",
-		RequiredCRDs: []controllerruntime.CRD{
-			{Name: "apirules.gateway.portico.dev", Version: "v1alpha1"},
-			{Name: "virtualservices.networking.istio.io", Version: "v1"},
-			{Name: "authorizationpolicies.security.istio.io", Version: "v1"},
-			{Name: "requestauthentications.security.istio.io", Version: "v1"},
-		},
-		OptionalCRDs: []controllerruntime.CRD{istioGateways, serviceEntries, workloadEntries, apiGateways},
-		Cache: func(opts *cache.Options, env controllerruntime.Environment) {
-			controller.ConfigureCache(opts, env.HasOptional(serviceEntries), env.HasOptional(workloadEntries))
+	harness.Main(harness.Controller{
+		Contract: contract.APIRule,
+		Short:    "Exposes Services through Istio according to APIRules",
+		Cache: func(opts *cache.Options, env harness.Environment) {
+			controller.ConfigureCache(opts, env.HasOptional(contract.ServiceEntries), env.HasOptional(contract.WorkloadEntries))
 		},
 		AddToScheme: []func(*runtime.Scheme) error{
 			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme, discoveryv1.AddToScheme,
 		},
-		Setup: func(mgr ctrl.Manager, env controllerruntime.Environment) error {
+		Setup: func(mgr ctrl.Manager, env harness.Environment) error {
 			r := &controller.Reconciler{
-				Client: mgr.GetClient(), CheckGateways: env.HasOptional(istioGateways), CheckServiceEntries: env.HasOptional(serviceEntries),
-				CheckWorkloadEntries: env.HasOptional(workloadEntries), ReadGrants: env.HasOptional(apiGateways),
+				Client: mgr.GetClient(), CheckGateways: env.HasOptional(contract.IstioGateways), CheckServiceEntries: env.HasOptional(contract.ServiceEntries),
+				CheckWorkloadEntries: env.HasOptional(contract.WorkloadEntries), ReadGrants: env.HasOptional(contract.APIGateways),
 			}
 			return r.SetupWithManager(context.Background(), mgr)
 		},

@@ -1,6 +1,9 @@
 // Command ratelimit-controller computes one EnvoyFilter per Istio gateway
 // workload and RateLimit namespace from the RateLimits that reach it. The
-// Portico operator runs it while the CRDs it needs are installed.
+// Portico operator runs it while the CRDs it needs are installed
+// (contract.RateLimit). Without an optional CRD the targets of that kind
+// cannot be resolved and RateLimits naming them report TargetNotFound.
+// contract.EnvIstioRootNamespace overrides Istio's root namespace.
 package main
 
 import (
@@ -13,42 +16,26 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/controllers/harness"
 	"github.com/portico-dev/portico/controllers/ratelimit/internal/controller"
-	controllerruntime "github.com/portico-dev/portico/controllers/runtime"
+	"github.com/portico-dev/portico/internal/contract"
 )
-
-// Optional CRDs: without them the targets of that kind cannot be resolved
-// and RateLimits naming them report TargetNotFound.
-var (
-	istioGateways = controllerruntime.CRD{Name: "gateways.networking.istio.io", Version: "v1"}
-	apiRules      = controllerruntime.CRD{Name: "apirules.gateway.portico.dev", Version: "v1alpha1"}
-)
-
-// rootNamespaceEnv overrides Istio's root namespace (meshConfig.rootNamespace,
-// istio-system by default), where an EnvoyFilter reaches the matching pods of
-// every namespace; set it with spec.controllers[].env of the APIGateway.
-const rootNamespaceEnv = "ISTIO_ROOT_NAMESPACE"
 
 func main() {
-	controllerruntime.Main(controllerruntime.Controller{
-		Name:  "ratelimit",
-		Short: "Enforces RateLimits with one EnvoyFilter per Istio gateway workload and namespace",
-		RequiredCRDs: []controllerruntime.CRD{
-			{Name: "ratelimits.gateway.portico.dev", Version: "v1alpha1"},
-			{Name: "envoyfilters.networking.istio.io", Version: "v1alpha3"},
-		},
-		OptionalCRDs: []controllerruntime.CRD{istioGateways, apiRules},
+	harness.Main(harness.Controller{
+		Contract: contract.RateLimit,
+		Short:    "Enforces RateLimits with one EnvoyFilter per Istio gateway workload and namespace",
 		AddToScheme: []func(*runtime.Scheme) error{
 			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, networkingv1alpha3.AddToScheme,
 		},
-		Cache:  func(opts *cache.Options, _ controllerruntime.Environment) { controller.ConfigureCache(opts) },
+		Cache:  func(opts *cache.Options, _ harness.Environment) { controller.ConfigureCache(opts) },
 		Retire: controller.Retire,
-		Setup: func(mgr ctrl.Manager, env controllerruntime.Environment) error {
+		Setup: func(mgr ctrl.Manager, env harness.Environment) error {
 			r := &controller.Reconciler{
 				Client:        mgr.GetClient(),
-				GatewaysKnown: env.HasOptional(istioGateways),
-				APIRulesKnown: env.HasOptional(apiRules),
-				RootNamespace: os.Getenv(rootNamespaceEnv),
+				GatewaysKnown: env.HasOptional(contract.IstioGateways),
+				APIRulesKnown: env.HasOptional(contract.APIRules),
+				RootNamespace: os.Getenv(contract.EnvIstioRootNamespace),
 			}
 			return r.SetupWithManager(mgr)
 		},

@@ -25,7 +25,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/hack/testenv"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 // Hostlet plays the kubelet for controller Deployments on the local target:
@@ -67,7 +69,7 @@ func (h *Hostlet) Start(ctx context.Context, cfg *rest.Config) error {
 		HealthProbeBindAddress: "0",
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&appsv1.Deployment{}: {
 			Namespaces: map[string]cache.Config{h.Namespace: {}},
-			Label:      labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "portico-operator"}),
+			Label:      labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": operatorv1alpha1.ManagedBy}),
 		}}},
 	})
 	if err != nil {
@@ -167,10 +169,10 @@ func (h *Hostlet) start(d *appsv1.Deployment, hash string) error {
 	args := []string{"--kubeconfig=" + kubeconfig}
 	for _, a := range container.Args {
 		switch {
-		case strings.HasPrefix(a, "--metrics-bind-address="):
-			a = "--metrics-bind-address=" + metrics
-		case strings.HasPrefix(a, "--health-probe-bind-address="):
-			a = "--health-probe-bind-address=" + probe
+		case strings.HasPrefix(a, contract.Flag(contract.FlagMetricsAddress, "")):
+			a = contract.Flag(contract.FlagMetricsAddress, metrics)
+		case strings.HasPrefix(a, contract.Flag(contract.FlagHealthAddress, "")):
+			a = contract.Flag(contract.FlagHealthAddress, probe)
 		}
 		args = append(args, a)
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 // Module is Portico's Go module path.
@@ -37,7 +39,7 @@ type Image struct {
 }
 
 // OperatorImage is the operator's image name.
-const OperatorImage = "portico-operator"
+const OperatorImage = contract.OperatorName
 
 // BundleImage is the OLM bundle image's name.
 const BundleImage = "portico-operator-bundle"
@@ -45,20 +47,15 @@ const BundleImage = "portico-operator-bundle"
 // ChartName is the Helm chart's name; it is pushed to <registry>/charts/<ChartName>.
 const ChartName = "portico"
 
-// ProductImages lists the images of a release, found in the tree at root:
-// the operator and one image per controllers/<name>/main.go, sorted.
+// ProductImages lists the images of a release of the tree at root: the
+// operator and one image per controller of the contract, sorted.
 func ProductImages(root string) ([]Image, error) {
-	mains, err := filepath.Glob(filepath.Join(root, "controllers", "*", "main.go"))
-	if err != nil {
-		return nil, err
+	if _, err := os.Stat(filepath.Join(root, "operator", "main.go")); err != nil {
+		return nil, fmt.Errorf("no operator/main.go under %s: not the repository root", root)
 	}
-	if len(mains) == 0 {
-		return nil, fmt.Errorf("no controllers/*/main.go under %s: not the repository root", root)
-	}
-	images := []Image{{Name: OperatorImage, Package: "./operator", Binary: "/portico-operator"}}
-	for _, m := range mains {
-		dir := filepath.Base(filepath.Dir(m))
-		images = append(images, Image{Name: dir + "-controller", Package: "./controllers/" + dir, Binary: "/controller"})
+	images := []Image{{Name: OperatorImage, Package: "./operator", Binary: "/" + contract.OperatorName}}
+	for _, c := range contract.Controllers {
+		images = append(images, Image{Name: c.Binary(), Package: "./controllers/" + string(c.Name), Binary: "/controller"})
 	}
 	slices.SortFunc(images, func(a, b Image) int { return strings.Compare(a.Name, b.Name) })
 	return images, nil
@@ -74,11 +71,9 @@ func TestImages() []Image {
 }
 
 // LDFlags are the linker flags of every binary: stripped, with the version
-// in the operator's and the controllers' version variables (each binary
-// links only one of them).
+// in contract.VersionVariable, which every binary links.
 func LDFlags(version string) string {
-	return "-s -w -X " + Module + "/operator/internal/cli.version=" + version +
-		" -X " + Module + "/controllers/runtime.version=" + version
+	return "-s -w -X " + contract.VersionVariable + "=" + version
 }
 
 // ParsePlatforms parses "linux/amd64,linux/arm64".

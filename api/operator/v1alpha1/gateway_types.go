@@ -92,7 +92,7 @@ type GatewayCertificate struct {
 	// certManager has cert-manager issue the certificate: the gateway
 	// controller writes a cert-manager Certificate for *.<domain> signed by
 	// issuerRef and reports its Ready condition. Needs cert-manager's
-	// certificates.cert-manager.io CRD.
+	// Certificate CRD (cert-manager.io/v1) installed.
 	// +optional
 	CertManager *CertManagerCertificate `json:"certManager,omitempty"`
 

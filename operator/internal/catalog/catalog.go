@@ -10,29 +10,20 @@ import (
 	"time"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
-// CRD names a CustomResourceDefinition and the version a controller needs it
-// to serve.
-type CRD struct {
-	// Name is the CRD's metadata.name, <plural>.<group>.
-	Name string
-	// Version must be served by the CRD.
-	Version string
-}
-
-// String renders the CRD as name/version, the form used in status.
-func (c CRD) String() string { return c.Name + "/" + c.Version }
+// CRD is a CustomResourceDefinition and the version a controller needs.
+type CRD = contract.CRD
 
 // Entry describes one controller of the catalog.
 type Entry struct {
-	// Name is the controller's name in the APIGateway spec.
-	Name operatorv1alpha1.ControllerName
+	// Controller is the controller's side of the contract: its name in the
+	// APIGateway spec, binary and image names, and the CRDs that must all
+	// be Established and serve their version before it runs.
+	contract.Controller
 	// Description is one line for `portico-operator catalog`.
 	Description string
-	// RequiredCRDs must all be Established and serve their version before
-	// the controller runs.
-	RequiredCRDs []CRD
 	// SpecCRDs are required too, each only while the APIGateway's spec
 	// chooses what needs it (a certificate source, say).
 	SpecCRDs []SpecCRD
@@ -54,9 +45,9 @@ type SpecCRD struct {
 }
 
 // CRDsFor returns the CRDs the controller needs for the spec (nil for
-// defaults): RequiredCRDs and the SpecCRDs the spec needs.
+// defaults): Required and the SpecCRDs the spec needs.
 func (e Entry) CRDsFor(spec *operatorv1alpha1.APIGatewaySpec) []CRD {
-	crds := slices.Clone(e.RequiredCRDs)
+	crds := slices.Clone(e.Required)
 	for _, c := range e.SpecCRDs {
 		if c.Needed(spec) {
 			crds = append(crds, c.CRD)
@@ -75,50 +66,26 @@ func (e Entry) SpecReason(crd CRD) string {
 	return ""
 }
 
-// Binary is the controller's binary and image name, <name>-controller.
-func (e Entry) Binary() string { return string(e.Name) + "-controller" }
-
-// RelatedImageEnv is the operator environment variable (OLM convention)
-// that overrides the controller's default image.
-func (e Entry) RelatedImageEnv() string {
-	return "RELATED_IMAGE_" + strings.ToUpper(strings.ReplaceAll(e.Binary(), "-", "_"))
-}
-
 // Catalog is an ordered set of entries.
 type Catalog []Entry
 
 // Builtin is the catalog compiled into the operator.
 var Builtin = Catalog{
 	{
-		Name:        operatorv1alpha1.ControllerAPIRule,
-		Description: "Exposes Services through Istio: APIRules become VirtualServices, AuthorizationPolicies and RequestAuthentications.",
-		RequiredCRDs: []CRD{
-			{Name: "apirules.gateway.portico.dev", Version: "v1alpha1"},
-			{Name: "virtualservices.networking.istio.io", Version: "v1"},
-			{Name: "authorizationpolicies.security.istio.io", Version: "v1"},
-			{Name: "requestauthentications.security.istio.io", Version: "v1"},
-		},
+		Controller:              contract.APIRule,
+		Description:             "Exposes Services through Istio: APIRules become VirtualServices, AuthorizationPolicies and RequestAuthentications.",
 		ProgressDeadlineSeconds: 600,
 	},
 	{
-		Name:        operatorv1alpha1.ControllerRateLimit,
-		Description: "Applies local token-bucket rate limits: RateLimits become one EnvoyFilter per Istio gateway workload.",
-		RequiredCRDs: []CRD{
-			{Name: "ratelimits.gateway.portico.dev", Version: "v1alpha1"},
-			{Name: "envoyfilters.networking.istio.io", Version: "v1alpha3"},
-		},
+		Controller:              contract.RateLimit,
+		Description:             "Applies local token-bucket rate limits: RateLimits become one EnvoyFilter per Istio gateway workload.",
 		ProgressDeadlineSeconds: 600,
 	},
 	{
-		Name:        operatorv1alpha1.ControllerGateway,
+		Controller:  contract.Gateway,
 		Description: "Runs the default gateway (spec.gateway): an Istio Gateway for *.<domain> with its TLS certificate and a health VirtualService.",
-		RequiredCRDs: []CRD{
-			{Name: "apigateways.operator.portico.dev", Version: "v1alpha1"},
-			{Name: "gateways.networking.istio.io", Version: "v1"},
-			{Name: "virtualservices.networking.istio.io", Version: "v1"},
-		},
 		SpecCRDs: []SpecCRD{{
-			CRD:    CRD{Name: "certificates.cert-manager.io", Version: "v1"},
+			CRD:    contract.Certificates,
 			When:   "spec.gateway.certificate.certManager is set",
 			Needed: func(spec *operatorv1alpha1.APIGatewaySpec) bool { return spec != nil && spec.Gateway.UsesCertManager() },
 		}},
@@ -128,7 +95,7 @@ var Builtin = Catalog{
 
 // allCRDs are every CRD the entry may need, whatever the spec.
 func (e Entry) allCRDs() []CRD {
-	crds := slices.Clone(e.RequiredCRDs)
+	crds := slices.Clone(e.Required)
 	for _, c := range e.SpecCRDs {
 		crds = append(crds, c.CRD)
 	}
@@ -196,7 +163,7 @@ func (c Catalog) Validate() error {
 			errs = append(errs, fmt.Errorf("controller %q: listed twice", e.Name))
 		}
 		names[e.Name] = true
-		if len(e.RequiredCRDs) == 0 {
+		if len(e.Required) == 0 {
 			errs = append(errs, fmt.Errorf("controller %q: requires no CRD; every controller serves at least its own API", e.Name))
 		}
 		seen := map[string]bool{}

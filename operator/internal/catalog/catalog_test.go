@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 func TestDefaultCatalogIsValid(t *testing.T) {
@@ -32,13 +33,12 @@ func TestEntryNames(t *testing.T) {
 	g.Expect(ok).To(BeTrue())
 	g.Expect(e.Binary()).To(Equal("ratelimit-controller"))
 	g.Expect(e.RelatedImageEnv()).To(Equal("RELATED_IMAGE_RATELIMIT_CONTROLLER"))
-	g.Expect(e.RequiredCRDs[1].String()).To(Equal("envoyfilters.networking.istio.io/v1alpha3"))
+	g.Expect(e.Required[1].String()).To(Equal("envoyfilters.networking.istio.io/v1alpha3"))
 }
 
 func entry(name string, deps ...string) Entry {
 	e := Entry{
-		Name:                    operatorv1alpha1.ControllerName(name),
-		RequiredCRDs:            []CRD{{Name: name + "s.example.portico.dev", Version: "v1"}},
+		Controller:              contract.Controller{Name: operatorv1alpha1.ControllerName(name), Required: []CRD{{Name: name + "s.example.portico.dev", Version: "v1"}}},
 		ProgressDeadlineSeconds: 60,
 	}
 	for _, d := range deps {
@@ -79,19 +79,19 @@ func TestValidate(t *testing.T) {
 			wantErr: "lower-case alphanumeric",
 		},
 		"no required CRD": {
-			catalog: Catalog{{Name: "a", ProgressDeadlineSeconds: 1}},
+			catalog: Catalog{{Controller: contract.Controller{Name: "a"}, ProgressDeadlineSeconds: 1}},
 			wantErr: "requires no CRD",
 		},
 		"CRD name without group": {
-			catalog: Catalog{{Name: "a", RequiredCRDs: []CRD{{Name: "things", Version: "v1"}}, ProgressDeadlineSeconds: 1}},
+			catalog: Catalog{{Controller: contract.Controller{Name: "a", Required: []CRD{{Name: "things", Version: "v1"}}}, ProgressDeadlineSeconds: 1}},
 			wantErr: "is not <plural>.<group>",
 		},
 		"bad CRD version": {
-			catalog: Catalog{{Name: "a", RequiredCRDs: []CRD{{Name: "things.example.dev", Version: "1.0"}}, ProgressDeadlineSeconds: 1}},
+			catalog: Catalog{{Controller: contract.Controller{Name: "a", Required: []CRD{{Name: "things.example.dev", Version: "1.0"}}}, ProgressDeadlineSeconds: 1}},
 			wantErr: "is not a Kubernetes API version",
 		},
 		"CRD required twice": {
-			catalog: Catalog{{Name: "a", RequiredCRDs: []CRD{{Name: "things.example.dev", Version: "v1"}, {Name: "things.example.dev", Version: "v2"}}, ProgressDeadlineSeconds: 1}},
+			catalog: Catalog{{Controller: contract.Controller{Name: "a", Required: []CRD{{Name: "things.example.dev", Version: "v1"}, {Name: "things.example.dev", Version: "v2"}}}, ProgressDeadlineSeconds: 1}},
 			wantErr: "required twice",
 		},
 	}
@@ -162,8 +162,8 @@ func TestSpecCRDsDependOnTheSpec(t *testing.T) {
 	} {
 		g.Expect(names(tc.spec)).To(Equal(tc.want), tc.name)
 	}
-	g.Expect(e.SpecReason(CRD{Name: "certificates.cert-manager.io", Version: "v1"})).To(ContainSubstring("certManager"))
-	g.Expect(e.SpecReason(CRD{Name: "gateways.networking.istio.io", Version: "v1"})).To(BeEmpty())
+	g.Expect(e.SpecReason(contract.Certificates)).To(ContainSubstring("certManager"))
+	g.Expect(e.SpecReason(contract.IstioGateways)).To(BeEmpty())
 }
 
 func TestWithProgressDeadline(t *testing.T) {

@@ -19,8 +19,8 @@ func newCatalogCommand() *cobra.Command {
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "CONTROLLER\tBINARY\tREQUIRED CRDS\tDEPENDS ON")
 			for _, e := range catalog.Builtin {
-				crds := make([]string, 0, len(e.RequiredCRDs)+len(e.SpecCRDs))
-				for _, c := range e.RequiredCRDs {
+				crds := make([]string, 0, len(e.Required)+len(e.SpecCRDs))
+				for _, c := range e.Required {
 					crds = append(crds, c.String())
 				}
 				for _, c := range e.SpecCRDs {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/portico-dev/portico/hack/testenv"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 func TestCatalogAndVersion(t *testing.T) {
@@ -33,15 +34,12 @@ func TestCatalogAndVersion(t *testing.T) {
 	cmd = NewRootCommand(&out)
 	cmd.SetArgs([]string{"version"})
 	g.Expect(cmd.Execute()).To(Succeed())
-	g.Expect(out.String()).To(Equal(version + "\n"))
+	g.Expect(out.String()).To(Equal(contract.Version() + "\n"))
 }
 
-// --version prints the stamped version, like the version subcommand, and
-// exits without a cluster.
+// --version prints the stamped version (contract.Version), like the
+// version subcommand, and exits without a cluster.
 func TestVersionFlag(t *testing.T) {
-	stamped := version
-	t.Cleanup(func() { version = stamped })
-	version = "v1.2.3-test"
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing"))
 
 	for _, args := range [][]string{{"--version"}, {"version"}} {
@@ -51,7 +49,7 @@ func TestVersionFlag(t *testing.T) {
 		cmd.SetErr(&errOut)
 		cmd.SetArgs(args)
 		g.Expect(cmd.Execute()).To(Succeed(), "%v", args)
-		g.Expect(out.String()).To(Equal("v1.2.3-test\n"), "%v", args)
+		g.Expect(out.String()).To(Equal(contract.Version()+"\n"), "%v", args)
 		g.Expect(errOut.String()).To(BeEmpty(), "%v", args)
 	}
 	g := NewWithT(t)

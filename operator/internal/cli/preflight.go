@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/operator/internal/catalog"
 	"github.com/portico-dev/portico/operator/internal/gating"
-	"github.com/portico-dev/portico/operator/internal/reconciler"
 )
 
 func newPreflightCommand() *cobra.Command {
@@ -92,7 +92,7 @@ func Preflight(ctx context.Context, c client.Reader, cat catalog.Catalog) ([]Pre
 			}
 			return nil, fmt.Errorf("read CRD %s: %w", name, err)
 		}
-		crds[name] = reconciler.CRDStateOf(crd)
+		crds[name] = contract.StateOf(crd)
 	}
 	gw := &operatorv1alpha1.APIGateway{}
 	if err := c.Get(ctx, client.ObjectKey{Name: operatorv1alpha1.SingletonName}, gw); err != nil {

@@ -11,13 +11,9 @@ import (
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/portico-dev/portico/internal/contract"
 )
-
-// version is stamped at build time (-ldflags -X).
-var version = "v0.0.0-dev"
-
-// Version is the operator's version: the default controller image tag.
-func Version() string { return version }
 
 // DefaultNamespace holds the operator and its controllers unless
 // POD_NAMESPACE or --namespace says otherwise.
@@ -51,7 +47,7 @@ func Execute() int {
 func NewRootCommand(out io.Writer) *cobra.Command {
 	opts := &runOptions{zap: zap.Options{Development: false}}
 	cmd := &cobra.Command{
-		Use:   "portico-operator",
+		Use:   contract.OperatorName,
 		Short: "Runs Portico's gateway controllers while the CRDs they need are installed",
 		Long: `portico-operator reads the cluster-scoped APIGateway "default" and runs each
 gateway controller of its catalog as a Deployment, but only while every CRD
@@ -64,7 +60,7 @@ controller's readiness in the APIGateway status.`,
 			return run(cmd.Context(), opts)
 		},
 		// --version prints the version and exits before anything else runs.
-		Version: version,
+		Version: contract.Version(),
 	}
 	cmd.SetOut(out)
 	cmd.SetVersionTemplate("{{.Version}}\n")
@@ -82,7 +78,7 @@ controller's readiness in the APIGateway status.`,
 }
 
 func namespaceDefault() string {
-	if ns := strings.TrimSpace(os.Getenv("POD_NAMESPACE")); ns != "" {
+	if ns := strings.TrimSpace(os.Getenv(contract.EnvPodNamespace)); ns != "" {
 		return ns
 	}
 	return DefaultNamespace
@@ -94,7 +90,7 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print the operator version",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), version)
+			fmt.Fprintln(cmd.OutOrStdout(), contract.Version())
 		},
 	}
 }

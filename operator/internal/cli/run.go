@@ -21,6 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/operator/internal/catalog"
 	"github.com/portico-dev/portico/operator/internal/reconciler"
 	"github.com/portico-dev/portico/operator/internal/render"
@@ -43,12 +44,12 @@ type runOptions struct {
 
 func (o *runOptions) bindFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
-	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
-	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles (enable when running more than one)")
-	fs.StringVar(&o.namespace, "namespace", namespaceDefault(), "namespace of the operator and of every controller Deployment ($POD_NAMESPACE when set)")
+	fs.StringVar(&o.metricsAddr, contract.FlagMetricsAddress, fmt.Sprintf(":%d", contract.MetricsPort), "address the Prometheus metrics endpoint binds to; 0 disables it")
+	fs.StringVar(&o.probeAddr, contract.FlagHealthAddress, fmt.Sprintf(":%d", contract.HealthPort), "address the /healthz and /readyz endpoints bind to")
+	fs.BoolVar(&o.leaderElect, contract.FlagLeaderElect, false, "elect a leader so only one replica reconciles (enable when running more than one)")
+	fs.StringVar(&o.namespace, contract.FlagNamespace, namespaceDefault(), "namespace of the operator and of every controller Deployment ($POD_NAMESPACE when set)")
 	fs.StringVar(&o.imageRegistry, "controller-image-registry", DefaultRegistry, "registry of the default controller images, <registry>/<name>-controller:<tag>")
-	fs.StringVar(&o.imageTag, "controller-image-tag", version, "tag of the default controller images; the operator version unless set")
+	fs.StringVar(&o.imageTag, "controller-image-tag", contract.Version(), "tag of the default controller images; the operator version unless set")
 	fs.DurationVar(&o.progressDeadline, "controller-progress-deadline", 0, "progress deadline of every controller Deployment, after which a stuck rollout is Degraded (0: the catalog's, 10m)")
 	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.zap.BindFlags(goFlags)
@@ -143,7 +144,7 @@ func run(ctx context.Context, o *runOptions) error {
 		return err
 	}
 
-	log.Info("Starting portico-operator", "version", version, "namespace", o.namespace,
+	log.Info("Starting portico-operator", "version", contract.Version(), "namespace", o.namespace,
 		"registry", o.imageRegistry, "tag", o.imageTag, "controllers", len(ordered))
 	return mgr.Start(ctx)
 }

@@ -6,18 +6,13 @@ import (
 	"strings"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/operator/internal/catalog"
 )
 
-// CRDState is what the operator observed of one CustomResourceDefinition.
-type CRDState struct {
-	// Established is true when the CRD's Established condition is True.
-	Established bool
-	// Terminating is true when the CRD is being deleted.
-	Terminating bool
-	// ServedVersions lists the versions with served: true.
-	ServedVersions []string
-}
+// CRDState is what the operator observed of one CustomResourceDefinition
+// (contract.StateOf).
+type CRDState = contract.CRDState
 
 // Cluster is the part of the cluster's state that gating reads.
 type Cluster struct {

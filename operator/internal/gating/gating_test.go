@@ -7,15 +7,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/operator/internal/catalog"
 )
 
 var testEntry = catalog.Entry{
-	Name: "ratelimit",
-	RequiredCRDs: []catalog.CRD{
-		{Name: "ratelimits.gateway.portico.dev", Version: "v1alpha1"},
-		{Name: "envoyfilters.networking.istio.io", Version: "v1alpha3"},
-	},
+	Controller:              contract.RateLimit,
 	DependsOn:               []operatorv1alpha1.ControllerName{"apirule"},
 	ProgressDeadlineSeconds: 600,
 }

@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/portico-dev/portico/operator/internal/message"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 // ImageID returns the image digest that the ready pods of the Deployment's
@@ -46,7 +46,7 @@ func ImageID(d *appsv1.Deployment, replicaSets []appsv1.ReplicaSet, pods []corev
 			continue
 		}
 		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name == container && cs.Ready && cs.ImageID != "" && len(cs.ImageID) <= message.ImageIDMaxLength {
+			if cs.Name == container && cs.Ready && cs.ImageID != "" && len(cs.ImageID) <= contract.ImageIDMaxLength {
 				counts[cs.ImageID]++
 			}
 		}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/portico-dev/portico/operator/internal/message"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 const (
@@ -91,7 +91,7 @@ func TestImageID(t *testing.T) {
 		})
 	}
 	rewritten := func(p *corev1.Pod) { p.Status.ContainerStatuses[0].Image = "mirror.internal/apirule-controller:v2" }
-	overlong := "reg/apirule-controller@sha256:" + strings.Repeat("f", message.ImageIDMaxLength)
+	overlong := "reg/apirule-controller@sha256:" + strings.Repeat("f", contract.ImageIDMaxLength)
 
 	for name, tc := range map[string]struct {
 		deployment  *appsv1.Deployment

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/operator/internal/message"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 // Result is a running controller's phase with its Deployment's counts.
@@ -157,5 +157,5 @@ func detail(msg string) string {
 	if msg == "" {
 		return ""
 	}
-	return ": " + message.Truncate(msg, 512)
+	return ": " + contract.Truncate(msg, 512)
 }

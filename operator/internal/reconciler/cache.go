@@ -1,18 +1,16 @@
 package reconciler
 
 import (
-	"slices"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 // ManagedSelector selects the objects the operator manages.
@@ -37,51 +35,11 @@ func CacheOptions(namespace string, requiredCRDs []string) cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&apiextensionsv1.CustomResourceDefinition{}: {Transform: TransformCRD(requiredCRDs)},
+			&apiextensionsv1.CustomResourceDefinition{}: {Transform: contract.TransformCRD(requiredCRDs)},
 			&appsv1.Deployment{}:                        deployments,
 			&appsv1.ReplicaSet{}:                        replicaSets,
 			&corev1.Pod{}:                               pods,
 		},
-	}
-}
-
-// TransformCRD returns a cache transform that reduces a CRD to its name,
-// served versions, Established condition and deletion timestamp — the
-// schemas, which dominate a CRD's size, are dropped. CRDs the catalog does
-// not require keep only their identity.
-func TransformCRD(required []string) toolscache.TransformFunc {
-	return func(in any) (any, error) {
-		crd, ok := in.(*apiextensionsv1.CustomResourceDefinition)
-		if !ok {
-			return in, nil
-		}
-		out := &apiextensionsv1.CustomResourceDefinition{
-			TypeMeta: crd.TypeMeta,
-			ObjectMeta: metav1.ObjectMeta{
-				Name:              crd.Name,
-				UID:               crd.UID,
-				ResourceVersion:   crd.ResourceVersion,
-				Generation:        crd.Generation,
-				DeletionTimestamp: crd.DeletionTimestamp,
-			},
-		}
-		if !slices.Contains(required, crd.Name) {
-			return out, nil
-		}
-		out.Spec.Group = crd.Spec.Group
-		out.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Plural: crd.Spec.Names.Plural, Kind: crd.Spec.Names.Kind}
-		out.Spec.Scope = crd.Spec.Scope
-		for _, v := range crd.Spec.Versions {
-			out.Spec.Versions = append(out.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
-				Name: v.Name, Served: v.Served, Storage: v.Storage,
-			})
-		}
-		for _, c := range crd.Status.Conditions {
-			if c.Type == apiextensionsv1.Established || c.Type == apiextensionsv1.Terminating {
-				out.Status.Conditions = append(out.Status.Conditions, c)
-			}
-		}
-		return out, nil
 	}
 }
 

@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/operator/internal/catalog"
 	"github.com/portico-dev/portico/operator/internal/gating"
-	"github.com/portico-dev/portico/operator/internal/message"
 	"github.com/portico-dev/portico/operator/internal/readiness"
 	"github.com/portico-dev/portico/operator/internal/render"
 	"github.com/portico-dev/portico/operator/internal/status"
@@ -174,7 +174,7 @@ func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alph
 // imageID is the digest the ready pods of the Deployment's current template
 // run in the controller container.
 func imageID(d *appsv1.Deployment, entry catalog.Entry, snap *snapshot) string {
-	return readiness.ImageID(d, snap.replicaSets[entry.Name], snap.pods[entry.Name], render.ContainerName)
+	return readiness.ImageID(d, snap.replicaSets[entry.Name], snap.pods[entry.Name], contract.ContainerName)
 }
 
 func setDegraded(res *status.Controller, err error) {
@@ -271,7 +271,7 @@ func (r *Reconciler) recordTransitions(gw *operatorv1alpha1.APIGateway, newStatu
 		if c.Phase == operatorv1alpha1.PhaseDegraded || c.Phase == operatorv1alpha1.PhaseBlocked {
 			eventType = corev1.EventTypeWarning
 		}
-		note := message.Truncate(fmt.Sprintf("%s is %s: %s", c.Name, c.Phase, c.Message), message.EventNoteMaxLength)
+		note := contract.Truncate(fmt.Sprintf("%s is %s: %s", c.Name, c.Phase, c.Message), contract.EventNoteMaxLength)
 		r.Recorder.Eventf(gw, nil, eventType, c.Reason, "Controller"+string(c.Phase), "%s", note)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/operator/internal/gating"
 )
 
@@ -38,7 +39,7 @@ func (r *Reconciler) readSnapshot(ctx context.Context) (*snapshot, error) {
 			}
 			return nil, fmt.Errorf("read CRD %s from cache: %w", name, err)
 		}
-		s.crds[name] = CRDStateOf(crd)
+		s.crds[name] = contract.StateOf(crd)
 	}
 
 	var deployments appsv1.DeploymentList
@@ -67,23 +68,4 @@ func (r *Reconciler) readSnapshot(ctx context.Context) (*snapshot, error) {
 		s.pods[name] = append(s.pods[name], p)
 	}
 	return s, nil
-}
-
-// CRDStateOf extracts what gating needs from a CRD.
-func CRDStateOf(crd *apiextensionsv1.CustomResourceDefinition) gating.CRDState {
-	state := gating.CRDState{Terminating: crd.DeletionTimestamp != nil}
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-			state.Established = true
-		}
-		if c.Type == apiextensionsv1.Terminating && c.Status == apiextensionsv1.ConditionTrue {
-			state.Terminating = true
-		}
-	}
-	for _, v := range crd.Spec.Versions {
-		if v.Served {
-			state.ServedVersions = append(state.ServedVersions, v.Name)
-		}
-	}
-	return state
 }

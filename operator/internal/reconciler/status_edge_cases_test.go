@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/operator/internal/message"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 // The API server fills defaults into what the operator applies (a fieldRef's
@@ -87,14 +87,14 @@ func TestOverlongApplyErrorIsReported(t *testing.T) {
 		g.Expect(rule.Phase).To(Equal(operatorv1alpha1.PhaseDegraded))
 		g.Expect(rule.Reason).To(Equal(operatorv1alpha1.ReasonDeploymentApplyFailed))
 		g.Expect(rule.Message).To(HavePrefix("apply deployment portico-system/apirule-controller: "))
-		g.Expect(rule.Message).To(HaveSuffix(message.TruncatedNote))
-		g.Expect(len(rule.Message)).To(BeNumerically("<=", message.ControllerStatusMaxLength))
+		g.Expect(rule.Message).To(HaveSuffix(contract.TruncatedNote))
+		g.Expect(len(rule.Message)).To(BeNumerically("<=", contract.ControllerStatusMaxLength))
 		g.Expect(gatewayStatus(g).State).To(Equal(operatorv1alpha1.StateError))
 	}, eventually).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(gatewayEvents(g, gw.UID)).To(ContainElement(And(
 			HaveField("Reason", operatorv1alpha1.ReasonDeploymentApplyFailed),
-			HaveField("Note", HaveSuffix(message.TruncatedNote)))))
+			HaveField("Note", HaveSuffix(contract.TruncatedNote)))))
 	}, eventually).Should(Succeed(), "the Event is recorded, its note cut to the Event limit")
 	g.Expect(deploymentGone("apirule-controller")()).To(BeTrue())
 }

@@ -14,23 +14,8 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/operator/internal/catalog"
-)
-
-// The controller container's contract, shared with controllers/runtime:
-// ports, probe paths and the flags the operator passes.
-const (
-	ContainerName = "manager"
-	MetricsPort   = 8080
-	HealthPort    = 8081
-
-	FlagMetricsAddress = "--metrics-bind-address"
-	FlagHealthAddress  = "--health-probe-bind-address"
-	FlagLeaderElect    = "--leader-elect"
-	FlagLogLevel       = "--log-level"
-
-	// EnvPodNamespace tells the controller its namespace (leader election).
-	EnvPodNamespace = "POD_NAMESPACE"
 )
 
 // Default resources of a controller container when the spec sets none.
@@ -88,7 +73,7 @@ type Input struct {
 // Labels returns the contract labels of a controller's managed objects.
 func Labels(name operatorv1alpha1.ControllerName) map[string]string {
 	return map[string]string{
-		"app.kubernetes.io/name":         string(name) + "-controller",
+		"app.kubernetes.io/name":         contract.Controller{Name: name}.Binary(),
 		"app.kubernetes.io/part-of":      operatorv1alpha1.PartOf,
 		"app.kubernetes.io/managed-by":   operatorv1alpha1.ManagedBy,
 		operatorv1alpha1.LabelController: string(name),
@@ -98,7 +83,7 @@ func Labels(name operatorv1alpha1.ControllerName) map[string]string {
 // SelectorLabels are the immutable Deployment selector of a controller.
 func SelectorLabels(name operatorv1alpha1.ControllerName) map[string]string {
 	return map[string]string{
-		"app.kubernetes.io/name":         string(name) + "-controller",
+		"app.kubernetes.io/name":         contract.Controller{Name: name}.Binary(),
 		operatorv1alpha1.LabelController: string(name),
 	}
 }
@@ -121,19 +106,19 @@ func Deployment(in Input) *appsv1ac.DeploymentApplyConfiguration {
 	}
 
 	args := []string{
-		fmt.Sprintf("%s=:%d", FlagMetricsAddress, MetricsPort),
-		fmt.Sprintf("%s=:%d", FlagHealthAddress, HealthPort),
-		FlagLeaderElect + "=true",
-		fmt.Sprintf("%s=%s", FlagLogLevel, logLevel),
+		contract.Flag(contract.FlagMetricsAddress, fmt.Sprintf(":%d", contract.MetricsPort)),
+		contract.Flag(contract.FlagHealthAddress, fmt.Sprintf(":%d", contract.HealthPort)),
+		contract.Flag(contract.FlagLeaderElect, "true"),
+		contract.Flag(contract.FlagLogLevel, string(logLevel)),
 	}
 	args = append(args, in.Entry.Args...)
 
 	env := []*corev1ac.EnvVarApplyConfiguration{
-		corev1ac.EnvVar().WithName(EnvPodNamespace).WithValueFrom(
+		corev1ac.EnvVar().WithName(contract.EnvPodNamespace).WithValueFrom(
 			corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("metadata.namespace"))),
 	}
 	for i := range in.Spec.Env {
-		if in.Spec.Env[i].Name == EnvPodNamespace {
+		if in.Spec.Env[i].Name == contract.EnvPodNamespace {
 			continue // reserved: leader election depends on it
 		}
 		env = append(env, envVar(in.Spec.Env[i]))
@@ -145,18 +130,18 @@ func Deployment(in Input) *appsv1ac.DeploymentApplyConfiguration {
 	}
 
 	container := corev1ac.Container().
-		WithName(ContainerName).
+		WithName(contract.ContainerName).
 		WithImage(in.Image).
 		WithImagePullPolicy(corev1.PullIfNotPresent).
 		WithArgs(args...).
 		WithEnv(env...).
 		WithPorts(
-			corev1ac.ContainerPort().WithName("metrics").WithContainerPort(MetricsPort).WithProtocol(corev1.ProtocolTCP),
-			corev1ac.ContainerPort().WithName("health").WithContainerPort(HealthPort).WithProtocol(corev1.ProtocolTCP),
+			corev1ac.ContainerPort().WithName("metrics").WithContainerPort(contract.MetricsPort).WithProtocol(corev1.ProtocolTCP),
+			corev1ac.ContainerPort().WithName("health").WithContainerPort(contract.HealthPort).WithProtocol(corev1.ProtocolTCP),
 		).
 		WithResources(resourcesApply(resources)).
-		WithLivenessProbe(probe("/healthz", 15, 20)).
-		WithReadinessProbe(probe("/readyz", 5, 10)).
+		WithLivenessProbe(probe(contract.HealthzPath, 15, 20)).
+		WithReadinessProbe(probe(contract.ReadyzPath, 5, 10)).
 		WithSecurityContext(corev1ac.SecurityContext().
 			WithAllowPrivilegeEscalation(false).
 			WithReadOnlyRootFilesystem(true).

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/operator/internal/catalog"
 )
 
@@ -96,7 +97,7 @@ func TestDeploymentDefaults(t *testing.T) {
 	g.Expect(c.LivenessProbe.HTTPGet.Port.String()).To(Equal("health"))
 	g.Expect(c.Resources.Requests.Memory().String()).To(Equal("64Mi"))
 	g.Expect(c.Env).To(HaveLen(1))
-	g.Expect(*c.Env[0].Name).To(Equal(EnvPodNamespace))
+	g.Expect(*c.Env[0].Name).To(Equal(contract.EnvPodNamespace))
 }
 
 func TestDeploymentOverrides(t *testing.T) {
@@ -111,7 +112,7 @@ func TestDeploymentOverrides(t *testing.T) {
 		Tolerations:       []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gw", Effect: corev1.TaintEffectNoSchedule}},
 		Affinity:          &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}}}}},
 		PriorityClassName: "system-cluster-critical",
-		Env:               []corev1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://proxy:3128"}, {Name: EnvPodNamespace, Value: "spoofed"}},
+		Env:               []corev1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://proxy:3128"}, {Name: contract.EnvPodNamespace, Value: "spoofed"}},
 		PodAnnotations:    map[string]string{"sidecar.istio.io/inject": "false"},
 	}
 	d := Deployment(input(spec))
@@ -133,6 +134,6 @@ func TestDeploymentOverrides(t *testing.T) {
 	for _, e := range c.Env {
 		names = append(names, *e.Name)
 	}
-	g.Expect(names).To(Equal([]string{EnvPodNamespace, "HTTPS_PROXY"}), "POD_NAMESPACE is reserved and not overridable")
+	g.Expect(names).To(Equal([]string{contract.EnvPodNamespace, "HTTPS_PROXY"}), "POD_NAMESPACE is reserved and not overridable")
 	g.Expect(c.Env[0].ValueFrom).NotTo(BeNil())
 }

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/operator/internal/message"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 // Controller is one controller's outcome of a reconcile.
@@ -52,7 +52,7 @@ func Compute(in Input) operatorv1alpha1.APIGatewayStatus {
 func BoundMessages(controllers []Controller) []Controller {
 	out := make([]Controller, len(controllers))
 	for i, c := range controllers {
-		c.Message = message.Truncate(c.Message, message.ControllerStatusMaxLength)
+		c.Message = contract.Truncate(c.Message, contract.ControllerStatusMaxLength)
 		out[i] = c
 	}
 	return out
@@ -159,6 +159,6 @@ func SetReadyCondition(conditions *[]metav1.Condition, state operatorv1alpha1.St
 	if cond.Message == "" {
 		cond.Message = strings.Join(notReady, "; ")
 	}
-	cond.Message = message.Truncate(cond.Message, message.ConditionMaxLength)
+	cond.Message = contract.Truncate(cond.Message, contract.ConditionMaxLength)
 	meta.SetStatusCondition(conditions, cond)
 }

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/operator/internal/message"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 var (
@@ -138,15 +138,15 @@ func TestComputeBoundsMessagesToTheAPILimits(t *testing.T) {
 	st := Compute(Input{Generation: 1, Controllers: []Controller{huge, invalid}, Now: t0})
 
 	rule := st.Controllers[0]
-	g.Expect(len(rule.Message)).To(BeNumerically("<=", message.ControllerStatusMaxLength))
+	g.Expect(len(rule.Message)).To(BeNumerically("<=", contract.ControllerStatusMaxLength))
 	g.Expect(rule.Message).To(HavePrefix(`apply deployment portico-system/apirule-controller: Deployment.apps "apirule-controller" is invalid`))
-	g.Expect(rule.Message).To(HaveSuffix(message.TruncatedNote))
+	g.Expect(rule.Message).To(HaveSuffix(contract.TruncatedNote))
 	g.Expect(utf8.ValidString(rule.Message)).To(BeTrue())
 	g.Expect(st.Controllers[1].Message).To(Equal("pod ratelimit-controller-x container manager: last words \uFFFD"))
 
 	ready := meta.FindStatusCondition(st.Conditions, operatorv1alpha1.ConditionReady)
 	g.Expect(ready).NotTo(BeNil())
-	g.Expect(len(ready.Message)).To(BeNumerically("<=", message.ConditionMaxLength))
+	g.Expect(len(ready.Message)).To(BeNumerically("<=", contract.ConditionMaxLength))
 	g.Expect(utf8.ValidString(ready.Message)).To(BeTrue())
 	g.Expect(ready.Message).To(ContainSubstring(rule.Message), "the condition repeats the bounded message")
 }
@@ -161,7 +161,7 @@ func TestReadyConditionMessageIsBounded(t *testing.T) {
 	}
 	var conditions []metav1.Condition
 	SetReadyCondition(&conditions, operatorv1alpha1.StateError, controllers, 1, t0)
-	g.Expect(len(conditions[0].Message)).To(BeNumerically("<=", message.ConditionMaxLength))
+	g.Expect(len(conditions[0].Message)).To(BeNumerically("<=", contract.ConditionMaxLength))
 	g.Expect(utf8.ValidString(conditions[0].Message)).To(BeTrue())
-	g.Expect(conditions[0].Message).To(HaveSuffix(message.TruncatedNote))
+	g.Expect(conditions[0].Message).To(HaveSuffix(contract.TruncatedNote))
 }

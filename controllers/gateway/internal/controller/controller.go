@@ -24,6 +24,7 @@ import (
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/gateway/internal/certs"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 // Resync is how often the controller re-reads the Secrets it does not
@@ -34,9 +35,6 @@ const Resync = 2 * time.Minute
 // ExpiryWarning is how long before expiry a certificate Portico does not
 // renew (secretName) makes the state Warning.
 const ExpiryWarning = 14 * 24 * time.Hour
-
-// messageLimit bounds status messages (the API's MaxLength).
-const messageLimit = 4096
 
 // Reconciler runs the default gateway of the APIGateway.
 type Reconciler struct {
@@ -88,7 +86,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		st, err = r.disabled(ctx, gw)
 	}
 	st.ObservedGeneration = gw.Generation
-	st.Message = truncate(st.Message)
+	st.Message = contract.Truncate(st.Message, contract.MessageMaxLength)
 	return ctrl.Result{RequeueAfter: requeue}, errors.Join(err, r.writeStatus(ctx, gw, st))
 }
 
@@ -385,7 +383,7 @@ func (r *Reconciler) writeSecret(ctx context.Context, gw *operatorv1alpha1.APIGa
 func (r *Reconciler) certManager(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config, now time.Time) (certificate, error) {
 	if !r.CertManager {
 		return certificate{state: operatorv1alpha1.GatewayPending, reason: operatorv1alpha1.ReasonCertificatePending,
-			message: "cert-manager's certificates.cert-manager.io/v1 CRD is not usable yet"}, nil
+			message: "cert-manager's " + contract.Certificates.String() + " CRD is not usable yet"}, nil
 	}
 	desired := DesiredCertificate(gw, c)
 	live := &cmv1.Certificate{}
@@ -600,7 +598,7 @@ func (r *Reconciler) disabled(ctx context.Context, gw *operatorv1alpha1.APIGatew
 			return operatorv1alpha1.GatewayStatus{
 				State: operatorv1alpha1.GatewayWarning, Reason: operatorv1alpha1.ReasonGatewayInUse, Gateway: ref,
 				Hosts: g.Spec.GetServers()[0].GetHosts(), SecretName: credentialOf(g),
-				Message: InUseMessage(ref, users, messageLimit),
+				Message: InUseMessage(ref, users, contract.MessageMaxLength),
 			}, nil
 		}
 		errs = append(errs, r.removeAll(ctx, gw, g.Namespace))
@@ -631,11 +629,4 @@ func equalStatus(a, b operatorv1alpha1.GatewayStatus) bool {
 	a.NotAfter, b.NotAfter = nil, nil
 	sameTime := (an == nil) == (bn == nil) && (an == nil || an.Unix() == bn.Unix())
 	return sameTime && fmt.Sprint(a) == fmt.Sprint(b)
-}
-
-func truncate(msg string) string {
-	if len(msg) <= messageLimit {
-		return msg
-	}
-	return msg[:messageLimit-3] + "..."
 }

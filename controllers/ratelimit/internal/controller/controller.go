@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
@@ -29,8 +28,9 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/controllers/harness"
 	"github.com/portico-dev/portico/controllers/ratelimit/internal/topology"
-	controllerruntime "github.com/portico-dev/portico/controllers/runtime"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 // FieldManager is the ratelimit controller's server-side apply identity.
@@ -258,7 +258,7 @@ func (r *Reconciler) apply(ctx context.Context, desired, live *networkingv1alpha
 			return fmt.Errorf("read EnvoyFilter %s/%s: %w", desired.Namespace, desired.Name, err)
 		}
 	}
-	if err := controllerruntime.Apply(ctx, r.Client, desired, FieldManager); err != nil {
+	if err := harness.Apply(ctx, r.Client, desired, FieldManager); err != nil {
 		return err
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Applied EnvoyFilter", "envoyfilter", desired.Namespace+"/"+desired.Name)
@@ -281,7 +281,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, limit *gatewayv1alpha1.Rat
 			}
 		}
 		if len(errs) > 0 {
-			status, reason, msg = metav1.ConditionFalse, gatewayv1alpha1.ReasonEnvoyFilterFailed, truncate(errors.Join(errs...).Error())
+			status, reason, msg = metav1.ConditionFalse, gatewayv1alpha1.ReasonEnvoyFilterFailed, contract.Truncate(errors.Join(errs...).Error(), contract.MessageMaxLength)
 		}
 	}
 	updated := limit.DeepCopy()
@@ -297,24 +297,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, limit *gatewayv1alpha1.Rat
 		return fmt.Errorf("write status of RateLimit %s/%s: %w", limit.Namespace, limit.Name, err)
 	}
 	return nil
-}
-
-// maxMessage bounds a condition message (the API allows 32768 bytes): an
-// error from the API server may quote much of the object it refused, and a
-// status patch with a longer message would fail, leaving a stale status.
-const maxMessage = 4096
-
-// truncate shortens msg to at most maxMessage bytes, on a rune boundary.
-func truncate(msg string) string {
-	if len(msg) <= maxMessage {
-		return msg
-	}
-	const ellipsis = "…"
-	cut := maxMessage - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut] + ellipsis
 }
 
 // ConfigureCache narrows what the controller caches: only the EnvoyFilters

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	. "github.com/onsi/gomega"
 	networkingapi "istio.io/api/networking/v1alpha3"
@@ -566,16 +565,4 @@ func TestRetireRemovesOnlyManagedFilters(t *testing.T) {
 		}
 	}
 	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(admins), &networkingv1alpha3.EnvoyFilter{})).To(Succeed())
-}
-
-// TestTruncateKeepsMessagesUnderTheLimit: a condition message over the
-// API's limit would make the status patch fail and leave the old status.
-func TestTruncateKeepsMessagesUnderTheLimit(t *testing.T) {
-	g := NewWithT(t)
-	g.Expect(truncate("short")).To(Equal("short"))
-	long := strings.Repeat("é", maxMessage) // two bytes each
-	cut := truncate(long)
-	g.Expect(len(cut)).To(BeNumerically("<=", maxMessage))
-	g.Expect(utf8.ValidString(cut)).To(BeTrue())
-	g.Expect(cut).To(HaveSuffix("…"))
 }

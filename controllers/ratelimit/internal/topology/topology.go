@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 // Labels on every EnvoyFilter the ratelimit controller writes.
@@ -428,7 +429,7 @@ func (w *snapshot) resolve(p Policy) (target, *Verdict) {
 	switch p.Spec.TargetRef.Kind {
 	case gatewayv1alpha1.TargetGateway:
 		if !w.in.GatewaysKnown {
-			return target{}, notFound("Istio's Gateway CRD (gateways.networking.istio.io) is not installed")
+			return target{}, notFound("Istio's Gateway CRD (%s) is not installed", contract.IstioGateways.Name)
 		}
 		g, ok := w.gateways[p.Namespace+"/"+p.Spec.TargetRef.Name]
 		if !ok {
@@ -437,14 +438,14 @@ func (w *snapshot) resolve(p Policy) (target, *Verdict) {
 		return target{gateway: g, via: "Istio gateway " + g.ref(), gatewayWide: true}, nil
 	case gatewayv1alpha1.TargetAPIRule:
 		if !w.in.APIRulesKnown {
-			return target{}, notFound("the APIRule CRD (apirules.gateway.portico.dev) is not installed")
+			return target{}, notFound("the APIRule CRD (%s) is not installed", contract.APIRules.Name)
 		}
 		rule, ok := w.apiRules[p.Namespace+"/"+p.Spec.TargetRef.Name]
 		if !ok {
 			return target{}, notFound("APIRule %s/%s not found", p.Namespace, p.Spec.TargetRef.Name)
 		}
 		if !w.in.GatewaysKnown {
-			return target{}, notFound("Istio's Gateway CRD (gateways.networking.istio.io) is not installed")
+			return target{}, notFound("Istio's Gateway CRD (%s) is not installed", contract.IstioGateways.Name)
 		}
 		g, ok := w.gateways[rule.Gateway]
 		if !ok {

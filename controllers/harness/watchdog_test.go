@@ -1,4 +1,4 @@
-package runtime
+package harness
 
 import (
 	"bytes"
@@ -26,6 +26,7 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/hack/testenv"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 var (
@@ -93,7 +94,7 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-const rateLimitCRD = "ratelimits.gateway.portico.dev"
+var rateLimitCRD = contract.RateLimits.Name
 
 func TestWatchdogFollowsTheRequiredCRD(t *testing.T) {
 	g := NewWithT(t)
@@ -114,9 +115,8 @@ func TestWatchdogFollowsTheRequiredCRD(t *testing.T) {
 
 	var reconciled atomic.Int64
 	controller := Controller{
-		Name:         "watchdogtest",
-		RequiredCRDs: []CRD{{Name: rateLimitCRD, Version: "v1alpha1"}},
-		AddToScheme:  []func(*runtime.Scheme) error{gatewayv1alpha1.AddToScheme},
+		Contract:    contract.Controller{Name: "watchdogtest", Required: []contract.CRD{contract.RateLimits}},
+		AddToScheme: []func(*runtime.Scheme) error{gatewayv1alpha1.AddToScheme},
 		Setup: func(mgr ctrl.Manager, _ Environment) error {
 			return ctrl.NewControllerManagedBy(mgr).Named("watchdogtest").For(&gatewayv1alpha1.RateLimit{}).
 				Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {

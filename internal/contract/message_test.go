@@ -1,4 +1,4 @@
-package message
+package contract
 
 import (
 	"os"
@@ -64,7 +64,7 @@ func TestTruncateKeepsEveryLimit(t *testing.T) {
 // The limits must follow the generated CRD, or a status write fails.
 func TestLimitsMatchTheAPIGatewayCRD(t *testing.T) {
 	g := NewWithT(t)
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "crd", "bases", "operator.portico.dev_apigateways.yaml"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "operator.portico.dev_apigateways.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	g.Expect(yaml.Unmarshal(raw, crd)).To(Succeed())

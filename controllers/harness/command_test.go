@@ -1,4 +1,4 @@
-package runtime
+package harness
 
 import (
 	"bytes"
@@ -7,23 +7,22 @@ import (
 
 	. "github.com/onsi/gomega"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/portico-dev/portico/internal/contract"
 )
 
-// Every controller binary prints its stamped version with --version, or
-// the version subcommand, and exits without a cluster.
+// Every controller binary prints its stamped version (contract.Version)
+// with --version, or the version subcommand, and exits without a cluster.
 func TestVersion(t *testing.T) {
-	stamped := version
-	t.Cleanup(func() { version = stamped })
-	version = "v1.2.3-test"
 	// No cluster to reach: the command must not try.
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing"))
 
-	for _, name := range []string{"apirule", "ratelimit"} {
+	for _, c := range contract.Controllers {
 		for _, args := range [][]string{{"--version"}, {"version"}} {
-			t.Run(name+" "+args[0], func(t *testing.T) {
+			t.Run(string(c.Name)+" "+args[0], func(t *testing.T) {
 				g := NewWithT(t)
 				cmd := NewCommand(Controller{
-					Name: name,
+					Contract: c,
 					Setup: func(ctrl.Manager, Environment) error {
 						t.Error("the controller must not start")
 						return nil
@@ -34,7 +33,7 @@ func TestVersion(t *testing.T) {
 				cmd.SetErr(&errOut)
 				cmd.SetArgs(args)
 				g.Expect(cmd.Execute()).To(Succeed())
-				g.Expect(out.String()).To(Equal("v1.2.3-test\n"))
+				g.Expect(out.String()).To(Equal(contract.Version() + "\n"))
 				g.Expect(errOut.String()).To(BeEmpty())
 			})
 		}
@@ -44,7 +43,7 @@ func TestVersion(t *testing.T) {
 // --version has no shorthand: -v is not taken from a future verbosity flag.
 func TestVersionFlagHasNoShorthand(t *testing.T) {
 	g := NewWithT(t)
-	cmd := NewCommand(Controller{Name: "apirule"})
+	cmd := NewCommand(Controller{Contract: contract.APIRule})
 	flag := cmd.Flags().Lookup("version")
 	g.Expect(flag).NotTo(BeNil())
 	g.Expect(flag.Shorthand).To(BeEmpty())

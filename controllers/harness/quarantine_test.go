@@ -1,4 +1,4 @@
-package runtime
+package harness
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 // TestRunQuarantinesUndecodableObjects: an APIRule whose status does not
@@ -56,9 +57,8 @@ func TestRunQuarantinesUndecodableObjects(t *testing.T) {
 
 	reconciled := make(chan string, 100)
 	controller := Controller{
-		Name:         "quarantinetest",
-		RequiredCRDs: []CRD{{Name: "apirules.gateway.portico.dev", Version: "v1alpha1"}},
-		AddToScheme:  []func(*runtime.Scheme) error{gatewayv1alpha1.AddToScheme},
+		Contract:    contract.Controller{Name: "quarantinetest", Required: []contract.CRD{contract.APIRules}},
+		AddToScheme: []func(*runtime.Scheme) error{gatewayv1alpha1.AddToScheme},
 		Setup: func(mgr ctrl.Manager, _ Environment) error {
 			return ctrl.NewControllerManagedBy(mgr).Named("quarantinetest").For(&gatewayv1alpha1.APIRule{}).
 				Complete(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {

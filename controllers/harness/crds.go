@@ -1,4 +1,4 @@
-package runtime
+package harness
 
 import (
 	"context"
@@ -9,38 +9,12 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/portico-dev/portico/internal/contract"
 )
-
-// CRD names a CustomResourceDefinition and the version a controller needs.
-type CRD struct {
-	Name    string
-	Version string
-}
-
-// String renders the CRD as name/version.
-func (c CRD) String() string { return c.Name + "/" + c.Version }
-
-// usable reports whether crd is Established, not being deleted and serves
-// the version.
-func usable(crd *apiextensionsv1.CustomResourceDefinition, version string) bool {
-	if crd == nil || crd.DeletionTimestamp != nil {
-		return false
-	}
-	established := false
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-			established = true
-		}
-	}
-	served := slices.ContainsFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool {
-		return v.Name == version && v.Served
-	})
-	return established && served
-}
 
 // availability is which of the watched CRDs are usable right now.
 type availability struct {
@@ -59,46 +33,19 @@ func (a availability) equal(b availability) bool {
 }
 
 // evaluate decides availability from a lookup of CRDs by name.
-func evaluate(required, optional []CRD, get func(name string) *apiextensionsv1.CustomResourceDefinition) availability {
+func evaluate(required, optional []contract.CRD, get func(name string) *apiextensionsv1.CustomResourceDefinition) availability {
 	var a availability
 	for _, c := range required {
-		if !usable(get(c.Name), c.Version) {
+		if !c.Usable(get(c.Name)) {
 			a.missing = append(a.missing, c.String())
 		}
 	}
 	for _, c := range optional {
-		if usable(get(c.Name), c.Version) {
+		if c.Usable(get(c.Name)) {
 			a.optional = append(a.optional, c.String())
 		}
 	}
 	return a
-}
-
-// stripCRD keeps what the watchdog reads of a CRD; schemas are dropped so
-// memory does not grow with the cluster's CRDs.
-func stripCRD(watched []string) func(any) (any, error) {
-	return func(in any) (any, error) {
-		crd, ok := in.(*apiextensionsv1.CustomResourceDefinition)
-		if !ok {
-			return in, nil
-		}
-		out := &apiextensionsv1.CustomResourceDefinition{
-			TypeMeta: crd.TypeMeta,
-			ObjectMeta: metav1.ObjectMeta{
-				Name: crd.Name, UID: crd.UID, ResourceVersion: crd.ResourceVersion, DeletionTimestamp: crd.DeletionTimestamp,
-			},
-		}
-		if !slices.Contains(watched, crd.Name) {
-			return out, nil
-		}
-		out.Spec.Group = crd.Spec.Group
-		out.Spec.Names.Kind = crd.Spec.Names.Kind
-		for _, v := range crd.Spec.Versions {
-			out.Spec.Versions = append(out.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: v.Name, Served: v.Served})
-		}
-		out.Status.Conditions = crd.Status.Conditions
-		return out, nil
-	}
 }
 
 // awaitDiscovery waits until every required CRD's kind resolves through the
@@ -106,7 +53,7 @@ func stripCRD(watched []string) func(any) (any, error) {
 // lists it; starting the workers in that moment would make their watches
 // log errors until discovery catches up. The wait is bounded and only runs
 // when workers are about to start.
-func awaitDiscovery(ctx context.Context, reader client.Reader, mapper meta.RESTMapper, required []CRD) error {
+func awaitDiscovery(ctx context.Context, reader client.Reader, mapper meta.RESTMapper, required []contract.CRD) error {
 	for _, c := range required {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := reader.Get(ctx, client.ObjectKey{Name: c.Name}, crd); err != nil {

@@ -1,4 +1,4 @@
-package runtime
+package harness
 
 import (
 	"strings"
@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 
-	"github.com/portico-dev/portico/controllers/runtime/quarantine"
+	"github.com/portico-dev/portico/controllers/harness/quarantine"
 )
 
 // Every object a controller sets aside gets an Event in its own namespace.

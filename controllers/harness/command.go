@@ -1,4 +1,4 @@
-package runtime
+package harness
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,25 +29,18 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 )
-
-// version is stamped at build time (-ldflags -X).
-var version = "v0.0.0-dev"
-
-// Version of the controller binaries.
-func Version() string { return version }
 
 // Controller describes one gateway controller binary.
 type Controller struct {
-	// Name is the catalog name, e.g. "apirule"; the binary is <name>-controller.
-	Name string
+	// Contract names the controller, its binary and the CRDs it requires
+	// (all usable for the workers to run) and uses when present (their
+	// coming and going restarts the workers so their watches match the
+	// cluster).
+	Contract contract.Controller
 	// Short is the one-line description of the command.
 	Short string
-	// RequiredCRDs must all be usable for the workers to run.
-	RequiredCRDs []CRD
-	// OptionalCRDs are watched when present; their coming and going restarts
-	// the workers so their watches match the cluster.
-	OptionalCRDs []CRD
 	// AddToScheme registers the types the controller reads and writes.
 	AddToScheme []func(*runtime.Scheme) error
 	// Setup registers the controller's reconcilers with the workers' manager.
@@ -71,7 +65,7 @@ type Environment struct {
 }
 
 // HasOptional reports whether an optional CRD is usable.
-func (e Environment) HasOptional(c CRD) bool {
+func (e Environment) HasOptional(c contract.CRD) bool {
 	for _, o := range e.Optional {
 		if o == c.String() {
 			return true
@@ -100,7 +94,7 @@ type Options struct {
 func NewCommand(c Controller) *cobra.Command {
 	o := &Options{}
 	cmd := &cobra.Command{
-		Use:           c.Name + "-controller",
+		Use:           c.Contract.Binary(),
 		Short:         c.Short,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -109,18 +103,18 @@ func NewCommand(c Controller) *cobra.Command {
 			return Run(cmd.Context(), c, *o)
 		},
 		// --version prints the version and exits before anything else runs.
-		Version: version,
+		Version: contract.Version(),
 	}
 	cmd.SetVersionTemplate("{{.Version}}\n")
 	fs := cmd.Flags()
 	// Declared here rather than by cobra, which would also take -v.
 	fs.Bool("version", false, "print the controller version and exit")
-	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
-	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "elect a leader so only one replica runs workers")
-	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "", "namespace of the leader Lease ($POD_NAMESPACE when empty)")
-	fs.StringVar(&o.LogLevel, "log-level", "info", "log verbosity: debug, info or error")
-	fs.StringVar(&o.Namespace, "namespace", "", "watch only this namespace (all namespaces when empty)")
+	fs.StringVar(&o.MetricsAddr, contract.FlagMetricsAddress, fmt.Sprintf(":%d", contract.MetricsPort), "address the Prometheus metrics endpoint binds to; 0 disables it")
+	fs.StringVar(&o.ProbeAddr, contract.FlagHealthAddress, fmt.Sprintf(":%d", contract.HealthPort), "address the /healthz and /readyz endpoints bind to")
+	fs.BoolVar(&o.LeaderElect, contract.FlagLeaderElect, false, "elect a leader so only one replica runs workers")
+	fs.StringVar(&o.LeaderElectionNS, contract.FlagLeaderElectionNS, "", "namespace of the leader Lease ($"+contract.EnvPodNamespace+" when empty)")
+	fs.StringVar(&o.LogLevel, contract.FlagLogLevel, "info", "log verbosity: debug, info or error")
+	fs.StringVar(&o.Namespace, contract.FlagNamespace, "", "watch only this namespace (all namespaces when empty)")
 	fs.DurationVar(&o.ShutdownTimeout, "graceful-shutdown-timeout", 10*time.Second, "how long workers may take to finish on shutdown")
 	if kubeconfig := flag.CommandLine.Lookup("kubeconfig"); kubeconfig != nil {
 		fs.AddGoFlag(kubeconfig)
@@ -129,7 +123,7 @@ func NewCommand(c Controller) *cobra.Command {
 		Use:   "version",
 		Short: "Print the controller version",
 		Args:  cobra.NoArgs,
-		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version) },
+		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), contract.Version()) },
 	})
 	return cmd
 }
@@ -165,7 +159,7 @@ func Run(ctx context.Context, c Controller, o Options) error {
 		zapOpts = append(zapOpts, zap.WriteTo(o.logOutput))
 	}
 	ctrl.SetLogger(zap.New(zapOpts...))
-	log := ctrl.Log.WithName(c.Name + "-controller")
+	log := ctrl.Log.WithName(c.Contract.Binary())
 
 	cfg := o.restConfig
 	if cfg == nil {
@@ -186,14 +180,14 @@ func Run(ctx context.Context, c Controller, o Options) error {
 
 	leaderNS := o.LeaderElectionNS
 	if leaderNS == "" {
-		leaderNS = os.Getenv("POD_NAMESPACE")
+		leaderNS = os.Getenv(contract.EnvPodNamespace)
 	}
 	if o.LeaderElect && leaderNS == "" {
 		return fmt.Errorf("leader election needs --leader-election-namespace or $POD_NAMESPACE")
 	}
 
 	var watched []string
-	for _, crd := range append(append([]CRD{}, c.RequiredCRDs...), c.OptionalCRDs...) {
+	for _, crd := range append(slices.Clone(c.Contract.Required), c.Contract.Optional...) {
 		watched = append(watched, crd.Name)
 	}
 	outer, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -201,13 +195,13 @@ func Run(ctx context.Context, c Controller, o Options) error {
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
-				&apiextensionsv1.CustomResourceDefinition{}: {Transform: stripCRD(watched)},
+				&apiextensionsv1.CustomResourceDefinition{}: {Transform: contract.TransformCRD(watched)},
 			},
 		},
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElect,
-		LeaderElectionID:              c.Name + "-controller.gateway.portico.dev",
+		LeaderElectionID:              c.Contract.LeaderElectionID(),
 		LeaderElectionNamespace:       leaderNS,
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &o.ShutdownTimeout,
@@ -215,7 +209,7 @@ func Run(ctx context.Context, c Controller, o Options) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	undecodable.use(outer.GetEventRecorder(c.Name + "-controller"))
+	undecodable.use(outer.GetEventRecorder(c.Contract.Binary()))
 
 	env := Environment{Namespace: o.Namespace}
 	factory := func(optional []string) (ctrl.Manager, error) {
@@ -242,18 +236,18 @@ func Run(ctx context.Context, c Controller, o Options) error {
 		if err != nil {
 			return nil, err
 		}
-		if err := awaitDiscovery(ctx, outer.GetCache(), inner.GetRESTMapper(), c.RequiredCRDs); err != nil {
+		if err := awaitDiscovery(ctx, outer.GetCache(), inner.GetRESTMapper(), c.Contract.Required); err != nil {
 			return nil, err
 		}
 		if err := c.Setup(inner, e); err != nil {
-			return nil, fmt.Errorf("set up %s workers: %w", c.Name, err)
+			return nil, fmt.Errorf("set up %s workers: %w", c.Contract.Name, err)
 		}
 		return inner, nil
 	}
 	dog := newWatchdog(log.WithName("watchdog"), outer.GetCache(),
 		func(ctx context.Context) (cache.Informer, error) {
 			return outer.GetCache().GetInformer(ctx, &apiextensionsv1.CustomResourceDefinition{})
-		}, c.RequiredCRDs, c.OptionalCRDs, factory)
+		}, c.Contract.Required, c.Contract.Optional, factory)
 	if err := outer.Add(dog); err != nil {
 		return err
 	}
@@ -263,7 +257,7 @@ func Run(ctx context.Context, c Controller, o Options) error {
 	if err := outer.AddReadyzCheck("readyz", dog.readyz); err != nil {
 		return err
 	}
-	log.Info("Starting", "version", version, "namespace", o.Namespace, "required", c.RequiredCRDs)
+	log.Info("Starting", "version", contract.Version(), "namespace", o.Namespace, "required", c.Contract.Required)
 	startErr := outer.Start(ctx)
 	if c.Retire != nil && ctx.Err() != nil {
 		// Asked to stop (SIGTERM), possibly while still starting up, which

@@ -1,4 +1,4 @@
-package runtime
+package harness
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 // innerFactory builds the manager that runs a controller's workers.
@@ -27,8 +29,8 @@ type watchdog struct {
 	log      logr.Logger
 	reader   client.Reader // the outer manager's CRD cache
 	informer func(ctx context.Context) (cache.Informer, error)
-	required []CRD
-	optional []CRD
+	required []contract.CRD
+	optional []contract.CRD
 	newInner innerFactory
 	// retryAfter is the pause before restarting workers that failed on
 	// their own (not because of a CRD); CRD changes act at once.
@@ -43,7 +45,7 @@ type watchdog struct {
 }
 
 func newWatchdog(log logr.Logger, reader client.Reader, informer func(context.Context) (cache.Informer, error),
-	required, optional []CRD, factory innerFactory) *watchdog {
+	required, optional []contract.CRD, factory innerFactory) *watchdog {
 	return &watchdog{
 		log: log, reader: reader, informer: informer, required: required, optional: optional,
 		newInner: factory, retryAfter: 5 * time.Second, wake: make(chan struct{}, 1),

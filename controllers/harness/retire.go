@@ -1,4 +1,4 @@
-package runtime
+package harness
 
 import (
 	"context"
@@ -54,7 +54,7 @@ func retireIfUnwanted(cfg *rest.Config, scheme *runtime.Scheme, c Controller) (r
 		// Cannot tell: leave everything in force rather than guess.
 		return false, fmt.Errorf("retire: read APIGateway %s: %w", operatorv1alpha1.SingletonName, err)
 	}
-	if Wanted(gw, c.Name) {
+	if Wanted(gw, string(c.Contract.Name)) {
 		return false, nil
 	}
 	if err := c.Retire(ctx, cl); err != nil {

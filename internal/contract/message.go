@@ -1,14 +1,20 @@
-package message
+package contract
 
 import (
 	"strings"
 	"unicode/utf8"
 )
 
-// Limits of the API fields the operator writes text into. The API server
-// counts characters; Truncate counts bytes, which are never fewer, so a
-// result within a limit in bytes is within it in characters too.
+// Limits of the API fields Portico writes text into. The API server counts
+// characters; Truncate counts bytes, which are never fewer, so a result
+// within a limit in bytes is within it in characters too.
 const (
+	// MessageMaxLength bounds every condition and status message a
+	// controller writes: an error from the API server may quote much of the
+	// object it refused, and a status write with a longer message than the
+	// API allows would fail and leave a stale status.
+	MessageMaxLength = 4096
+
 	// ControllerStatusMaxLength is the maxLength of an APIGateway's
 	// status.controllers[].message (api/operator/v1alpha1).
 	ControllerStatusMaxLength = 4096

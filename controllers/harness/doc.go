@@ -1,4 +1,4 @@
-// Package runtime is what every Portico gateway controller binary shares:
+// Package harness is what every Portico gateway controller binary shares:
 // the cobra command with the standard flags the operator passes (metrics and
 // health addresses, leader election, log level, namespace to watch),
 // manager set-up, /healthz and /readyz, metrics, graceful shutdown, and the
@@ -20,8 +20,9 @@
 // not decode into their Go types without their status, or leaves them out,
 // and reports each one with a log line, a metric and a Warning Event on it.
 //
-// The package must not contain controller-specific logic.
-package runtime
+// The contract with the operator (flags, ports, CRDs, version) comes from
+// internal/contract. The package must not contain controller-specific logic.
+package harness
 
 // RBAC every controller needs: read CRDs (the watchdog) and hold its leader
 // Lease in the namespace it runs in (leader election records a core Event on

@@ -1,0 +1,87 @@
+package contract
+
+import (
+	"strings"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+)
+
+// OperatorName is the operator's binary, image and Deployment name.
+const OperatorName = "portico-operator"
+
+// Controller is one gateway controller as both sides of the contract see it.
+type Controller struct {
+	// Name is the controller's name in the APIGateway spec; its package is
+	// controllers/<name>.
+	Name operatorv1alpha1.ControllerName
+	// Required CRDs must all be usable (Established, serving the version)
+	// for the operator to run the controller and for the controller to run
+	// its workers.
+	Required []CRD
+	// Optional CRDs are used when usable; their coming and going restarts
+	// the controller's workers so their watches match the cluster. The
+	// operator may require one of them for some specs (its catalog says
+	// which).
+	Optional []CRD
+}
+
+// Binary is the controller's binary, image, Deployment and ServiceAccount
+// name: <name>-controller.
+func (c Controller) Binary() string { return string(c.Name) + "-controller" }
+
+// RelatedImageEnv is the operator environment variable (OLM's
+// RELATED_IMAGE_* convention) that overrides the controller's image:
+// RELATED_IMAGE_<NAME>_CONTROLLER.
+func (c Controller) RelatedImageEnv() string {
+	return "RELATED_IMAGE_" + strings.ToUpper(strings.ReplaceAll(c.Binary(), "-", "_"))
+}
+
+// LeaderElectionID is the name of the controller's leader Lease. It must
+// not change between releases: during a rolling upgrade the old and the new
+// pod must contend for the same Lease.
+func (c Controller) LeaderElectionID() string {
+	return c.Binary() + "." + gatewayv1alpha1.GroupVersion.Group
+}
+
+// The controllers.
+var (
+	// APIRule turns APIRules into VirtualServices, AuthorizationPolicies and
+	// RequestAuthentications. Optional: Istio Gateways (an APIRule naming a
+	// missing one is reported), ServiceEntries and WorkloadEntries (backends
+	// they would divert are refused) and the APIGateway (wildcard host
+	// grants and the default gateway).
+	APIRule = Controller{
+		Name:     operatorv1alpha1.ControllerAPIRule,
+		Required: []CRD{APIRules, VirtualServices, AuthorizationPolicies, RequestAuthentications},
+		Optional: []CRD{IstioGateways, ServiceEntries, WorkloadEntries, APIGateways},
+	}
+	// RateLimit computes one EnvoyFilter per gateway workload from the
+	// RateLimits. Optional: the kinds a RateLimit may target.
+	RateLimit = Controller{
+		Name:     operatorv1alpha1.ControllerRateLimit,
+		Required: []CRD{RateLimits, EnvoyFilters},
+		Optional: []CRD{IstioGateways, APIRules},
+	}
+	// Gateway runs the default gateway of spec.gateway. Optional:
+	// cert-manager's Certificate (the certManager source) and APIRules
+	// (which keep a disabled gateway until none uses it).
+	Gateway = Controller{
+		Name:     operatorv1alpha1.ControllerGateway,
+		Required: []CRD{APIGateways, IstioGateways, VirtualServices},
+		Optional: []CRD{Certificates, APIRules},
+	}
+)
+
+// Controllers lists every controller, in the operator's catalog order.
+var Controllers = []Controller{APIRule, RateLimit, Gateway}
+
+// ControllerNamed returns the controller with the given name.
+func ControllerNamed(name operatorv1alpha1.ControllerName) (Controller, bool) {
+	for _, c := range Controllers {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Controller{}, false
+}

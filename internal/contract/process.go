@@ -1,0 +1,51 @@
+package contract
+
+// The controller container: what the operator's Deployment passes and
+// probes, and what the controller binary parses and serves. The operator's
+// own binary takes the same address flags.
+const (
+	// ContainerName is the controller container's name in its pod.
+	ContainerName = "manager"
+
+	// MetricsPort serves Prometheus metrics at /metrics.
+	MetricsPort = 8080
+	// HealthPort serves HealthzPath and ReadyzPath.
+	HealthPort = 8081
+	// HealthzPath is the liveness endpoint.
+	HealthzPath = "/healthz"
+	// ReadyzPath is the readiness endpoint: ready while every required CRD
+	// is usable and the workers run.
+	ReadyzPath = "/readyz"
+
+	// Flag names (without the leading "--").
+	FlagMetricsAddress   = "metrics-bind-address"
+	FlagHealthAddress    = "health-probe-bind-address"
+	FlagLeaderElect      = "leader-elect"
+	FlagLeaderElectionNS = "leader-election-namespace"
+	FlagLogLevel         = "log-level"
+	FlagNamespace        = "namespace"
+
+	// EnvPodNamespace tells the controller its namespace (the leader
+	// Lease's); the operator sets it from the pod's metadata and a spec may
+	// not override it.
+	EnvPodNamespace = "POD_NAMESPACE"
+	// EnvIstioRootNamespace overrides Istio's root namespace for the
+	// ratelimit controller (meshConfig.rootNamespace, istio-system by
+	// default); set it with spec.controllers[].env.
+	EnvIstioRootNamespace = "ISTIO_ROOT_NAMESPACE"
+)
+
+// Flag renders a flag with its value as the operator passes it.
+func Flag(name, value string) string { return "--" + name + "=" + value }
+
+// version is stamped at build time:
+// -ldflags "-X github.com/portico-dev/portico/internal/contract.version=v1.2.3".
+var version = "v0.0.0-dev"
+
+// VersionVariable is the fully qualified name of the version variable, for
+// -ldflags -X.
+const VersionVariable = "github.com/portico-dev/portico/internal/contract.version"
+
+// Version is the version of every Portico binary; the operator uses it as
+// the default image tag of the controllers.
+func Version() string { return version }
