@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/portico-dev/portico/hack/testenv"
+	"github.com/portico-dev/portico/test/testenv"
 )
 
 var root = testenv.RepoRoot()

@@ -19,7 +19,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"sigs.k8s.io/yaml"
 
-	"github.com/portico-dev/portico/hack/testenv"
+	"github.com/portico-dev/portico/test/testenv"
 )
 
 var (

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/portico-dev/portico/e2e/framework"
-	"github.com/portico-dev/portico/hack/testenv"
+	"github.com/portico-dev/portico/test/framework"
+	"github.com/portico-dev/portico/test/testenv"
 )
 
 // controllerNames are the controller binaries under test.

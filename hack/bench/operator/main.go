@@ -96,7 +96,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/hack/testenv"
+	"github.com/portico-dev/portico/test/testenv"
 )
 
 const (

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/portico-dev/portico/hack/testenv"
+	"github.com/portico-dev/portico/test/testenv"
 	"github.com/portico-dev/portico/internal/contract"
 )
 

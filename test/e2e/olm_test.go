@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/e2e/framework"
+	"github.com/portico-dev/portico/test/framework"
 	"github.com/portico-dev/portico/internal/olm"
 )
 

@@ -35,8 +35,8 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/e2e/framework"
-	"github.com/portico-dev/portico/hack/testenv"
+	"github.com/portico-dev/portico/test/framework"
+	"github.com/portico-dev/portico/test/testenv"
 	"github.com/portico-dev/portico/internal/contract"
 )
 
@@ -120,7 +120,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	target, err = framework.TargetFromEnv()
 	Expect(err).NotTo(HaveOccurred())
 	root = testenv.RepoRoot()
-	artifacts = filepath.Join(root, "e2e", "_artifacts")
+	artifacts = filepath.Join(root, "test", "e2e", "_artifacts")
 	Expect(os.RemoveAll(artifacts)).To(Succeed())
 	Expect(os.MkdirAll(artifacts, 0o755)).To(Succeed())
 	out, err := framework.Run(ctx, root, "hack/testbin.sh")
