@@ -68,7 +68,7 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) $(ACTIONLINT) ## Run golangci-lint, and actionlint on .github/workflows.
+lint: $(GOLANGCI_LINT) $(ACTIONLINT) ## Run golangci-lint (incl. import grouping, import boundaries, function length; see .golangci.yml), and actionlint on .github/workflows.
 	$(GOLANGCI_LINT) run ./...
 	$(ACTIONLINT) -no-color
 
@@ -77,7 +77,11 @@ verify-generated: generate manifests fmt ## Regenerate, then fail if that change
 	@$(MAKE) --no-print-directory check-clean
 
 .PHONY: check-clean
-check-clean:
+check-clean: ## Fail if go.mod/go.sum of a module in MODULE_DIRS are not tidy, or if any file differs from the commit.
+	@for d in $(MODULE_DIRS); do \
+		if ! diff=$$(cd $$d && go mod tidy -diff); then \
+			echo "$$d/go.mod or go.sum is not tidy; run 'go mod tidy' in $$d and commit:"; \
+			echo "$$diff"; exit 1; fi; done
 	@if [ -n "$$(git status --porcelain)" ]; then \
 		echo "generated or formatted files differ from the commit; run 'make generate manifests fmt' and commit:"; \
 		git status --porcelain; git --no-pager diff --stat; exit 1; fi
@@ -195,19 +199,39 @@ test-e2e-kind: ## Run the e2e suite on kind with real images (needs Docker and k
 
 ##@ Benchmarks
 
+# BENCH_ARGS are extra flags of the benchmark (go run ./test/perf/<bench>
+# --help). Every run writes its results as PerfData JSON to PERF_DIR and
+# compares them with the baseline in test/perf/baseline, failing on a
+# regression beyond the tolerance (--tolerance); BENCH_UPDATE_BASELINE=1
+# writes the results as the new baseline instead.
 BENCH_ARGS ?=
+BENCH_UPDATE_BASELINE ?=
+PERF_DIR ?= $(LOCALBIN)/perf
+BENCH_RESULT_FLAGS = $(if $(BENCH_UPDATE_BASELINE),--update-baseline)
+# The clusters of bench-short (test/perf/*/main.go, shortOptions).
+PERF_SHORT_CLUSTERS := portico-perf-short-ctrl portico-perf-short-op
 
 .PHONY: bench
-bench: build ## Measure the operator's reaction times and idle writes on the local kwok cluster portico-bench (BENCH_ARGS="--cycles 30 --steady 60s --down").
-	go run ./hack/bench/operator --operator $(LOCALBIN)/portico-operator $(BENCH_ARGS)
+bench: build ## Measure the operator's reaction times and idle writes on the local kwok cluster portico-bench; compare with test/perf/baseline/operator.json (BENCH_ARGS="--cycles 30 --steady 60s --down", BENCH_UPDATE_BASELINE=1).
+	go run ./test/perf/operator --operator $(LOCALBIN)/portico-operator --output $(PERF_DIR)/operator.json \
+		--baseline test/perf/baseline/operator.json $(BENCH_RESULT_FLAGS) $(BENCH_ARGS)
 
 .PHONY: bench-memory
-bench-memory: ## Measure the heap of the operator's CRD cache with 0 and 500 large CRDs (envtest).
-	KUBEBUILDER_ASSETS="$$(hack/testbin.sh)" go test ./operator/internal/reconciler/ -run '^$$' -bench BenchmarkCRDCacheMemory -benchtime 1x
+bench-memory: ## Measure the heap of the operator's CRD cache with 0 and 500 large CRDs (envtest); compare with test/perf/baseline/memory.json (BENCH_UPDATE_BASELINE=1).
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh)" go test ./operator/internal/reconciler/ -run '^$$' -bench BenchmarkCRDCacheMemory -benchtime 1x \
+		| go run ./test/perf/gobench --output $(PERF_DIR)/memory.json --baseline test/perf/baseline/memory.json $(BENCH_RESULT_FLAGS)
 
 .PHONY: bench-controllers
-bench-controllers: build ## Measure how long the apirule/ratelimit controllers take to converge 1,000 APIRules and 1,000 RateLimits over 50 gateways, and their peak memory, on the local kwok cluster portico-bench-ctrl (BENCH_ARGS="--apirules 1000 --ratelimits 1000 --gateways 50 --down").
-	go run ./hack/bench/controllers --bin $(LOCALBIN) $(BENCH_ARGS)
+bench-controllers: build ## Measure how long the apirule/ratelimit controllers take to converge 1,000 APIRules and 1,000 RateLimits over 50 gateways, and their peak memory, on the local kwok cluster portico-bench-ctrl; compare with test/perf/baseline/controllers.json (BENCH_ARGS="--apirules 1000 --ratelimits 1000 --gateways 50 --down", BENCH_UPDATE_BASELINE=1).
+	go run ./test/perf/controllers --bin $(LOCALBIN) --output $(PERF_DIR)/controllers.json \
+		--baseline test/perf/baseline/controllers.json $(BENCH_RESULT_FLAGS) $(BENCH_ARGS)
+
+.PHONY: bench-short
+bench-short: build ## Run bench and bench-controllers in their short mode (few objects, each on a kwok cluster of its own, deleted at the end); asserts convergence and results, never speed. make test runs it.
+	@# The clusters go also when go test's -timeout killed a benchmark
+	@# before it could delete its own.
+	status=0; PORTICO_PERF_SHORT=1 go test ./test/perf/... -run '^TestShort$$' -count=1 -p 1 -timeout 8m -v || status=$$?; \
+		for c in $(PERF_SHORT_CLUSTERS); do hack/cluster.sh down $$c >/dev/null 2>&1 || true; done; exit $$status
 
 ##@ Run
 

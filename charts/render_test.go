@@ -1,12 +1,8 @@
 package charts
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -21,8 +17,8 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
+
+	"github.com/portico-dev/portico/internal/manifest"
 )
 
 const (
@@ -102,7 +98,7 @@ func render(t *testing.T, values string, opts ...renderOption) (*rendered, error
 		case strings.HasPrefix(filepath.Base(name), "_"):
 			continue
 		}
-		objects, err := parseObjects(files[name])
+		objects, err := manifest.Objects([]byte(files[name]))
 		if err != nil {
 			t.Fatalf("%s does not render valid YAML: %v\n%s", name, err, files[name])
 		}
@@ -119,29 +115,6 @@ func mustRender(t *testing.T, values string, opts ...renderOption) *rendered {
 		t.Fatalf("render: %v", err)
 	}
 	return r
-}
-
-// parseObjects reads a YAML stream strictly: a duplicate key is an error.
-func parseObjects(stream string) ([]*unstructured.Unstructured, error) {
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(stream)))
-	var out []*unstructured.Unstructured
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		var object map[string]any
-		if err := yaml.UnmarshalStrict(doc, &object); err != nil {
-			return nil, err
-		}
-		if len(object) == 0 {
-			continue
-		}
-		out = append(out, &unstructured.Unstructured{Object: object})
-	}
 }
 
 // ref names an object: kind, namespace (empty if cluster-scoped) and name.
@@ -227,13 +200,9 @@ func readGeneratedRBAC(t *testing.T) []generatedRBAC {
 		if binary != "operator" && !strings.HasSuffix(binary, "-controller") {
 			continue
 		}
-		raw, err := os.ReadFile(p)
+		objects, err := manifest.ReadObjects(p)
 		if err != nil {
 			t.Fatal(err)
-		}
-		objects, err := parseObjects(string(raw))
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
 		}
 		rbac := generatedRBAC{binary: binary}
 		g := NewWithT(t)
@@ -272,11 +241,7 @@ func readGeneratedCRDs(t *testing.T) []*unstructured.Unstructured {
 	}
 	var out []*unstructured.Unstructured
 	for _, p := range paths {
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objects, err := parseObjects(string(raw))
+		objects, err := manifest.ReadObjects(p)
 		if err != nil || len(objects) != 1 {
 			t.Fatalf("%s: want one CRD (%v)", p, err)
 		}

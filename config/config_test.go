@@ -4,58 +4,29 @@
 package config
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
-	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/portico-dev/portico/internal/manifest"
 	"github.com/portico-dev/portico/test/testenv"
 )
 
 var k8sClient client.Client
 
 func TestMain(m *testing.M) {
-	env, err := testenv.Environment()
-	if err != nil {
-		panic(err)
-	}
 	// Istio's CRDs, as on a cluster the samples are applied to.
-	istio, err := testenv.IstioCRDs()
-	if err != nil {
-		panic(err)
-	}
-	env.CRDInstallOptions.CRDs = append(env.CRDInstallOptions.CRDs, istio...)
-	cfg, err := env.Start()
-	if err != nil {
-		panic(err)
-	}
-	s := runtime.NewScheme()
-	_ = corev1.AddToScheme(s)
-	k8sClient, err = client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		panic(err)
-	}
-	for _, ns := range []string{"portico-system", "shop", "istio-system"} {
-		if err := k8sClient.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			panic(err)
-		}
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, testenv.Options{
+		Istio:      true,
+		Scheme:     testenv.Scheme(corev1.AddToScheme),
+		Namespaces: []string{"portico-system", "shop", "istio-system"},
+	}, func(env *testenv.Env) { k8sClient = env.Client })
 }
 
 // kustomize renders a directory with the kubectl built by hack/testbin.sh.
@@ -66,36 +37,9 @@ func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 	g.Expect(err).NotTo(HaveOccurred())
 	out, err := exec.Command(filepath.Join(bin, "kubectl"), "kustomize", dir).Output()
 	g.Expect(err).NotTo(HaveOccurred(), "kubectl kustomize %s", dir)
-	return decodeYAML(t, out)
-}
-
-// decodeYAML splits a multi-document YAML stream into objects, skipping
-// empty documents.
-func decodeYAML(t *testing.T, raw []byte) []*unstructured.Unstructured {
-	t.Helper()
-	g := NewWithT(t)
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
-	var objs []*unstructured.Unstructured
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		g.Expect(err).NotTo(HaveOccurred())
-		u := &unstructured.Unstructured{}
-		g.Expect(u.UnmarshalJSON(mustJSON(t, doc))).To(Succeed())
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
-	}
-}
-
-func mustJSON(t *testing.T, doc []byte) []byte {
-	raw, err := utilyaml.ToJSON(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
+	objs, err := manifest.Objects(out)
+	g.Expect(err).NotTo(HaveOccurred())
+	return objs
 }
 
 // applyDryRun server-side applies every object without persisting it.
@@ -152,9 +96,9 @@ func TestSamplesAreValid(t *testing.T) {
 	for _, p := range paths {
 		g.Expect(filepath.Ext(p)).To(Equal(".yaml"), "only manifests in config/samples")
 		g.Expect(filepath.Base(p)).NotTo(Equal("kustomization.yaml"))
-		raw, err := os.ReadFile(p)
+		objects, err := testenv.ReadManifests(p)
 		g.Expect(err).NotTo(HaveOccurred())
-		objs = append(objs, decodeYAML(t, raw)...)
+		objs = append(objs, objects...)
 	}
 	kinds := []string{}
 	for _, u := range objs {

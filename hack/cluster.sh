@@ -37,6 +37,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+script=cluster
+. "$here/lib.sh"
 cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/portico
 kubeconfig_dir=$cache_root/clusters
 nodes=${PORTICO_KWOK_NODES:-1}
@@ -47,17 +49,6 @@ wait_timeout=${PORTICO_CLUSTER_WAIT:-180s}
 # share this workdir never get the same ports: kwokctl picks random free ports
 # and skips the ones recorded by the other clusters here.
 export KWOK_WORKDIR=$cache_root/kwok
-
-log() { echo "cluster: $*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
-
-usage() {
-	sed -n '2,/^set -euo pipefail/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}" >&2
-	exit 2
-}
 
 # bin_dir prints the testbin directory; with "build" it builds missing
 # binaries first (that is the only step that may take a while).

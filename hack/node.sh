@@ -37,6 +37,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+script=node
+. "$here/lib.sh"
 root=$(cd "$here/.." && pwd)
 cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/portico
 wait_timeout=${PORTICO_CLUSTER_WAIT:-180s}
@@ -53,17 +55,6 @@ KUBELET_HEALTHZ_PORT=10248
 PROXY_HEALTHZ_PORT=10256
 PROXY_METRICS_PORT=10249
 DNS_READY_PORT=10253 # CoreDNS's ready plugin, on 127.0.0.1
-
-log() { echo "node: $*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
-
-usage() {
-	sed -n '2,/^set -euo pipefail/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}" >&2
-	exit 2
-}
 
 need_root() { [[ $(id -u) -eq 0 ]] || die "must run as root (containers, mounts and iptables)"; }
 

@@ -20,6 +20,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+script=run
+. "$here/lib.sh"
 root=$(cd "$here/.." && pwd)
 namespace=portico-system
 release=portico
@@ -51,8 +53,6 @@ spec:
         securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}, readOnlyRootFilesystem: true}
 EOF
 }
-
-log() { echo "run: $*" >&2; }
 
 bin=$("$here/testbin.sh" --node)
 kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }

@@ -23,6 +23,8 @@ KWOK_VERSION=v0.8.0
 REGISTRY_VERSION=v3.1.2 # github.com/distribution/distribution/v3: the OCI registry of the node tests
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+script=testbin
+. "$here/lib.sh"
 tools="$here/tools"
 root=$(dirname "$here")
 # helm is a tool of Portico's own module (go.mod's tool directive), whose
@@ -59,7 +61,7 @@ if [[ "${1:-}" == "--olm" ]]; then
 		# image), opm and grpc_health_probe (opm image); copy-content for
 		# catalogs that extract their content. One go build: the shared
 		# packages compile once.
-		echo "testbin: building OLM $OLM_VERSION, opm, grpc_health_probe and cp (hack/tools/olm)" >&2
+		log "building OLM $OLM_VERSION, opm, grpc_health_probe and cp (hack/tools/olm)"
 		(cd "$mods" && CGO_ENABLED=0 go build -trimpath -tags json1,containers_image_openpgp -ldflags "-s -w" \
 			-o "$olm_dir.partial/" \
 			github.com/operator-framework/operator-lifecycle-manager/cmd/olm \
@@ -88,30 +90,27 @@ if [[ "${1:-}" == "--node" ]]; then
 	# coredns is hack/tools/cmd/coredns (the cluster DNS).
 	want+=(kubelet kube-proxy coredns "registry-$REGISTRY_VERSION")
 fi
-missing=()
-for b in "${want[@]}"; do
-	[[ -x "$dir/$b" ]] || missing+=("$b")
-done
-if [[ ${#missing[@]} -eq 0 ]]; then
-	echo "$dir"
-	exit 0
-fi
-
-log() { echo "testbin: $*" >&2; }
+# find_missing lists the wanted binaries that are missing in $missing; when
+# none is, it prints the directory and exits.
+find_missing() {
+	missing=()
+	local b
+	for b in "${want[@]}"; do
+		[[ -x "$dir/$b" ]] || missing+=("$b")
+	done
+	if [[ ${#missing[@]} -eq 0 ]]; then
+		echo "$dir"
+		exit 0
+	fi
+}
+find_missing
 
 # One build at a time: concurrent callers (parallel test packages, a second
 # make) wait for the first and then find the binaries present.
 mkdir -p "$cache_root"
 exec 8>"$cache_root/.$KUBE_VERSION-$key.lock"
 flock 8
-missing=()
-for b in "${want[@]}"; do
-	[[ -x "$dir/$b" ]] || missing+=("$b")
-done
-if [[ ${#missing[@]} -eq 0 ]]; then
-	echo "$dir"
-	exit 0
-fi
+find_missing
 mkdir -p "$dir.partial"
 
 # Version stamps so the servers and kubectl report the real release.

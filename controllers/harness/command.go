@@ -199,6 +199,7 @@ func Run(ctx context.Context, c Controller, o Options) error {
 			},
 		},
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		PprofBindAddress:              os.Getenv("PORTICO_TMP_PPROF_" + strings.ToUpper(string(c.Contract.Name))), // TEMPORARY (profiling, issue #17)
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              c.Contract.LeaderElectionID(),

@@ -94,30 +94,14 @@ func (w *watchdog) Start(ctx context.Context) error {
 	}
 	defer func() { _ = informer.RemoveEventHandler(reg) }()
 
-	var (
-		stopInner context.CancelFunc
-		innerDone chan error
-		running   *availability
-		retry     <-chan time.Time
-		announced *availability
-	)
-	stop := func(why string) {
-		if stopInner == nil {
-			return
-		}
-		w.log.Info("Stopping workers", "reason", why)
-		w.running.Store(false)
-		stopInner()
-		if err := <-innerDone; err != nil {
-			// A stop we asked for, possibly mid-start: not a failure.
-			w.log.V(1).Info("Workers stopped with an error", "error", err.Error())
-		}
-		stopInner, innerDone, running = nil, nil, nil
-	}
-	defer stop("shutting down")
+	s := &supervisor{w: w}
+	defer s.stop("shutting down")
 	w.notify()
-
 	for {
+		var innerDone <-chan error // nil, so never ready, while stopped
+		if s.workers != nil {
+			innerDone = s.workers.done
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -125,65 +109,112 @@ func (w *watchdog) Start(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			// The workers ended on their own: report once, retry later.
-			w.running.Store(false)
-			stopInner()
-			stopInner, innerDone, running = nil, nil, nil
-			w.log.Error(err, "Workers stopped unexpectedly; restarting", "after", w.retryAfter)
-			retry = time.After(w.retryAfter)
+			s.failed(err)
 			continue
-		case <-retry:
-			retry = nil
+		case <-s.retry:
+			s.retry = nil
 		case <-w.wake:
 		}
+		s.sync(ctx)
+	}
+}
 
-		now := w.availability(ctx)
-		w.mu.Lock()
-		w.current = now
-		w.mu.Unlock()
-		if running != nil && running.equal(now) {
-			continue
-		}
-		if running != nil {
-			if !now.ready() {
-				stop("required CRD not available: " + fmt.Sprint(now.missing))
-			} else {
-				stop("optional CRDs changed")
-			}
+// workers is one start of the inner manager.
+type workers struct {
+	cancel context.CancelFunc
+	done   chan error   // receives the inner manager's result
+	avail  availability // what the workers were started for
+}
+
+// supervisor is the state of one Start: the workers it runs, if any, and
+// when a failed start is retried.
+type supervisor struct {
+	w         *watchdog
+	workers   *workers         // nil while the workers are stopped
+	retry     <-chan time.Time // fires when a failed start may be retried
+	announced *availability    // the last missing CRDs logged
+}
+
+// stop stops the workers, if they run, and waits for them to end.
+func (s *supervisor) stop(why string) {
+	if s.workers == nil {
+		return
+	}
+	s.w.log.Info("Stopping workers", "reason", why)
+	s.w.running.Store(false)
+	s.workers.cancel()
+	if err := <-s.workers.done; err != nil {
+		// A stop we asked for, possibly mid-start: not a failure.
+		s.w.log.V(1).Info("Workers stopped with an error", "error", err.Error())
+	}
+	s.workers = nil
+}
+
+// failed handles workers that ended on their own: report once, retry later.
+func (s *supervisor) failed(err error) {
+	s.w.running.Store(false)
+	s.workers.cancel()
+	s.workers = nil
+	s.w.log.Error(err, "Workers stopped unexpectedly; restarting", "after", s.w.retryAfter)
+	s.retry = time.After(s.w.retryAfter)
+}
+
+// sync brings the workers in line with the CRDs' availability now: stops
+// them when it changed, starts them when every required CRD is usable.
+func (s *supervisor) sync(ctx context.Context) {
+	w := s.w
+	now := w.availability(ctx)
+	w.mu.Lock()
+	w.current = now
+	w.mu.Unlock()
+	if s.workers != nil {
+		if s.workers.avail.equal(now) {
+			return
 		}
 		if !now.ready() {
-			if announced == nil || !announced.equal(now) {
-				w.log.Info("Waiting for required CRDs; workers are stopped and the controller reports not ready", "missing", now.missing)
-				announced = &now
-			}
-			continue
+			s.stop("required CRD not available: " + fmt.Sprint(now.missing))
+		} else {
+			s.stop("optional CRDs changed")
 		}
-		if retry != nil {
-			continue // a failed start is retried by the timer
-		}
-		inner, err := w.newInner(now.optional)
-		if err != nil {
-			w.log.Error(err, "Cannot set up workers; retrying", "after", w.retryAfter)
-			retry = time.After(w.retryAfter)
-			continue
-		}
-		innerCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() {
-			err := inner.Start(innerCtx)
-			if err == nil && innerCtx.Err() == nil {
-				err = errors.New("manager returned without error")
-			}
-			done <- err
-		}()
-		stopInner, innerDone, running, announced = cancel, done, &now, nil
-		go func() {
-			if inner.GetCache().WaitForCacheSync(innerCtx) {
-				w.running.Store(true)
-				w.log.Info("All required CRDs are available; workers started", "optional", now.optional)
-			}
-		}()
 	}
+	if !now.ready() {
+		if s.announced == nil || !s.announced.equal(now) {
+			w.log.Info("Waiting for required CRDs; workers are stopped and the controller reports not ready", "missing", now.missing)
+			s.announced = &now
+		}
+		return
+	}
+	if s.retry != nil {
+		return // a failed start is retried by the timer
+	}
+	s.start(ctx, now)
+}
+
+// start sets up and starts the workers for the CRDs of now.
+func (s *supervisor) start(ctx context.Context, now availability) {
+	w := s.w
+	inner, err := w.newInner(now.optional)
+	if err != nil {
+		w.log.Error(err, "Cannot set up workers; retrying", "after", w.retryAfter)
+		s.retry = time.After(w.retryAfter)
+		return
+	}
+	innerCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		err := inner.Start(innerCtx)
+		if err == nil && innerCtx.Err() == nil {
+			err = errors.New("manager returned without error")
+		}
+		done <- err
+	}()
+	s.workers, s.announced = &workers{cancel: cancel, done: done, avail: now}, nil
+	go func() {
+		if inner.GetCache().WaitForCacheSync(innerCtx) {
+			w.running.Store(true)
+			w.log.Info("All required CRDs are available; workers started", "optional", now.optional)
+		}
+	}()
 }
 
 // readyz fails while a required CRD is missing and, on the leader, until

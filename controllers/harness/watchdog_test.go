@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
-	"github.com/portico-dev/portico/test/testenv"
 	"github.com/portico-dev/portico/internal/contract"
+	"github.com/portico-dev/portico/test/testenv"
 )
 
 var (
@@ -35,25 +34,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	env, err := testenv.Environment()
-	if err != nil {
-		panic(err)
-	}
-	testCfg, err = env.Start()
-	if err != nil {
-		panic(err)
-	}
-	s := runtime.NewScheme()
-	_ = apiextensionsv1.AddToScheme(s)
-	_ = gatewayv1alpha1.AddToScheme(s)
-	_ = corev1.AddToScheme(s)
-	k8sClient, err = client.New(testCfg, client.Options{Scheme: s})
-	if err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, testenv.Options{
+		Scheme: testenv.Scheme(apiextensionsv1.AddToScheme, gatewayv1alpha1.AddToScheme, corev1.AddToScheme),
+	}, func(env *testenv.Env) { testCfg, k8sClient = env.Config, env.Client })
 }
 
 // syncBuffer is a log destination safe for concurrent writes.

@@ -23,14 +23,18 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/portico-dev/portico/internal/manifest"
 )
 
 // generatedNamespace is the namespace the kubebuilder RBAC markers name; the
@@ -66,8 +70,31 @@ const origin = "config"
 // render returns the chart files generated from config, keyed by their path
 // in the chart.
 func render(config fs.FS) (map[string][]byte, error) {
+	sources, err := sourcesOf(config)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string][]byte{}
+	for _, target := range slices.Sorted(maps.Keys(sources)) {
+		p := sources[target]
+		raw, err := fs.ReadFile(config, p)
+		if err != nil {
+			return nil, err
+		}
+		generate := rbacRules
+		if path.Dir(target) == crdTemplateDir {
+			generate = crdTemplate
+		}
+		if out[target], err = generate(raw, origin+"/"+p); err != nil {
+			return nil, fmt.Errorf("%s/%s: %w", origin, p, err)
+		}
+	}
+	return out, nil
+}
 
+// sourcesOf maps every chart file chartsync generates to the file of config
+// it is generated from: each CRD, and the role.yaml of each binary.
+func sourcesOf(config fs.FS) (map[string]string, error) {
 	crds, err := fs.Glob(config, "crd/bases/*.yaml")
 	if err != nil {
 		return nil, err
@@ -75,41 +102,24 @@ func render(config fs.FS) (map[string][]byte, error) {
 	if len(crds) == 0 {
 		return nil, fmt.Errorf("no CRDs in %s/crd/bases: run controller-gen first", origin)
 	}
-	for _, p := range crds {
-		raw, err := fs.ReadFile(config, p)
-		if err != nil {
-			return nil, err
-		}
-		tmpl, err := crdTemplate(raw, origin+"/"+p)
-		if err != nil {
-			return nil, fmt.Errorf("%s/%s: %w", origin, p, err)
-		}
-		out[crdTemplateDir+"/"+filepath.Base(p)] = tmpl
-	}
-
 	roles, err := fs.Glob(config, "rbac/*/role.yaml")
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range roles {
-		binary := filepath.Base(filepath.Dir(p))
-		if binary != "operator" && !strings.HasSuffix(binary, "-controller") {
-			continue // not a Portico binary's RBAC
-		}
-		raw, err := fs.ReadFile(config, p)
-		if err != nil {
-			return nil, err
-		}
-		rules, err := rbacRules(raw, origin+"/"+p)
-		if err != nil {
-			return nil, fmt.Errorf("%s/%s: %w", origin, p, err)
-		}
-		out[rbacFileDir+"/"+binary+".yaml"] = rules
+	sources := map[string]string{}
+	for _, p := range crds {
+		sources[crdTemplateDir+"/"+path.Base(p)] = p
 	}
-	if _, ok := out[rbacFileDir+"/operator.yaml"]; !ok {
+	for _, p := range roles {
+		binary := path.Base(path.Dir(p))
+		if binary == "operator" || strings.HasSuffix(binary, "-controller") { // else not a Portico binary's RBAC
+			sources[rbacFileDir+"/"+binary+".yaml"] = p
+		}
+	}
+	if _, ok := sources[rbacFileDir+"/operator.yaml"]; !ok {
 		return nil, fmt.Errorf("no %s/rbac/operator/role.yaml: run controller-gen first", origin)
 	}
-	return out, nil
+	return sources, nil
 }
 
 // crdTemplate wraps one controller-gen CRD in the chart's conditionals.
@@ -120,8 +130,12 @@ func crdTemplate(raw []byte, source string) ([]byte, error) {
 		Spec            map[string]any    `json:"spec"`
 		Status          map[string]any    `json:"status"`
 	}
-	if n := len(splitDocuments(raw)); n != 1 {
-		return nil, fmt.Errorf("want one CRD per file, got %d YAML documents", n)
+	docs, err := manifest.Documents(raw)
+	if err != nil {
+		return nil, err
+	}
+	if len(docs) != 1 {
+		return nil, fmt.Errorf("want one CRD per file, got %d YAML documents", len(docs))
 	}
 	if err := yaml.UnmarshalStrict(raw, &crd); err != nil {
 		return nil, fmt.Errorf("parse CRD: %w", err)
@@ -202,9 +216,13 @@ type Rules struct {
 // rbacRules reads controller-gen's role.yaml (a ClusterRole, a Role in
 // portico-system, or both, of the same name) into Rules.
 func rbacRules(raw []byte, source string) ([]byte, error) {
+	docs, err := manifest.Documents(raw)
+	if err != nil {
+		return nil, err
+	}
 	var rules Rules
 	var seenCluster, seenRole bool
-	for _, doc := range splitDocuments(raw) {
+	for _, doc := range docs {
 		var obj struct {
 			metav1.TypeMeta `json:",inline"`
 			Metadata        metav1.ObjectMeta   `json:"metadata"`
@@ -254,56 +272,13 @@ func rbacRules(raw []byte, source string) ([]byte, error) {
 	return append([]byte(header), out...), nil
 }
 
-// splitDocuments splits a multi-document YAML stream, dropping empty ones.
-func splitDocuments(raw []byte) [][]byte {
-	var docs [][]byte
-	for _, doc := range bytes.Split(append([]byte("\n"), raw...), []byte("\n---")) {
-		doc = bytes.TrimPrefix(doc, []byte("\n"))
-		if len(bytes.TrimSpace(doc)) > 0 {
-			docs = append(docs, doc)
-		}
-	}
-	return docs
-}
-
 // write makes the owned directories of chart hold exactly files, touching
 // only what differs.
 func write(chart string, files map[string][]byte) error {
 	if _, err := os.Stat(filepath.Join(chart, "Chart.yaml")); err != nil {
 		return fmt.Errorf("%s is not a chart: %w", chart, err)
 	}
-	for _, dir := range []string{crdTemplateDir, rbacFileDir} {
-		entries, err := os.ReadDir(filepath.Join(chart, dir))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		for _, e := range entries {
-			if _, keep := files[dir+"/"+e.Name()]; !keep {
-				if err := os.RemoveAll(filepath.Join(chart, dir, e.Name())); err != nil {
-					return err
-				}
-				fmt.Printf("chartsync: removed %s\n", filepath.Join(chart, dir, e.Name()))
-			}
-		}
-	}
-
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		target := filepath.Join(chart, filepath.FromSlash(p))
-		if old, err := os.ReadFile(target); err == nil && bytes.Equal(old, files[p]) {
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(target, files[p], 0o644); err != nil {
-			return err
-		}
-		fmt.Printf("chartsync: wrote %s\n", target)
-	}
-	return nil
+	return manifest.WriteTree(chart, []string{crdTemplateDir, rbacFileDir}, files, func(format string, args ...any) {
+		fmt.Printf("chartsync: "+format+"\n", args...)
+	})
 }

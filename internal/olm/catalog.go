@@ -13,15 +13,16 @@ import (
 	"github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	"github.com/operator-framework/operator-registry/alpha/property"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/portico-dev/portico/internal/olm/bundle"
 )
 
 // Package is Portico's OLM package and Channel the channel every release
-// is published to (hack/bundle's defaults).
+// is published to (the bundle generator's defaults).
 const (
-	Package = "portico"
-	Channel = "stable"
+	Package = bundle.Package
+	Channel = bundle.DefaultChannel
 )
 
 // bundleAnnotations are metadata/annotations.yaml's.
@@ -29,7 +30,7 @@ type bundleAnnotations struct {
 	Annotations map[string]string `json:"annotations"`
 }
 
-const annotationPrefix = "operators.operatorframework.io.bundle."
+const annotationPrefix = bundle.AnnotationPrefix
 
 // Rendered is one bundle of a catalog: its olm.bundle, and the CSV's icon,
 // which the package shows when this is the newest bundle.
@@ -127,7 +128,7 @@ func findCSV(files fs.FS, dir string) (*v1alpha1.ClusterServiceVersion, error) {
 			return nil, fmt.Errorf("%s holds more than one ClusterServiceVersion", dir)
 		}
 		found = &v1alpha1.ClusterServiceVersion{}
-		if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(found); err != nil {
+		if err := sigsyaml.Unmarshal(raw, found); err != nil {
 			return nil, fmt.Errorf("%s: %w", e.Name(), err)
 		}
 	}

@@ -1,5 +1,5 @@
 // Package olm is what Portico ships for Operator Lifecycle Manager beside
-// the bundle itself (hack/bundle writes bundle/):
+// the bundle itself (package bundle generates it, hack/bundle writes bundle/):
 //
 //   - ValidateBundle checks a bundle directory with operator-framework's own
 //     validators: the default set `operator-sdk bundle validate` runs and its

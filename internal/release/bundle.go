@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"sigs.k8s.io/yaml"
+
+	"github.com/portico-dev/portico/internal/manifest"
 )
 
 // GenerateBundle writes the OLM bundle of the release into dir (manifests/,
@@ -56,22 +57,9 @@ func BuildBundleImage(dir, version string, epoch time.Time) (v1.Image, error) {
 	if len(annotations.Annotations) == 0 {
 		return nil, fmt.Errorf("metadata/annotations.yaml has no annotations")
 	}
-	files := map[string][]byte{}
-	for _, sub := range []string{"manifests", "metadata"} {
-		err := filepath.WalkDir(filepath.Join(dir, sub), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			rel, err := filepath.Rel(dir, path)
-			if err != nil {
-				return err
-			}
-			files[filepath.ToSlash(rel)], err = os.ReadFile(path)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
+	files, err := manifest.ReadTree(dir, "manifests", "metadata")
+	if err != nil {
+		return nil, err
 	}
 	layer, err := tarLayer(files, 0o644, epoch)
 	if err != nil {

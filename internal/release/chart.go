@@ -17,6 +17,8 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/registry"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/portico-dev/portico/internal/manifest"
 )
 
 // ChartImages are the images a released chart pins: the operator's and each
@@ -312,26 +314,13 @@ func RenderInstall(chrt *chart.Chart, namespace string) ([]byte, error) {
 	fmt.Fprintf(&out, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n  labels:\n"+
 		"    pod-security.kubernetes.io/enforce: restricted\n    pod-security.kubernetes.io/enforce-version: latest\n", namespace)
 	for _, name := range names {
-		body := strings.TrimSpace(files[name])
-		if body == "" {
-			continue
+		docs, err := manifest.Documents([]byte(files[name]))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		for _, doc := range strings.Split(body, "\n---") {
-			doc = strings.TrimSpace(strings.TrimPrefix(doc, "---"))
-			if doc == "" || onlyComments(doc) {
-				continue
-			}
-			fmt.Fprintf(&out, "---\n# Source: %s\n%s\n", name, doc)
+		for _, doc := range docs {
+			fmt.Fprintf(&out, "---\n# Source: %s\n%s\n", name, bytes.TrimSpace(bytes.TrimPrefix(doc, []byte("---"))))
 		}
 	}
 	return out.Bytes(), nil
-}
-
-func onlyComments(doc string) bool {
-	for _, line := range strings.Split(doc, "\n") {
-		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
-			return false
-		}
-	}
-	return true
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"helm.sh/helm/v3/pkg/chart"
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/portico-dev/portico/internal/release/sbom"
@@ -160,21 +161,54 @@ func Run(ctx context.Context, o Options) (*Manifest, error) {
 	for _, p := range o.Platforms {
 		m.Platforms = append(m.Platforms, p.String())
 	}
-	images, err := ProductImages(o.Root)
+	pinned, err := publishImages(ctx, o, work, m)
 	if err != nil {
 		return nil, err
+	}
+	chrt, err := publishChart(o, pinned, plainHTTP, m)
+	if err != nil {
+		return nil, err
+	}
+	bundleArtifact, err := publishBundle(ctx, o, work, pinned)
+	if err != nil {
+		return nil, err
+	}
+	m.Artifacts = append(m.Artifacts, bundleArtifact)
+	install, err := RenderInstall(chrt, InstallNamespace)
+	if err != nil {
+		return nil, err
+	}
+	if o.SigningKey != "" {
+		if err := sign(ctx, o, m); err != nil {
+			return nil, err
+		}
+	}
+	return m, writeReleaseFiles(ctx, o, m, install)
+}
+
+// publishImages publishes every product image into m and returns the
+// chart's images pinned to their digests.
+func publishImages(ctx context.Context, o Options, work string, m *Manifest) (ChartImages, error) {
+	images, err := ProductImages(o.Root)
+	if err != nil {
+		return ChartImages{}, err
 	}
 	pinned := ChartImages{Registry: o.Registry, Version: o.Version, Digests: map[string]string{}}
 	b := Builder{Root: o.Root, Version: o.Version, Epoch: o.Epoch, WorkDir: filepath.Join(work, "bin"), Log: o.Log}
 	for _, img := range images {
 		a, err := publishImage(ctx, b, img, o)
 		if err != nil {
-			return nil, err
+			return ChartImages{}, err
 		}
 		pinned.Digests[img.Name] = a.Digest()
 		m.Artifacts = append(m.Artifacts, a)
 	}
+	return pinned, nil
+}
 
+// publishChart packages the chart with the pinned images, writes its
+// archive into o.Output and pushes it into m.
+func publishChart(o Options, pinned ChartImages, plainHTTP bool, m *Manifest) (*chart.Chart, error) {
 	archive, chrt, err := PackageChart(filepath.Join(o.Root, "charts", ChartName), pinned, o.Epoch)
 	if err != nil {
 		return nil, err
@@ -190,39 +224,37 @@ func Run(ctx context.Context, o Options) (*Manifest, error) {
 	}
 	m.Artifacts = append(m.Artifacts, Artifact{Name: ChartName, Kind: "chart",
 		Reference: chartRepo + "@" + chartDigest, Tag: chartRepo + ":" + o.Version})
+	return chrt, nil
+}
 
-	bundleArtifact, err := publishBundle(ctx, o, work, pinned)
-	if err != nil {
-		return nil, err
+// sign signs the digest of every artifact of m with o's key.
+func sign(ctx context.Context, o Options, m *Manifest) error {
+	var digests []name.Digest
+	for _, a := range m.Artifacts {
+		d, err := name.NewDigest(a.Reference)
+		if err != nil {
+			return err
+		}
+		digests = append(digests, d)
 	}
-	m.Artifacts = append(m.Artifacts, bundleArtifact)
+	fmt.Fprintf(o.Log, "signing %d digests with %s\n", len(digests), o.SigningKey)
+	if err := signing.Sign(ctx, o.SigningKey, o.SigningPassword, digests, RemoteOptions(ctx)...); err != nil {
+		return err
+	}
+	m.Signed = true
+	return nil
+}
 
-	install, err := RenderInstall(chrt, InstallNamespace)
-	if err != nil {
-		return nil, err
-	}
-	if o.SigningKey != "" {
-		var digests []name.Digest
-		for _, a := range m.Artifacts {
-			d, err := name.NewDigest(a.Reference)
-			if err != nil {
-				return nil, err
-			}
-			digests = append(digests, d)
-		}
-		fmt.Fprintf(o.Log, "signing %d digests with %s\n", len(digests), o.SigningKey)
-		if err := signing.Sign(ctx, o.SigningKey, o.SigningPassword, digests, RemoteOptions(ctx)...); err != nil {
-			return nil, err
-		}
-		m.Signed = true
-	}
+// writeReleaseFiles writes release.json, install.yaml and NOTES.md into
+// o.Output.
+func writeReleaseFiles(ctx context.Context, o Options, m *Manifest, install []byte) error {
 	changes, previous, err := Changes(ctx, o.Root, o.Version)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	raw, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for file, content := range map[string][]byte{
 		"release.json": append(raw, '\n'),
@@ -230,10 +262,10 @@ func Run(ctx context.Context, o Options) (*Manifest, error) {
 		"NOTES.md":     Notes(m, changes, previous),
 	} {
 		if err := os.WriteFile(filepath.Join(o.Output, file), content, 0o644); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // publishImage builds img for every platform, pushes the index under the

@@ -17,8 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	. "github.com/onsi/gomega"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"sigs.k8s.io/yaml"
 
+	"github.com/portico-dev/portico/internal/manifest"
 	"github.com/portico-dev/portico/test/testenv"
 )
 
@@ -103,17 +103,15 @@ func TestRenderInstall(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	out, err := RenderInstall(chrt, InstallNamespace)
 	g.Expect(err).NotTo(HaveOccurred())
+	docs, err := manifest.Documents(out)
+	g.Expect(err).NotTo(HaveOccurred())
+	objects, err := manifest.Objects(out)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(objects).To(HaveLen(len(docs)), "every document is an object")
 	var kinds []string
-	for _, doc := range strings.Split(string(out), "\n---\n") {
-		var obj struct {
-			Kind     string `json:"kind"`
-			Metadata struct {
-				Namespace string `json:"namespace"`
-			} `json:"metadata"`
-		}
-		g.Expect(yaml.Unmarshal([]byte(doc), &obj)).To(Succeed(), doc)
-		g.Expect(obj.Kind).NotTo(BeEmpty(), doc)
-		kinds = append(kinds, obj.Kind)
+	for _, obj := range objects {
+		g.Expect(obj.GetKind()).NotTo(BeEmpty(), "%v", obj)
+		kinds = append(kinds, obj.GetKind())
 	}
 	g.Expect(kinds[0]).To(Equal("Namespace"))
 	g.Expect(kinds[1:4]).To(HaveEach(Equal("CustomResourceDefinition")), "CRDs come before what uses them")

@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/test/testenv"
 	"github.com/portico-dev/portico/internal/contract"
 )
 
@@ -52,10 +49,9 @@ type Hostlet struct {
 }
 
 type hostProcess struct {
-	cmd       *exec.Cmd
+	*Process
 	template  string // hash of the pod template it was started from
 	probeAddr string
-	done      chan struct{}
 }
 
 // Start runs the hostlet until ctx ends, then stops every process.
@@ -100,9 +96,7 @@ func (h *Hostlet) Running() []string {
 	defer h.mu.Unlock()
 	var out []string
 	for name, p := range h.procs {
-		select {
-		case <-p.done:
-		default:
+		if !p.Exited() {
 			out = append(out, name)
 		}
 	}
@@ -134,12 +128,8 @@ func (h *Hostlet) sync(d *appsv1.Deployment) error {
 	h.mu.Lock()
 	current := h.procs[d.Name]
 	h.mu.Unlock()
-	if current != nil && current.template == hash {
-		select {
-		case <-current.done: // crashed: start it again below
-		default:
-			return nil
-		}
+	if current != nil && current.template == hash && !current.Exited() {
+		return nil // else crashed: start it again below
 	}
 	h.stop(d.Name)
 	return h.start(d, hash)
@@ -158,11 +148,7 @@ func (h *Hostlet) start(d *appsv1.Deployment, hash string) error {
 	if err != nil {
 		return err
 	}
-	metrics, err := testenv.FreeLoopbackAddr()
-	if err != nil {
-		return err
-	}
-	probe, err := testenv.FreeLoopbackAddr()
+	metrics, probe, err := ServingAddrs()
 	if err != nil {
 		return err
 	}
@@ -191,21 +177,13 @@ func (h *Hostlet) start(d *appsv1.Deployment, hash string) error {
 	}
 	cmd := exec.Command(binary, args...)
 	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	fmt.Fprintf(logFile, "--- hostlet: starting %s (template %s) %s\n", d.Name, hash, strings.Join(args, " "))
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
+	proc, err := startLogged(cmd, logFile)
+	if err != nil {
 		return fmt.Errorf("start %s: %w", d.Name, err)
 	}
-	p := &hostProcess{cmd: cmd, template: hash, probeAddr: probe, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
 	h.mu.Lock()
-	h.procs[d.Name] = p
+	h.procs[d.Name] = &hostProcess{Process: proc, template: hash, probeAddr: probe}
 	h.mu.Unlock()
 	return nil
 }
@@ -218,13 +196,7 @@ func (h *Hostlet) stop(name string) {
 	if p == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	p.Stop()
 }
 
 func (h *Hostlet) stopAll() {

@@ -8,8 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
 )
 
 // Target names where the suite runs.
@@ -41,26 +39,18 @@ func TargetFromEnv() (Target, error) {
 // Run runs a command from the repository root and returns its stdout; the
 // error carries stderr.
 func Run(ctx context.Context, root string, name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = root
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, stderr.String())
+	var stderr bytes.Buffer
+	out, err := runCommand(ctx, root, &stderr, name, args...)
+	if err != nil {
+		return out, fmt.Errorf("%w\n%s", err, stderr.String())
 	}
-	return stdout.String(), nil
+	return out, nil
 }
 
 // LastLine returns the last non-empty line of out.
 func LastLine(out string) string {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
-}
-
-// Process is a host process started by the suite.
-type Process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
 }
 
 // StartProcess starts a binary with its output in logPath.
@@ -74,41 +64,5 @@ func StartProcess(binary string, args []string, env []string, logPath string) (*
 	}
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return nil, err
-	}
-	p := &Process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		log.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// Exited reports whether the process has ended.
-func (p *Process) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// Stop sends SIGTERM and waits, killing after a grace period.
-func (p *Process) Stop() {
-	if p == nil || p.Exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	return startLogged(cmd, log)
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/test/tenancy/judge"
@@ -110,19 +111,11 @@ func writtenFor(g Gomega, rule client.Object) []string {
 }
 
 func kindName(obj client.Object) string {
-	return typeName(obj) + " " + obj.GetNamespace() + "/" + obj.GetName()
-}
-
-func typeName(obj client.Object) string {
-	switch obj.(type) {
-	case *networkingv1.VirtualService:
-		return "VirtualService"
-	case *securityv1.AuthorizationPolicy:
-		return "AuthorizationPolicy"
-	case *securityv1.RequestAuthentication:
-		return "RequestAuthentication"
+	kind := "object"
+	if gvk, err := apiutil.GVKForObject(obj, admin.Scheme()); err == nil {
+		kind = gvk.Kind
 	}
-	return "object"
+	return kind + " " + obj.GetNamespace() + "/" + obj.GetName()
 }
 
 // storedPolicies reads every AuthorizationPolicy and RequestAuthentication

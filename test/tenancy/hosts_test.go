@@ -20,20 +20,19 @@ import (
 // a reason that names nothing of the owner's namespace, and gets the host
 // when the owner goes. Wildcards need the administrator's grant.
 func TestHostsHaveOneOwner(t *testing.T) {
-	t.Run("team-b claiming team-a's host on the same gateway", func(t *testing.T) {
-		t.Parallel()
-		owner := ownHost(t, "storefront-1", "shop-1.example.com")
-		claim := claimHost(t, "grab-1", "shop-1.example.com", publicGateway)
-		wait := expectOccupied(t, claim, owner)
-		t.Run("team-a keeps every path of the host", func(t *testing.T) { expectOnlyTeamARoutes(t, "shop-1.example.com", wait) })
-	})
-	t.Run("team-b claiming team-a's host on another gateway", func(t *testing.T) {
-		t.Parallel()
-		owner := ownHost(t, "storefront-2", "shop-2.example.com")
-		claim := claimHost(t, "grab-2", "shop-2.example.com", internalGateway)
-		wait := expectOccupied(t, claim, owner)
-		t.Run("team-a keeps every path of the host", func(t *testing.T) { expectOnlyTeamARoutes(t, "shop-2.example.com", wait) })
-	})
+	for _, tc := range []struct{ on, n, gateway string }{
+		{on: "the same gateway", n: "1", gateway: publicGateway},
+		{on: "another gateway", n: "2", gateway: internalGateway},
+	} {
+		t.Run("team-b claiming team-a's host on "+tc.on, func(t *testing.T) {
+			t.Parallel()
+			host := "shop-" + tc.n + ".example.com"
+			owner := ownHost(t, "storefront-"+tc.n, host)
+			claim := claimHost(t, "grab-"+tc.n, host, tc.gateway)
+			wait := expectOccupied(t, claim, owner)
+			t.Run("team-a keeps every path of the host", func(t *testing.T) { expectOnlyTeamARoutes(t, host, wait) })
+		})
+	}
 	t.Run("team-b claiming a wildcard nobody granted", func(t *testing.T) {
 		t.Parallel()
 		claim := claimHost(t, "grab-3", "*.ungranted.example.com", publicGateway)

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
@@ -48,17 +47,11 @@ var (
 )
 
 func scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
+	return testenv.Scheme(
 		corev1.AddToScheme, discoveryv1.AddToScheme, rbacv1.AddToScheme,
 		gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme,
 		networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
+	)
 }
 
 func TestMain(m *testing.M) {
@@ -80,21 +73,15 @@ func run(m *testing.M) (int, error) {
 	if workDir, err = os.MkdirTemp("", "portico-tenancy-"); err != nil {
 		return 0, err
 	}
-	env, err := environment()
+	// Portico's CRDs and the real Istio CRDs.
+	env, err := testenv.Start(testenv.Options{Istio: true, Scheme: scheme()})
 	if err != nil {
 		return 0, err
 	}
-	// Stop also after a failed start: envtest may have started the control
-	// plane before failing (to install a CRD, say).
 	defer func() { _ = env.Stop() }()
-	if restConfig, err = env.Start(); err != nil {
-		return 0, fmt.Errorf("start envtest: %w", err)
-	}
+	restConfig, admin = env.Config, env.Client
 	kubeconfig := filepath.Join(workDir, "admin.kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		return 0, err
-	}
-	if admin, err = client.New(restConfig, client.Options{Scheme: scheme()}); err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -113,18 +100,6 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	return m.Run(), nil
-}
-
-// environment is envtest with Portico's CRDs and the real Istio CRDs.
-func environment() (*envtest.Environment, error) {
-	env, err := testenv.Environment()
-	if err != nil {
-		return nil, err
-	}
-	if env.CRDs, err = testenv.IstioCRDs(); err != nil {
-		return nil, err
-	}
-	return env, nil
 }
 
 // tenant is a client that impersonates a user of a group, as a tenant's

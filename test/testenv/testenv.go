@@ -1,12 +1,9 @@
 package testenv
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -18,9 +15,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
+
+	"github.com/portico-dev/portico/internal/manifest"
 )
 
 // RepoRoot is the repository's top directory: the first directory at or
@@ -134,30 +131,10 @@ func ProjectCRDPaths() []string {
 	return []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}
 }
 
-// ReadManifests decodes every non-empty object of a multi-document YAML file.
+// ReadManifests decodes every non-empty object of a multi-document YAML
+// file (package manifest reads it).
 func ReadManifests(path string) ([]*unstructured.Unstructured, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
-	var objs []*unstructured.Unstructured
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return objs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, err)
-		}
-		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
-			return nil, fmt.Errorf("parse %s: %w", path, err)
-		}
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
-		}
-	}
+	return manifest.ReadObjects(path)
 }
 
 // ReadCRDs parses every CustomResourceDefinition in a multi-document YAML file.

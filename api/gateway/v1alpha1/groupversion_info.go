@@ -1,9 +1,10 @@
 package v1alpha1
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/portico-dev/portico/api/internal/groupversion"
 )
 
 var (
@@ -11,14 +12,8 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "gateway.portico.dev", Version: "v1alpha1"}
 
 	// SchemeBuilder registers this package's types with a runtime.Scheme.
-	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+	SchemeBuilder runtime.SchemeBuilder = groupversion.NewSchemeBuilder(GroupVersion, &APIRule{}, &APIRuleList{}, &RateLimit{}, &RateLimitList{})
 
 	// AddToScheme adds this package's types to a runtime.Scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
-
-func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &APIRule{}, &APIRuleList{}, &RateLimit{}, &RateLimitList{})
-	metav1.AddToGroupVersion(s, GroupVersion)
-	return nil
-}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -26,27 +25,10 @@ var k8sClient client.Client
 const ns = "validation"
 
 func TestMain(m *testing.M) {
-	env, err := testenv.Environment()
-	if err != nil {
-		panic(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		panic(err)
-	}
-	s := runtime.NewScheme()
-	_ = gatewayv1alpha1.AddToScheme(s)
-	_ = corev1.AddToScheme(s)
-	k8sClient, err = client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		panic(err)
-	}
-	if err := k8sClient.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, testenv.Options{
+		Scheme:     testenv.Scheme(gatewayv1alpha1.AddToScheme, corev1.AddToScheme),
+		Namespaces: []string{ns},
+	}, func(env *testenv.Env) { k8sClient = env.Client })
 }
 
 func validRule() *gatewayv1alpha1.APIRule {

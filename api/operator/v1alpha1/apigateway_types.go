@@ -165,8 +165,8 @@ type ControllerSpec struct {
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 
 	// env adds environment variables to the controller container, for
-	// example HTTPS_PROXY. Variables the operator sets itself take precedence
-	// only where the names collide with reserved PORTICO_ names.
+	// example HTTPS_PROXY. POD_NAMESPACE is reserved: the operator sets it
+	// from the pod's namespace and ignores an entry of that name.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

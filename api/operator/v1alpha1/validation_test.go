@@ -9,7 +9,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -21,25 +20,8 @@ import (
 var k8sClient client.Client
 
 func TestMain(m *testing.M) {
-	env, err := testenv.Environment()
-	if err != nil {
-		panic(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		panic(err)
-	}
-	scheme := runtime.NewScheme()
-	if err := operatorv1alpha1.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, testenv.Options{Scheme: testenv.Scheme(operatorv1alpha1.AddToScheme)},
+		func(env *testenv.Env) { k8sClient = env.Client })
 }
 
 func gateway(name string, controllers ...operatorv1alpha1.ControllerSpec) *operatorv1alpha1.APIGateway {

@@ -23,7 +23,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
@@ -34,8 +33,7 @@ import (
 // unit tests run without one.
 var (
 	envOnce sync.Once
-	env     *envtest.Environment
-	envCfg  *rest.Config
+	env     *testenv.Env
 	envErr  error
 )
 
@@ -52,12 +50,10 @@ func TestMain(m *testing.M) {
 func apiServer(t *testing.T) *rest.Config {
 	t.Helper()
 	envOnce.Do(func() {
-		if env, envErr = testenv.Environment(); envErr != nil {
-			return
-		}
 		// Only the CRDs of the kinds the test uses.
-		env.CRDDirectoryPaths = nil
-		if env.CRDs, envErr = testenv.IstioCRDs(); envErr != nil {
+		crds, err := testenv.IstioCRDs()
+		if err != nil {
+			envErr = err
 			return
 		}
 		apiRules, err := testenv.ReadCRDs(filepath.Join(testenv.ProjectCRDPaths()[0], "gateway.portico.dev_apirules.yaml"))
@@ -65,18 +61,18 @@ func apiServer(t *testing.T) *rest.Config {
 			envErr = err
 			return
 		}
-		env.CRDs = append(env.CRDs, apiRules...)
-		for _, crd := range env.CRDs {
+		crds = append(crds, apiRules...)
+		for _, crd := range crds {
 			if crd.Name == "virtualservices.networking.istio.io" {
 				withoutSpecSchema(crd)
 			}
 		}
-		envCfg, envErr = env.Start()
+		env, envErr = testenv.Start(testenv.Options{CRDs: crds, WithoutProjectCRDs: true, Scheme: testScheme()})
 	})
 	if envErr != nil {
 		t.Fatal(envErr)
 	}
-	return envCfg
+	return env.Config
 }
 
 // withoutSpecSchema lets a CRD store any spec, as Istio's CRDs did before

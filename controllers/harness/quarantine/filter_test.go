@@ -12,18 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/test/testenv"
 )
 
 func testScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
+	return testenv.Scheme(corev1.AddToScheme, gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme)
 }
 
 const (

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -46,36 +47,37 @@ func Attach(ctx context.Context, subject name.Digest, desc v1.Descriptor, sbom [
 		return name.Digest{}, errors.New("SBOM is not JSON")
 	}
 	opts = withContext(ctx, opts)
-	repo := subject.Context()
+	return putArtifact(subject, desc, ArtifactType, sbom, map[string]string{"org.opencontainers.image.title": sbomTitle}, opts)
+}
 
+// putArtifact pushes an OCI 1.1 artifact of artifactType whose one layer is
+// content (with the layer annotations given) as a referrer of subject, and
+// returns its digest.
+func putArtifact(subject name.Digest, desc v1.Descriptor, artifactType string, content []byte, annotations map[string]string, opts []remote.Option) (name.Digest, error) {
+	repo := subject.Context()
 	config := static.NewLayer(emptyJSON, types.OCIEmptyJSON)
-	layer := static.NewLayer(sbom, ArtifactType)
+	layer := static.NewLayer(content, types.MediaType(artifactType))
 	for _, l := range []v1.Layer{config, layer} {
 		if err := remote.WriteLayer(repo, l, opts...); err != nil {
-			return name.Digest{}, fmt.Errorf("pushing SBOM blobs to %s: %w", repo, err)
+			return name.Digest{}, fmt.Errorf("pushing %s blobs to %s: %w", artifactType, repo, err)
 		}
 	}
-	configDesc, err := descriptor(config)
+	configDesc, err := partial.Descriptor(config)
 	if err != nil {
 		return name.Digest{}, err
 	}
-	layerDesc, err := descriptor(layer)
+	layerDesc, err := partial.Descriptor(layer)
 	if err != nil {
 		return name.Digest{}, err
 	}
-	layerDesc.Annotations = map[string]string{"org.opencontainers.image.title": sbomTitle}
-
+	layerDesc.Annotations = annotations
 	raw, err := json.Marshal(v1.Manifest{
 		SchemaVersion: 2,
 		MediaType:     types.OCIManifestSchema1,
-		ArtifactType:  ArtifactType,
-		Config:        configDesc,
-		Layers:        []v1.Descriptor{layerDesc},
-		Subject: &v1.Descriptor{
-			MediaType: desc.MediaType,
-			Size:      desc.Size,
-			Digest:    desc.Digest,
-		},
+		ArtifactType:  artifactType,
+		Config:        *configDesc,
+		Layers:        []v1.Descriptor{*layerDesc},
+		Subject:       &v1.Descriptor{MediaType: desc.MediaType, Size: desc.Size, Digest: desc.Digest},
 	})
 	if err != nil {
 		return name.Digest{}, err
@@ -86,7 +88,7 @@ func Attach(ctx context.Context, subject name.Digest, desc v1.Descriptor, sbom [
 	}
 	ref := repo.Digest(h.String())
 	if err := remote.Put(ref, rawManifest(raw), opts...); err != nil {
-		return name.Digest{}, fmt.Errorf("pushing SBOM referrer of %s: %w", subject, err)
+		return name.Digest{}, fmt.Errorf("pushing %s referrer of %s: %w", artifactType, subject, err)
 	}
 	return ref, nil
 }
@@ -187,22 +189,6 @@ func readBlob(ref name.Digest, opts []remote.Option) ([]byte, error) {
 	}
 	defer rc.Close()
 	return io.ReadAll(io.LimitReader(rc, maxSBOMSize+1))
-}
-
-func descriptor(l v1.Layer) (v1.Descriptor, error) {
-	d, err := l.Digest()
-	if err != nil {
-		return v1.Descriptor{}, err
-	}
-	size, err := l.Size()
-	if err != nil {
-		return v1.Descriptor{}, err
-	}
-	mt, err := l.MediaType()
-	if err != nil {
-		return v1.Descriptor{}, err
-	}
-	return v1.Descriptor{MediaType: mt, Size: size, Digest: d}, nil
 }
 
 // withContext appends ctx last so that it wins over a remote.WithContext in opts.

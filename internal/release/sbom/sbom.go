@@ -198,18 +198,19 @@ func application(bi *debug.BuildInfo, s Subject) (*cdx.Component, error) {
 	if sub, ok := strings.CutPrefix(bi.Path, bi.Main.Path+"/"); ok {
 		p += "#" + escapeSegments(sub)
 	}
-	return &cdx.Component{
-		BOMRef:     p,
-		Type:       cdx.ComponentTypeApplication,
-		Name:       s.Name,
-		Version:    s.Version,
-		PackageURL: p,
-		Properties: sortedProperties(props),
-	}, nil
+	c := purlComponent(cdx.ComponentTypeApplication, s.Name, s.Version, p, props)
+	return &c, nil
+}
+
+// purlComponent is a component that its package URL identifies.
+func purlComponent(typ cdx.ComponentType, name, version, purl string, props []cdx.Property) cdx.Component {
+	return cdx.Component{BOMRef: purl, Type: typ, Name: name, Version: version, PackageURL: purl, Properties: sortedProperties(props)}
 }
 
 // module is the component of one dependency module, or of its replacement.
 func module(m *debug.Module) cdx.Component {
+	modPath, modVersion, sum := m.Path, m.Version, m.Sum
+	var props []cdx.Property
 	if r := m.Replace; r != nil {
 		if isLocalPath(r.Path) {
 			return cdx.Component{
@@ -223,33 +224,13 @@ func module(m *debug.Module) cdx.Component {
 		if m.Version != "" {
 			replaces += "@" + m.Version
 		}
-		props := []cdx.Property{{Name: propReplaces, Value: replaces}}
-		if r.Sum != "" {
-			props = append(props, cdx.Property{Name: propSum, Value: r.Sum})
-		}
-		p := golangPURL(r.Path, r.Version)
-		return cdx.Component{
-			BOMRef:     p,
-			Type:       cdx.ComponentTypeLibrary,
-			Name:       r.Path,
-			Version:    r.Version,
-			PackageURL: p,
-			Properties: sortedProperties(props),
-		}
+		props = append(props, cdx.Property{Name: propReplaces, Value: replaces})
+		modPath, modVersion, sum = r.Path, r.Version, r.Sum
 	}
-	var props []cdx.Property
-	if m.Sum != "" {
-		props = append(props, cdx.Property{Name: propSum, Value: m.Sum})
+	if sum != "" {
+		props = append(props, cdx.Property{Name: propSum, Value: sum})
 	}
-	p := golangPURL(m.Path, m.Version)
-	return cdx.Component{
-		BOMRef:     p,
-		Type:       cdx.ComponentTypeLibrary,
-		Name:       m.Path,
-		Version:    m.Version,
-		PackageURL: p,
-		Properties: sortedProperties(props),
-	}
+	return purlComponent(cdx.ComponentTypeLibrary, modPath, modVersion, golangPURL(modPath, modVersion), props)
 }
 
 // stdlib is the component of the Go standard library compiled into the
@@ -264,14 +245,8 @@ func stdlib(goVersion string) *cdx.Component {
 	if len(f) == 0 {
 		return nil
 	}
-	p := golangPURL("stdlib", strings.TrimPrefix(f[0], "go"))
-	return &cdx.Component{
-		BOMRef:     p,
-		Type:       cdx.ComponentTypeLibrary,
-		Name:       "stdlib",
-		Version:    f[0],
-		PackageURL: p,
-	}
+	c := purlComponent(cdx.ComponentTypeLibrary, "stdlib", f[0], golangPURL("stdlib", strings.TrimPrefix(f[0], "go")), nil)
+	return &c
 }
 
 // generator is metadata.tools.components: what made the SBOM.

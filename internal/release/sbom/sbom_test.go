@@ -26,7 +26,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -614,37 +613,8 @@ func pushRandomImage(t *testing.T, repo string) (name.Digest, v1.Descriptor) {
 // pushReferrer attaches an unrelated artifact to subject.
 func pushReferrer(t *testing.T, subject name.Digest, desc v1.Descriptor, artifactType string) {
 	t.Helper()
-	config := static.NewLayer([]byte("{}"), types.OCIEmptyJSON)
-	layer := static.NewLayer([]byte(`{"not":"an sbom"}`), types.MediaType(artifactType))
-	for _, l := range []v1.Layer{config, layer} {
-		if err := remote.WriteLayer(subject.Context(), l, remote.WithContext(context.Background())); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cd, err := descriptor(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ld, err := descriptor(layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := json.Marshal(v1.Manifest{
-		SchemaVersion: 2,
-		MediaType:     types.OCIManifestSchema1,
-		ArtifactType:  artifactType,
-		Config:        cd,
-		Layers:        []v1.Descriptor{ld},
-		Subject:       &v1.Descriptor{MediaType: desc.MediaType, Size: desc.Size, Digest: desc.Digest},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, _, err := v1.SHA256(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Put(subject.Context().Digest(h.String()), rawManifest(raw)); err != nil {
+	opts := []remote.Option{remote.WithContext(context.Background())}
+	if _, err := putArtifact(subject, desc, artifactType, []byte(`{"not":"an sbom"}`), nil, opts); err != nil {
 		t.Fatal(err)
 	}
 }

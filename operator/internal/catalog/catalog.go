@@ -47,9 +47,14 @@ type SpecCRD struct {
 // CRDsFor returns the CRDs the controller needs for the spec (nil for
 // defaults): Required and the SpecCRDs the spec needs.
 func (e Entry) CRDsFor(spec *operatorv1alpha1.APIGatewaySpec) []CRD {
+	return e.crds(func(c SpecCRD) bool { return c.Needed(spec) })
+}
+
+// crds returns Required and the SpecCRDs that keep accepts.
+func (e Entry) crds(keep func(SpecCRD) bool) []CRD {
 	crds := slices.Clone(e.Required)
 	for _, c := range e.SpecCRDs {
-		if c.Needed(spec) {
+		if keep(c) {
 			crds = append(crds, c.CRD)
 		}
 	}
@@ -95,11 +100,7 @@ var Builtin = Catalog{
 
 // allCRDs are every CRD the entry may need, whatever the spec.
 func (e Entry) allCRDs() []CRD {
-	crds := slices.Clone(e.Required)
-	for _, c := range e.SpecCRDs {
-		crds = append(crds, c.CRD)
-	}
-	return crds
+	return e.crds(func(SpecCRD) bool { return true })
 }
 
 // Get returns the entry with the given name.

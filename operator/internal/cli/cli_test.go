@@ -11,12 +11,10 @@ import (
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/portico-dev/portico/test/testenv"
 	"github.com/portico-dev/portico/internal/contract"
+	"github.com/portico-dev/portico/test/testenv"
 )
 
 func TestCatalogAndVersion(t *testing.T) {
@@ -68,13 +66,11 @@ func TestRelatedImages(t *testing.T) {
 func TestPreflight(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	env, err := testenv.Environment()
-	g.Expect(err).NotTo(HaveOccurred())
-	cfg, err := env.Start()
+	env, err := testenv.Start(testenv.Options{Scheme: testenv.Scheme(apiextensionsv1.AddToScheme)})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = env.Stop() })
 
-	user, err := env.AddUser(envtest.User{Name: "preflight-admin", Groups: []string{"system:masters"}}, cfg)
+	user, err := env.AddUser(envtest.User{Name: "preflight-admin", Groups: []string{"system:masters"}}, env.Config)
 	g.Expect(err).NotTo(HaveOccurred())
 	kubeconfig, err := user.KubeConfig()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -100,14 +96,10 @@ func TestPreflight(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("not installed: gateways.networking.istio.io/v1, virtualservices.networking.istio.io/v1)"),
 		"the gateway controller, without an APIGateway, needs no cert-manager")
 
-	s := runtime.NewScheme()
-	_ = apiextensionsv1.AddToScheme(s)
-	c, err := client.New(cfg, client.Options{Scheme: s})
-	g.Expect(err).NotTo(HaveOccurred())
 	istio, err := testenv.IstioCRDs()
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, crd := range istio {
-		if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := env.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
 			g.Expect(err).NotTo(HaveOccurred())
 		}
 	}

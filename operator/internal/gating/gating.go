@@ -102,23 +102,24 @@ func CheckCRDs(in Input) (Result, bool) {
 	if len(missing) == 0 {
 		return Result{}, false
 	}
+	// The reason is that of the first kind of problem, in this order.
 	var reason string
 	var parts []string
-	if len(notFound) > 0 {
-		reason = operatorv1alpha1.ReasonCRDNotFound
-		parts = append(parts, "not installed: "+strings.Join(notFound, ", "))
-	}
-	if len(notEstablished) > 0 {
-		if reason == "" {
-			reason = operatorv1alpha1.ReasonCRDNotEstablished
+	for _, p := range []struct {
+		crds         []string
+		reason, what string
+	}{
+		{notFound, operatorv1alpha1.ReasonCRDNotFound, "not installed"},
+		{notEstablished, operatorv1alpha1.ReasonCRDNotEstablished, "not established or being deleted"},
+		{notServed, operatorv1alpha1.ReasonCRDVersionNotServed, "version not served"},
+	} {
+		if len(p.crds) == 0 {
+			continue
 		}
-		parts = append(parts, "not established or being deleted: "+strings.Join(notEstablished, ", "))
-	}
-	if len(notServed) > 0 {
 		if reason == "" {
-			reason = operatorv1alpha1.ReasonCRDVersionNotServed
+			reason = p.reason
 		}
-		parts = append(parts, "version not served: "+strings.Join(notServed, ", "))
+		parts = append(parts, p.what+": "+strings.Join(p.crds, ", "))
 	}
 	msg := fmt.Sprintf("waiting for required CRDs (%s)", strings.Join(parts, "; "))
 	if len(because) > 0 {

@@ -70,17 +70,9 @@ func TransformReplicaSet(in any) (any, error) {
 		return in, nil
 	}
 	return &appsv1.ReplicaSet{
-		TypeMeta: rs.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              rs.Name,
-			Namespace:         rs.Namespace,
-			UID:               rs.UID,
-			ResourceVersion:   rs.ResourceVersion,
-			Labels:            rs.Labels,
-			OwnerReferences:   rs.OwnerReferences,
-			DeletionTimestamp: rs.DeletionTimestamp,
-		},
-		Spec: appsv1.ReplicaSetSpec{Template: rs.Spec.Template},
+		TypeMeta:   rs.TypeMeta,
+		ObjectMeta: readinessMeta(&rs.ObjectMeta),
+		Spec:       appsv1.ReplicaSetSpec{Template: rs.Spec.Template},
 	}, nil
 }
 
@@ -92,20 +84,26 @@ func TransformPod(in any) (any, error) {
 		return in, nil
 	}
 	return &corev1.Pod{
-		TypeMeta: pod.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              pod.Name,
-			Namespace:         pod.Namespace,
-			UID:               pod.UID,
-			ResourceVersion:   pod.ResourceVersion,
-			Labels:            pod.Labels,
-			OwnerReferences:   pod.OwnerReferences,
-			DeletionTimestamp: pod.DeletionTimestamp,
-		},
+		TypeMeta:   pod.TypeMeta,
+		ObjectMeta: readinessMeta(&pod.ObjectMeta),
 		Status: corev1.PodStatus{
 			Phase:                 pod.Status.Phase,
 			InitContainerStatuses: pod.Status.InitContainerStatuses,
 			ContainerStatuses:     pod.Status.ContainerStatuses,
 		},
 	}, nil
+}
+
+// readinessMeta keeps what readiness reads of an object's metadata:
+// identity, labels, owners and deletion.
+func readinessMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:              m.Name,
+		Namespace:         m.Namespace,
+		UID:               m.UID,
+		ResourceVersion:   m.ResourceVersion,
+		Labels:            m.Labels,
+		OwnerReferences:   m.OwnerReferences,
+		DeletionTimestamp: m.DeletionTimestamp,
+	}
 }

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	gomegatypes "github.com/onsi/gomega/types"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -169,6 +171,46 @@ func controllerStatus(g Gomega, name operatorv1alpha1.ControllerName) operatorv1
 	}
 	g.Expect(name).To(BeEmpty(), "controller %s has no status", name)
 	return operatorv1alpha1.ControllerStatus{}
+}
+
+// expectDegraded expects the controller Degraded for reason with a
+// message that matches message, and the APIGateway in error.
+func expectDegraded(g Gomega, name operatorv1alpha1.ControllerName, reason string, message gomegatypes.GomegaMatcher) {
+	status := controllerStatus(g, name)
+	g.Expect(status.Phase).To(Equal(operatorv1alpha1.PhaseDegraded))
+	g.Expect(status.Reason).To(Equal(reason))
+	g.Expect(status.Message).To(message)
+	g.Expect(gatewayStatus(g).State).To(Equal(operatorv1alpha1.StateError))
+}
+
+// createControllerPod creates a pod of the apirule controller's Deployment
+// (its labels, its manager container) named name, deleted when the test
+// ends.
+func createControllerPod(t *testing.T, name string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: namespace,
+			Labels: map[string]string{
+				"app.kubernetes.io/name": "apirule-controller", "app.kubernetes.io/part-of": "portico",
+				"app.kubernetes.io/managed-by": "portico-operator", "operator.portico.dev/controller": "apirule",
+			},
+		},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "registry.test/portico/apirule-controller:v9.9.9"}}},
+	}
+	ctx := context.Background()
+	NewWithT(t).Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(0)) })
+	return pod
+}
+
+// awaitDeployment waits until the operator has created the Deployment, and
+// returns it.
+func awaitDeployment(t *testing.T, name string) *appsv1.Deployment {
+	t.Helper()
+	var d *appsv1.Deployment
+	NewWithT(t).Eventually(func(g Gomega) { d = getDeployment(g, name) }, eventually).Should(Succeed())
+	return d
 }
 
 func getDeployment(g Gomega, name string) *appsv1.Deployment {

@@ -75,7 +75,7 @@ func TestImageIDFollowsTheCurrentTemplate(t *testing.T) {
 	)
 	setCRDs(t, allCRDs...)
 	createGateway(t, operatorv1alpha1.ControllerSpec{Name: ratelimit, Enabled: ptr.To(false)})
-	g.Eventually(func(g Gomega) { getDeployment(g, "apirule-controller") }, eventually).Should(Succeed())
+	awaitDeployment(t, "apirule-controller")
 	setRollout(t, "apirule-controller", rolledOut)
 	g.Eventually(func(g Gomega) {
 		rule := controllerStatus(g, apirule)

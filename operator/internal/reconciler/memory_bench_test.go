@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/portico-dev/portico/test/testenv"
 	"github.com/portico-dev/portico/operator/internal/catalog"
 	"github.com/portico-dev/portico/operator/internal/reconciler"
+	"github.com/portico-dev/portico/test/testenv"
 )
 
 // BenchmarkCRDCacheMemory measures how much heap the operator's CRD cache

@@ -112,7 +112,7 @@ func TestVersionNoLongerServedBlocks(t *testing.T) {
 	g := NewWithT(t)
 	setCRDs(t, allCRDs...)
 	createGateway(t)
-	g.Eventually(func(g Gomega) { getDeployment(g, "ratelimit-controller") }, eventually).Should(Succeed())
+	awaitDeployment(t, "ratelimit-controller")
 
 	// Stop serving v1alpha3 of EnvoyFilter (keep it as storage).
 	g.Eventually(func() error {
@@ -134,12 +134,10 @@ func TestVersionNoLongerServedBlocks(t *testing.T) {
 }
 
 func TestSelfHealing(t *testing.T) {
-	g := NewWithT(t)
 	ctx := context.Background()
 	setCRDs(t, allCRDs...)
 	createGateway(t)
-	var original *appsv1.Deployment
-	g.Eventually(func(g Gomega) { original = getDeployment(g, "apirule-controller") }, eventually).Should(Succeed())
+	original := awaitDeployment(t, "apirule-controller")
 	wantImage := original.Spec.Template.Spec.Containers[0].Image
 
 	t.Run("a deleted Deployment is recreated", func(t *testing.T) {
@@ -195,7 +193,7 @@ func TestDisableAndScaleToZero(t *testing.T) {
 	g := NewWithT(t)
 	setCRDs(t, allCRDs...)
 	createGateway(t)
-	g.Eventually(func(g Gomega) { getDeployment(g, "ratelimit-controller") }, eventually).Should(Succeed())
+	awaitDeployment(t, "ratelimit-controller")
 
 	updateGateway(t, func(gw *operatorv1alpha1.APIGateway) {
 		gw.Spec.Controllers = []operatorv1alpha1.ControllerSpec{
@@ -290,11 +288,7 @@ func TestReadinessFollowsTheRollout(t *testing.T) {
 		}}
 	})
 	g.Eventually(func(g Gomega) {
-		limit := controllerStatus(g, ratelimit)
-		g.Expect(limit.Phase).To(Equal(operatorv1alpha1.PhaseDegraded))
-		g.Expect(limit.Reason).To(Equal(operatorv1alpha1.ReasonProgressDeadlineExceeded))
-		g.Expect(limit.Message).To(ContainSubstring("has timed out progressing"))
-		g.Expect(gatewayStatus(g).State).To(Equal(operatorv1alpha1.StateError))
+		expectDegraded(g, ratelimit, operatorv1alpha1.ReasonProgressDeadlineExceeded, ContainSubstring("has timed out progressing"))
 	}, eventually).Should(Succeed())
 }
 
@@ -303,21 +297,10 @@ func TestCrashLoopingPodDegrades(t *testing.T) {
 	ctx := context.Background()
 	setCRDs(t, allCRDs...)
 	createGateway(t)
-	g.Eventually(func(g Gomega) { getDeployment(g, "apirule-controller") }, eventually).Should(Succeed())
+	awaitDeployment(t, "apirule-controller")
 	setRollout(t, "apirule-controller", rolledOut)
 
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "apirule-controller-6b9f-x2x4k", Namespace: namespace,
-			Labels: map[string]string{
-				"app.kubernetes.io/name": "apirule-controller", "app.kubernetes.io/part-of": "portico",
-				"app.kubernetes.io/managed-by": "portico-operator", "operator.portico.dev/controller": "apirule",
-			},
-		},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "registry.test/portico/apirule-controller:v9.9.9"}}},
-	}
-	g.Expect(k8sClient.Create(ctx, pod)).To(Succeed())
-	t.Cleanup(func() { _ = k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(0)) })
+	pod := createControllerPod(t, "apirule-controller-6b9f-x2x4k")
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
 		Name: "manager", Image: pod.Spec.Containers[0].Image, RestartCount: 6,
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 2m40s restarting failed container"}},
@@ -325,11 +308,8 @@ func TestCrashLoopingPodDegrades(t *testing.T) {
 	g.Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
 
 	g.Eventually(func(g Gomega) {
-		rule := controllerStatus(g, apirule)
-		g.Expect(rule.Phase).To(Equal(operatorv1alpha1.PhaseDegraded))
-		g.Expect(rule.Reason).To(Equal(operatorv1alpha1.ReasonCrashLoopBackOff))
-		g.Expect(rule.Message).To(ContainSubstring("pod apirule-controller-6b9f-x2x4k container manager is in CrashLoopBackOff"))
-		g.Expect(gatewayStatus(g).State).To(Equal(operatorv1alpha1.StateError))
+		expectDegraded(g, apirule, operatorv1alpha1.ReasonCrashLoopBackOff,
+			ContainSubstring("pod apirule-controller-6b9f-x2x4k container manager is in CrashLoopBackOff"))
 	}, eventually).Should(Succeed())
 }
 

@@ -28,8 +28,6 @@ func (r *Reconciler) readSnapshot(ctx context.Context) (*snapshot, error) {
 	s := &snapshot{
 		crds:        map[string]gating.CRDState{},
 		deployments: map[string]*appsv1.Deployment{},
-		replicaSets: map[operatorv1alpha1.ControllerName][]appsv1.ReplicaSet{},
-		pods:        map[operatorv1alpha1.ControllerName][]corev1.Pod{},
 	}
 	for _, name := range r.Catalog.CRDNames() {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -43,29 +41,45 @@ func (r *Reconciler) readSnapshot(ctx context.Context) (*snapshot, error) {
 	}
 
 	var deployments appsv1.DeploymentList
-	if err := r.Client.List(ctx, &deployments, client.InNamespace(r.Namespace), client.MatchingLabelsSelector{Selector: ManagedSelector}); err != nil {
-		return nil, fmt.Errorf("list managed deployments from cache: %w", err)
+	if err := r.listManaged(ctx, &deployments, "deployments"); err != nil {
+		return nil, err
 	}
 	for i := range deployments.Items {
 		s.deployments[deployments.Items[i].Name] = &deployments.Items[i]
 	}
 
 	var replicaSets appsv1.ReplicaSetList
-	if err := r.Client.List(ctx, &replicaSets, client.InNamespace(r.Namespace), client.MatchingLabelsSelector{Selector: ManagedSelector}); err != nil {
-		return nil, fmt.Errorf("list managed replicasets from cache: %w", err)
+	if err := r.listManaged(ctx, &replicaSets, "replicasets"); err != nil {
+		return nil, err
 	}
-	for _, rs := range replicaSets.Items {
-		name := operatorv1alpha1.ControllerName(rs.Labels[operatorv1alpha1.LabelController])
-		s.replicaSets[name] = append(s.replicaSets[name], rs)
-	}
+	s.replicaSets = byController(replicaSets.Items)
 
 	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.InNamespace(r.Namespace), client.MatchingLabelsSelector{Selector: ManagedSelector}); err != nil {
-		return nil, fmt.Errorf("list managed pods from cache: %w", err)
+	if err := r.listManaged(ctx, &pods, "pods"); err != nil {
+		return nil, err
 	}
-	for _, p := range pods.Items {
-		name := operatorv1alpha1.ControllerName(p.Labels[operatorv1alpha1.LabelController])
-		s.pods[name] = append(s.pods[name], p)
-	}
+	s.pods = byController(pods.Items)
 	return s, nil
+}
+
+// listManaged lists the managed objects of one kind (what, for the error)
+// in the operator's namespace from the cache.
+func (r *Reconciler) listManaged(ctx context.Context, list client.ObjectList, what string) error {
+	if err := r.Client.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabelsSelector{Selector: ManagedSelector}); err != nil {
+		return fmt.Errorf("list managed %s from cache: %w", what, err)
+	}
+	return nil
+}
+
+// byController groups objects by the catalog controller their label names.
+func byController[T any, PT interface {
+	*T
+	GetLabels() map[string]string
+}](items []T) map[operatorv1alpha1.ControllerName][]T {
+	out := map[operatorv1alpha1.ControllerName][]T{}
+	for i := range items {
+		name := operatorv1alpha1.ControllerName(PT(&items[i]).GetLabels()[operatorv1alpha1.LabelController])
+		out[name] = append(out[name], items[i])
+	}
+	return out
 }

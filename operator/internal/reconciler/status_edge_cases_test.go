@@ -83,13 +83,11 @@ func TestOverlongApplyErrorIsReported(t *testing.T) {
 	}})
 
 	g.Eventually(func(g Gomega) {
-		rule := controllerStatus(g, apirule)
-		g.Expect(rule.Phase).To(Equal(operatorv1alpha1.PhaseDegraded))
-		g.Expect(rule.Reason).To(Equal(operatorv1alpha1.ReasonDeploymentApplyFailed))
-		g.Expect(rule.Message).To(HavePrefix("apply deployment portico-system/apirule-controller: "))
-		g.Expect(rule.Message).To(HaveSuffix(contract.TruncatedNote))
-		g.Expect(len(rule.Message)).To(BeNumerically("<=", contract.ControllerStatusMaxLength))
-		g.Expect(gatewayStatus(g).State).To(Equal(operatorv1alpha1.StateError))
+		expectDegraded(g, apirule, operatorv1alpha1.ReasonDeploymentApplyFailed, And(
+			HavePrefix("apply deployment portico-system/apirule-controller: "),
+			HaveSuffix(contract.TruncatedNote),
+			WithTransform(func(s string) int { return len(s) }, BeNumerically("<=", contract.ControllerStatusMaxLength)),
+		))
 	}, eventually).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(gatewayEvents(g, gw.UID)).To(ContainElement(And(
@@ -105,7 +103,7 @@ func TestReplicaFailureDegradesAtOnce(t *testing.T) {
 	g := NewWithT(t)
 	setCRDs(t, allCRDs...)
 	createGateway(t, operatorv1alpha1.ControllerSpec{Name: ratelimit, Enabled: ptr.To(false)})
-	g.Eventually(func(g Gomega) { getDeployment(g, "apirule-controller") }, eventually).Should(Succeed())
+	awaitDeployment(t, "apirule-controller")
 
 	const forbidden = `pods "apirule-controller-7d9c5" is forbidden: error looking up service account portico-system/apirule-controller: serviceaccount "apirule-controller" not found`
 	setRollout(t, "apirule-controller", func(d *appsv1.Deployment) {
@@ -119,11 +117,8 @@ func TestReplicaFailureDegradesAtOnce(t *testing.T) {
 		}
 	})
 	g.Eventually(func(g Gomega) {
-		rule := controllerStatus(g, apirule)
-		g.Expect(rule.Phase).To(Equal(operatorv1alpha1.PhaseDegraded))
-		g.Expect(rule.Reason).To(Equal(operatorv1alpha1.ReasonReplicaFailure))
-		g.Expect(rule.Message).To(Equal("deployment apirule-controller cannot create pods: FailedCreate: " + forbidden))
-		g.Expect(gatewayStatus(g).State).To(Equal(operatorv1alpha1.StateError))
+		expectDegraded(g, apirule, operatorv1alpha1.ReasonReplicaFailure,
+			Equal("deployment apirule-controller cannot create pods: FailedCreate: "+forbidden))
 	}, 5*time.Second).Should(Succeed())
 
 	// The ServiceAccount is created; the ReplicaSet creates its pods.
@@ -145,7 +140,7 @@ func TestCrashLoopStaysDegradedWithOneEvent(t *testing.T) {
 	gw := createGateway(t,
 		operatorv1alpha1.ControllerSpec{Name: ratelimit, Enabled: ptr.To(false)},
 		operatorv1alpha1.ControllerSpec{Name: gatewayCtl, Enabled: ptr.To(false)})
-	g.Eventually(func(g Gomega) { getDeployment(g, "apirule-controller") }, eventually).Should(Succeed())
+	awaitDeployment(t, "apirule-controller")
 	setRollout(t, "apirule-controller", func(d *appsv1.Deployment) {
 		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, UnavailableReplicas: 1}
 	})
@@ -153,18 +148,7 @@ func TestCrashLoopStaysDegradedWithOneEvent(t *testing.T) {
 		g.Expect(controllerStatus(g, apirule).Phase).To(Equal(operatorv1alpha1.PhaseProgressing))
 	}, eventually).Should(Succeed())
 
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "apirule-controller-6b9f-c7ash", Namespace: namespace,
-			Labels: map[string]string{
-				"app.kubernetes.io/name": "apirule-controller", "app.kubernetes.io/part-of": "portico",
-				"app.kubernetes.io/managed-by": "portico-operator", "operator.portico.dev/controller": "apirule",
-			},
-		},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "registry.test/portico/apirule-controller:v9.9.9"}}},
-	}
-	g.Expect(k8sClient.Create(ctx, pod)).To(Succeed())
-	t.Cleanup(func() { _ = k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(0)) })
+	pod := createControllerPod(t, "apirule-controller-6b9f-c7ash")
 
 	lastCrash := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 		ExitCode: 1, Reason: "Error", StartedAt: metav1.Now(), FinishedAt: metav1.Now(),

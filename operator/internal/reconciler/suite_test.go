@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -27,10 +26,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/test/testenv"
 	"github.com/portico-dev/portico/operator/internal/catalog"
 	"github.com/portico-dev/portico/operator/internal/reconciler"
 	"github.com/portico-dev/portico/operator/internal/render"
+	"github.com/portico-dev/portico/test/testenv"
 )
 
 const namespace = "portico-system"
@@ -47,15 +46,7 @@ var (
 )
 
 func scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme, operatorv1alpha1.AddToScheme, eventsv1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
+	return testenv.Scheme(corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme, operatorv1alpha1.AddToScheme, eventsv1.AddToScheme)
 }
 
 type countingTransport struct{ next http.RoundTripper }
@@ -81,31 +72,20 @@ func runSuite(m *testing.M) int {
 	} else {
 		ctrl.SetLogger(logr.Discard())
 	}
-	env, err := testenv.Environment()
-	if err != nil {
-		panic(err)
-	}
-	cfg, err := env.Start()
+	env, err := testenv.Start(testenv.Options{Scheme: scheme(), Namespaces: []string{namespace}})
 	if err != nil {
 		panic(err)
 	}
 	defer func() { _ = env.Stop() }()
 
-	testCfg = cfg
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme()})
-	if err != nil {
-		panic(err)
-	}
+	testCfg, k8sClient = env.Config, env.Client
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
-		panic(err)
-	}
 	if err := loadSourceCRDs(); err != nil {
 		panic(err)
 	}
 
-	operatorCfg := rest.CopyConfig(cfg)
+	operatorCfg := rest.CopyConfig(testCfg)
 	operatorCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt} }
 	mgr, err := ctrl.NewManager(operatorCfg, ctrl.Options{
 		Scheme:                 scheme(),

@@ -98,64 +98,45 @@ func Replicas(spec operatorv1alpha1.ControllerSpec) int32 {
 
 // Deployment renders the desired Deployment of one controller.
 func Deployment(in Input) *appsv1ac.DeploymentApplyConfiguration {
-	name := in.Entry.Binary()
 	labels := Labels(in.Entry.Name)
-	logLevel := in.Spec.LogLevel
-	if logLevel == "" {
-		logLevel = operatorv1alpha1.LogLevelInfo
-	}
+	return appsv1ac.Deployment(in.Entry.Binary(), in.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(ownerReference(in.Owner)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(Replicas(in.Spec)).
+			WithRevisionHistoryLimit(3).
+			WithProgressDeadlineSeconds(in.Entry.ProgressDeadlineSeconds).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(in.Entry.Name))).
+			WithStrategy(appsv1ac.DeploymentStrategy().
+				WithType(appsv1.RollingUpdateDeploymentStrategyType).
+				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
+					WithMaxUnavailable(intstr.FromInt32(0)).
+					WithMaxSurge(intstr.FromInt32(1)))).
+			WithTemplate(podTemplate(in, labels)))
+}
 
-	args := []string{
-		contract.Flag(contract.FlagMetricsAddress, fmt.Sprintf(":%d", contract.MetricsPort)),
-		contract.Flag(contract.FlagHealthAddress, fmt.Sprintf(":%d", contract.HealthPort)),
-		contract.Flag(contract.FlagLeaderElect, "true"),
-		contract.Flag(contract.FlagLogLevel, string(logLevel)),
-	}
-	args = append(args, in.Entry.Args...)
+// ownerReference makes the owning APIGateway the controller of an object.
+func ownerReference(owner Owner) *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().
+		WithAPIVersion(operatorv1alpha1.GroupVersion.String()).
+		WithKind("APIGateway").
+		WithName(owner.Name).
+		WithUID(owner.UID).
+		WithController(true).
+		WithBlockOwnerDeletion(true)
+}
 
-	env := []*corev1ac.EnvVarApplyConfiguration{
-		corev1ac.EnvVar().WithName(contract.EnvPodNamespace).WithValueFrom(
-			corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("metadata.namespace"))),
-	}
-	for i := range in.Spec.Env {
-		if in.Spec.Env[i].Name == contract.EnvPodNamespace {
-			continue // reserved: leader election depends on it
-		}
-		env = append(env, envVar(in.Spec.Env[i]))
-	}
-
-	resources := defaultResources
-	if in.Spec.Resources != nil {
-		resources = *in.Spec.Resources
-	}
-
-	container := corev1ac.Container().
-		WithName(contract.ContainerName).
-		WithImage(in.Image).
-		WithImagePullPolicy(corev1.PullIfNotPresent).
-		WithArgs(args...).
-		WithEnv(env...).
-		WithPorts(
-			corev1ac.ContainerPort().WithName("metrics").WithContainerPort(contract.MetricsPort).WithProtocol(corev1.ProtocolTCP),
-			corev1ac.ContainerPort().WithName("health").WithContainerPort(contract.HealthPort).WithProtocol(corev1.ProtocolTCP),
-		).
-		WithResources(resourcesApply(resources)).
-		WithLivenessProbe(probe(contract.HealthzPath, 15, 20)).
-		WithReadinessProbe(probe(contract.ReadyzPath, 5, 10)).
-		WithSecurityContext(corev1ac.SecurityContext().
-			WithAllowPrivilegeEscalation(false).
-			WithReadOnlyRootFilesystem(true).
-			WithRunAsNonRoot(true).
-			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
-
+// podTemplate renders the controller's pod: its service account, security
+// context and the scheduling settings of the spec.
+func podTemplate(in Input, labels map[string]string) *corev1ac.PodTemplateSpecApplyConfiguration {
 	podSpec := corev1ac.PodSpec().
-		WithServiceAccountName(name).
+		WithServiceAccountName(in.Entry.Binary()).
 		WithAutomountServiceAccountToken(true).
 		WithTerminationGracePeriodSeconds(10).
 		WithSecurityContext(corev1ac.PodSecurityContext().
 			WithRunAsNonRoot(true).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
-		WithContainers(container)
+		WithContainers(container(in))
 	if len(in.Spec.NodeSelector) > 0 {
 		podSpec.WithNodeSelector(in.Spec.NodeSelector)
 	}
@@ -175,27 +156,65 @@ func Deployment(in Input) *appsv1ac.DeploymentApplyConfiguration {
 	if len(in.Spec.PodAnnotations) > 0 {
 		template.WithAnnotations(in.Spec.PodAnnotations)
 	}
+	return template
+}
 
-	return appsv1ac.Deployment(name, in.Namespace).
-		WithLabels(labels).
-		WithOwnerReferences(metav1ac.OwnerReference().
-			WithAPIVersion(operatorv1alpha1.GroupVersion.String()).
-			WithKind("APIGateway").
-			WithName(in.Owner.Name).
-			WithUID(in.Owner.UID).
-			WithController(true).
-			WithBlockOwnerDeletion(true)).
-		WithSpec(appsv1ac.DeploymentSpec().
-			WithReplicas(Replicas(in.Spec)).
-			WithRevisionHistoryLimit(3).
-			WithProgressDeadlineSeconds(in.Entry.ProgressDeadlineSeconds).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(in.Entry.Name))).
-			WithStrategy(appsv1ac.DeploymentStrategy().
-				WithType(appsv1.RollingUpdateDeploymentStrategyType).
-				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
-					WithMaxUnavailable(intstr.FromInt32(0)).
-					WithMaxSurge(intstr.FromInt32(1)))).
-			WithTemplate(template))
+// container renders the controller's container.
+func container(in Input) *corev1ac.ContainerApplyConfiguration {
+	resources := defaultResources
+	if in.Spec.Resources != nil {
+		resources = *in.Spec.Resources
+	}
+	return corev1ac.Container().
+		WithName(contract.ContainerName).
+		WithImage(in.Image).
+		WithImagePullPolicy(corev1.PullIfNotPresent).
+		WithArgs(containerArgs(in)...).
+		WithEnv(containerEnv(in.Spec.Env)...).
+		WithPorts(
+			corev1ac.ContainerPort().WithName("metrics").WithContainerPort(contract.MetricsPort).WithProtocol(corev1.ProtocolTCP),
+			corev1ac.ContainerPort().WithName("health").WithContainerPort(contract.HealthPort).WithProtocol(corev1.ProtocolTCP),
+		).
+		WithResources(resourcesApply(resources)).
+		WithLivenessProbe(probe(contract.HealthzPath, 15, 20)).
+		WithReadinessProbe(probe(contract.ReadyzPath, 5, 10)).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithAllowPrivilegeEscalation(false).
+			WithReadOnlyRootFilesystem(true).
+			WithRunAsNonRoot(true).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+}
+
+// containerArgs are the contract flags every controller gets, then the
+// catalog entry's own.
+func containerArgs(in Input) []string {
+	logLevel := in.Spec.LogLevel
+	if logLevel == "" {
+		logLevel = operatorv1alpha1.LogLevelInfo
+	}
+	args := []string{
+		contract.Flag(contract.FlagMetricsAddress, fmt.Sprintf(":%d", contract.MetricsPort)),
+		contract.Flag(contract.FlagHealthAddress, fmt.Sprintf(":%d", contract.HealthPort)),
+		contract.Flag(contract.FlagLeaderElect, "true"),
+		contract.Flag(contract.FlagLogLevel, string(logLevel)),
+	}
+	return append(args, in.Entry.Args...)
+}
+
+// containerEnv is POD_NAMESPACE from the downward API, then the spec's
+// variables except one of that reserved name.
+func containerEnv(specEnv []corev1.EnvVar) []*corev1ac.EnvVarApplyConfiguration {
+	env := []*corev1ac.EnvVarApplyConfiguration{
+		corev1ac.EnvVar().WithName(contract.EnvPodNamespace).WithValueFrom(
+			corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("metadata.namespace"))),
+	}
+	for i := range specEnv {
+		if specEnv[i].Name == contract.EnvPodNamespace {
+			continue // reserved: leader election depends on it
+		}
+		env = append(env, envVar(specEnv[i]))
+	}
+	return env
 }
 
 func probe(path string, initialDelay, period int32) *corev1ac.ProbeApplyConfiguration {

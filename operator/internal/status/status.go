@@ -99,17 +99,25 @@ func State(controllers []Controller, deleting bool) operatorv1alpha1.State {
 
 // ReadySummary counts Ready controllers over enabled ones, as "1/2".
 func ReadySummary(controllers []Controller) string {
-	var ready, enabled int
-	for _, c := range controllers {
-		if !c.Enabled {
-			continue
-		}
-		enabled++
+	enabled := enabledOnly(controllers)
+	ready := 0
+	for _, c := range enabled {
 		if c.Phase == operatorv1alpha1.PhaseReady {
 			ready++
 		}
 	}
-	return fmt.Sprintf("%d/%d", ready, enabled)
+	return fmt.Sprintf("%d/%d", ready, len(enabled))
+}
+
+// enabledOnly returns the controllers the spec enables, in order.
+func enabledOnly(controllers []Controller) []Controller {
+	var out []Controller
+	for _, c := range controllers {
+		if c.Enabled {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // SetReadyCondition sets the Ready condition for the given state; the
@@ -122,13 +130,9 @@ func SetReadyCondition(conditions *[]metav1.Condition, state operatorv1alpha1.St
 		LastTransitionTime: now,
 	}
 	var notReady []string
-	enabled := 0
+	enabled := enabledOnly(controllers)
 	applyFailed := false
-	for _, c := range controllers {
-		if !c.Enabled {
-			continue
-		}
-		enabled++
+	for _, c := range enabled {
 		if c.Reason == operatorv1alpha1.ReasonDeploymentApplyFailed {
 			applyFailed = true
 		}
@@ -151,8 +155,8 @@ func SetReadyCondition(conditions *[]metav1.Condition, state operatorv1alpha1.St
 	default:
 		cond.Status = metav1.ConditionTrue
 		cond.Reason = operatorv1alpha1.ReasonAllControllersReady
-		cond.Message = fmt.Sprintf("all %d enabled controllers are ready", enabled)
-		if enabled == 0 {
+		cond.Message = fmt.Sprintf("all %d enabled controllers are ready", len(enabled))
+		if len(enabled) == 0 {
 			cond.Reason, cond.Message = operatorv1alpha1.ReasonNoControllersEnabled, "no controller is enabled"
 		}
 	}

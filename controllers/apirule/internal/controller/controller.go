@@ -73,6 +73,10 @@ type Reconciler struct {
 	// possible while its CRD is installed (else no wildcard is granted and
 	// there is no default gateway).
 	ReadGrants bool
+
+	// cache is the manager's cache, with the indexes of SetupWithManager,
+	// that Client reads.
+	cache client.Reader
 }
 
 // Reconcile converges one APIRule's Istio objects.
@@ -386,7 +390,12 @@ func upToDate(desired, live client.Object) bool {
 // are not in keep. Objects that are not the APIRule's are never deleted,
 // whatever their labels.
 func (r *Reconciler) deleteUnwanted(ctx context.Context, rule *gatewayv1alpha1.APIRule, reader client.Reader, keep map[string]bool) error {
-	selector := client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: rule.Name}
+	var selector client.ListOption = client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: rule.Name}
+	if r.cache != nil && reader == client.Reader(r.Client) {
+		// The same objects, from the cache's index rather than by matching
+		// the labels of every object the controller wrote.
+		reader, selector = r.cache, client.MatchingFields{ownerIndex: rule.Name}
+	}
 	var objs []client.Object
 	vs := &networkingv1.VirtualServiceList{}
 	ap := &securityv1.AuthorizationPolicyList{}

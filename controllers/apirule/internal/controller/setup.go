@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"slices"
+	"strings"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
@@ -39,6 +40,15 @@ const (
 	// zoneIndex finds the APIRules whose hosts may overlap a host: those
 	// that share its zone (hosts.Zone).
 	zoneIndex = "apirule.zones"
+	// hostIndex finds them more precisely, by hostKeys and overlapKeys:
+	// the hosts of a company usually share one zone.
+	hostIndex = "apirule.hosts"
+	// accessConflictIndex finds the APIRules in AccessConflict, by
+	// namespace.
+	accessConflictIndex = "apirule.accessConflict"
+	// ownerIndex finds the Istio objects the controller labelled by the
+	// name of their APIRule.
+	ownerIndex = "apirule.owner"
 )
 
 // ConfigureCache narrows what the controller caches: of the Istio kinds it
@@ -109,128 +119,31 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if r.Reader == nil {
 		r.Reader = mgr.GetAPIReader()
 	}
-	indexer := mgr.GetFieldIndexer()
-	if err := indexer.IndexField(ctx, &gatewayv1alpha1.APIRule{}, serviceIndex, func(o client.Object) []string {
-		var keys []string
-		for _, s := range translate.Backends(o.(*gatewayv1alpha1.APIRule)) {
-			keys = append(keys, s.String())
-		}
-		return keys
-	}); err != nil {
+	if err := registerIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	if err := indexer.IndexField(ctx, &gatewayv1alpha1.APIRule{}, gatewayIndex, func(o client.Object) []string {
-		if gw := o.(*gatewayv1alpha1.APIRule).Spec.Gateway; gw != "" {
-			return []string{gw}
-		}
-		return []string{defaultGatewayKey}
-	}); err != nil {
-		return err
-	}
-	if err := indexer.IndexField(ctx, &gatewayv1alpha1.APIRule{}, zoneIndex, func(o client.Object) []string {
-		return zonesOf(o.(*gatewayv1alpha1.APIRule))
-	}); err != nil {
-		return err
-	}
-	byIndex := func(index string) handler.MapFunc {
-		return func(ctx context.Context, o client.Object) []reconcile.Request {
-			var rules gatewayv1alpha1.APIRuleList
-			if err := mgr.GetClient().List(ctx, &rules, client.MatchingFields{index: o.GetNamespace() + "/" + o.GetName()}); err != nil {
-				return nil
-			}
-			reqs := make([]reconcile.Request, 0, len(rules.Items))
-			for _, rule := range rules.Items {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rule)})
-			}
-			return reqs
-		}
-	}
-	// Objects in other namespaces have no owner reference: their labels name
-	// the APIRule (older objects lack the namespace label: they live in
-	// their APIRule's namespace).
-	toAPIRule := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		return toAPIRuleRequests(o)
-	})
-	list := func(ctx context.Context, opts ...client.ListOption) []gatewayv1alpha1.APIRule {
-		var rules gatewayv1alpha1.APIRuleList
-		// Read-only: share the cache's objects rather than copy them all.
-		if err := mgr.GetClient().List(ctx, &rules, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
-			return nil
-		}
-		return rules.Items
-	}
-	requests := func(rules []gatewayv1alpha1.APIRule, keep func(*gatewayv1alpha1.APIRule) bool) []reconcile.Request {
-		var reqs []reconcile.Request
-		for i := range rules {
-			if keep == nil || keep(&rules[i]) {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rules[i])})
-			}
-		}
-		return reqs
-	}
-	// A host's claimants: when one comes or goes, the others decide again.
-	sameZone := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		changed := o.(*gatewayv1alpha1.APIRule)
-		var reqs []reconcile.Request
-		for _, zone := range zonesOf(changed) {
-			reqs = append(reqs, requests(list(ctx, client.MatchingFields{zoneIndex: zone}), func(a *gatewayv1alpha1.APIRule) bool {
-				return a.UID != changed.UID && hostsOverlap(a, changed)
-			})...)
-		}
-		return reqs
-	})
-	// Policies going away may end an AccessConflict of the namespace.
-	inConflict := func(ctx context.Context, o client.Object) []reconcile.Request {
-		return requests(list(ctx, client.InNamespace(o.GetNamespace())), func(a *gatewayv1alpha1.APIRule) bool {
-			c := meta.FindStatusCondition(a.Status.Conditions, gatewayv1alpha1.ConditionReady)
-			return c != nil && c.Reason == gatewayv1alpha1.ReasonAccessConflict
-		})
-	}
-	policyEvents := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		return append(toAPIRuleRequests(o), inConflict(ctx, o)...)
-	})
-	// The APIGateway's grants concern the APIRules with wildcard hosts, its
-	// default gateway those that name no gateway.
-	apiGateway := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		return requests(list(ctx), func(a *gatewayv1alpha1.APIRule) bool {
-			return a.Spec.Gateway == "" ||
-				slices.ContainsFunc(a.Spec.Hosts, func(h gatewayv1alpha1.Hostname) bool { return hosts.IsWildcard(string(h)) })
-		})
-	})
-	// A Gateway concerns the APIRules naming it and, when it may be the
-	// default gateway (its name is; its namespace is the APIGateway's to
-	// say), those naming none.
-	gateways := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		reqs := byIndex(gatewayIndex)(ctx, o)
-		if o.GetName() == operatorv1alpha1.DefaultGatewayName {
-			reqs = append(reqs, requests(list(ctx, client.MatchingFields{gatewayIndex: defaultGatewayKey}), nil)...)
-		}
-		return reqs
-	})
-	endpoints := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		svc := o.GetLabels()[discoveryv1.LabelServiceName]
-		if svc == "" {
-			return nil
-		}
-		return requests(list(ctx, client.MatchingFields{serviceIndex: o.GetNamespace() + "/" + svc}), nil)
-	})
+	r.cache = mgr.GetCache()
+	m := mapper{c: mgr.GetClient()}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("apirule").
-		// APIRules are independent; the API server's write latency, not the
-		// controller, bounds one worker (measured by make bench-controllers).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		// APIRules are independent and a reconcile mostly waits for the API
+		// server: enough workers keep it busy (measured by make
+		// bench-controllers, issue #17).
+		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
 		For(&gatewayv1alpha1.APIRule{}).
-		Watches(&gatewayv1alpha1.APIRule{}, sameZone).
-		Watches(&networkingv1.VirtualService{}, toAPIRule).
-		Watches(&securityv1.AuthorizationPolicy{}, policyEvents).
-		Watches(&securityv1.RequestAuthentication{}, policyEvents).
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(byIndex(serviceIndex))).
-		Watches(&discoveryv1.EndpointSlice{}, endpoints)
+		Watches(&gatewayv1alpha1.APIRule{}, handler.EnqueueRequestsFromMapFunc(m.overlappingHosts)).
+		Watches(&networkingv1.VirtualService{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return toAPIRuleRequests(o)
+		})).
+		Watches(&securityv1.AuthorizationPolicy{}, handler.EnqueueRequestsFromMapFunc(m.policyEvents)).
+		Watches(&securityv1.RequestAuthentication{}, handler.EnqueueRequestsFromMapFunc(m.policyEvents)).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(m.byIndex(serviceIndex))).
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(m.endpoints))
 	if r.ReadGrants {
 		// Its spec matters, and of its status only which default gateway
 		// the gateway controller keeps (APIGateway.DefaultGateway): the rest
 		// of the status changes nothing for APIRules.
-		b = b.Watches(&operatorv1alpha1.APIGateway{}, apiGateway, builder.WithPredicates(predicate.Or(
+		b = b.Watches(&operatorv1alpha1.APIGateway{}, handler.EnqueueRequestsFromMapFunc(m.apiGateway), builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{},
 			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 				before, _, _ := e.ObjectOld.(*operatorv1alpha1.APIGateway).DefaultGateway()
@@ -245,20 +158,209 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// APIRules); one that goes makes its APIRules report it.
 		gw := &metav1.PartialObjectMetadata{}
 		gw.SetGroupVersionKind(networkingv1.SchemeGroupVersion.WithKind("Gateway"))
-		b = b.Watches(gw, gateways)
+		b = b.Watches(gw, handler.EnqueueRequestsFromMapFunc(m.gateways))
 	}
-	everyAPIRule := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		return requests(list(ctx), nil)
-	})
 	// ServiceEntries and WorkloadEntries are rare, and a ServiceEntry's
 	// hosts may be wildcards: every APIRule looks again.
 	if r.CheckServiceEntries {
-		b = b.Watches(&networkingv1.ServiceEntry{}, everyAPIRule)
+		b = b.Watches(&networkingv1.ServiceEntry{}, handler.EnqueueRequestsFromMapFunc(m.everyAPIRule))
 	}
 	if r.CheckWorkloadEntries {
-		b = b.Watches(&networkingv1.WorkloadEntry{}, everyAPIRule)
+		b = b.Watches(&networkingv1.WorkloadEntry{}, handler.EnqueueRequestsFromMapFunc(m.everyAPIRule))
 	}
 	return b.Complete(r)
+}
+
+// maxConcurrentReconciles is the number of workers.
+const maxConcurrentReconciles = 16
+
+// registerIndexes adds the cache indexes the reconciler and the mapper
+// read.
+func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	rule := func(f func(*gatewayv1alpha1.APIRule) []string) client.IndexerFunc {
+		return func(o client.Object) []string { return f(o.(*gatewayv1alpha1.APIRule)) }
+	}
+	for _, index := range []struct {
+		obj  client.Object
+		name string
+		keys client.IndexerFunc
+	}{
+		{&gatewayv1alpha1.APIRule{}, serviceIndex, rule(func(a *gatewayv1alpha1.APIRule) []string {
+			var keys []string
+			for _, s := range translate.Backends(a) {
+				keys = append(keys, s.String())
+			}
+			return keys
+		})},
+		{&gatewayv1alpha1.APIRule{}, gatewayIndex, rule(func(a *gatewayv1alpha1.APIRule) []string {
+			if a.Spec.Gateway != "" {
+				return []string{a.Spec.Gateway}
+			}
+			return []string{defaultGatewayKey}
+		})},
+		{&gatewayv1alpha1.APIRule{}, zoneIndex, rule(zonesOf)},
+		{&gatewayv1alpha1.APIRule{}, hostIndex, rule(hostKeys)},
+		{&gatewayv1alpha1.APIRule{}, accessConflictIndex, rule(func(a *gatewayv1alpha1.APIRule) []string {
+			if c := meta.FindStatusCondition(a.Status.Conditions, gatewayv1alpha1.ConditionReady); c != nil && c.Reason == gatewayv1alpha1.ReasonAccessConflict {
+				return []string{a.Namespace}
+			}
+			return nil
+		})},
+		{&networkingv1.VirtualService{}, ownerIndex, ownerKey},
+		{&securityv1.AuthorizationPolicy{}, ownerIndex, ownerKey},
+		{&securityv1.RequestAuthentication{}, ownerIndex, ownerKey},
+	} {
+		if err := indexer.IndexField(ctx, index.obj, index.name, index.keys); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ownerKey is ownerIndex's key of an object the controller labelled: the
+// name of its APIRule, as the label selector of deleteUnwanted matches it.
+func ownerKey(o client.Object) []string {
+	l := o.GetLabels()
+	if l[translate.LabelManagedBy] != translate.ManagedBy || l[translate.LabelAPIRule] == "" {
+		return nil
+	}
+	return []string{l[translate.LabelAPIRule]}
+}
+
+// hostKeys are hostIndex's keys of an APIRule: per host "h:" and the host,
+// and "u:" and every name the host lies under (a proper suffix of the host
+// without its "*.").
+func hostKeys(rule *gatewayv1alpha1.APIRule) []string {
+	var keys []string
+	for _, h := range rule.Spec.Hosts {
+		host := string(h)
+		keys = append(keys, "h:"+host)
+		for _, s := range properSuffixes(strings.TrimPrefix(host, "*.")) {
+			keys = append(keys, "u:"+s)
+		}
+	}
+	return keys
+}
+
+// overlapKeys are the hostIndex keys of every APIRule whose hosts may
+// overlap one of rule's (hosts.Overlap): the same host, a wildcard over
+// it, and for a wildcard the hosts under it.
+func overlapKeys(rule *gatewayv1alpha1.APIRule) []string {
+	var keys []string
+	for _, h := range rule.Spec.Hosts {
+		host := string(h)
+		base := strings.TrimPrefix(host, "*.")
+		keys = append(keys, "h:"+host)
+		for _, s := range properSuffixes(base) {
+			keys = append(keys, "h:*."+s)
+		}
+		if hosts.IsWildcard(host) {
+			keys = append(keys, "u:"+base)
+		}
+	}
+	return keys
+}
+
+// properSuffixes returns the names a host lies under: "b.c" and "c" for
+// "a.b.c".
+func properSuffixes(host string) []string {
+	var out []string
+	for i := strings.IndexByte(host, '.'); i >= 0; {
+		host = host[i+1:]
+		out = append(out, host)
+		i = strings.IndexByte(host, '.')
+	}
+	return out
+}
+
+// mapper maps events to the APIRules they concern, from the cache's
+// indexes.
+type mapper struct{ c client.Client }
+
+// list lists APIRules read-only: it shares the cache's objects rather
+// than copy them all.
+func (m mapper) list(ctx context.Context, opts ...client.ListOption) []gatewayv1alpha1.APIRule {
+	var rules gatewayv1alpha1.APIRuleList
+	if err := m.c.List(ctx, &rules, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
+		return nil
+	}
+	return rules.Items
+}
+
+// requests are the requests of the rules that keep (nil: all) accepts.
+func requests(rules []gatewayv1alpha1.APIRule, keep func(*gatewayv1alpha1.APIRule) bool) []reconcile.Request {
+	var reqs []reconcile.Request
+	for i := range rules {
+		if keep == nil || keep(&rules[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rules[i])})
+		}
+	}
+	return reqs
+}
+
+// byIndex maps an object to the APIRules whose index names it.
+func (m mapper) byIndex(index string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		return requests(m.list(ctx, client.MatchingFields{index: o.GetNamespace() + "/" + o.GetName()}), nil)
+	}
+}
+
+// overlappingHosts maps an APIRule to its hosts' other claimants: when one
+// comes or goes, the others decide again.
+func (m mapper) overlappingHosts(ctx context.Context, o client.Object) []reconcile.Request {
+	changed := o.(*gatewayv1alpha1.APIRule)
+	seen := map[types.UID]bool{changed.UID: true}
+	var reqs []reconcile.Request
+	for _, key := range overlapKeys(changed) {
+		reqs = append(reqs, requests(m.list(ctx, client.MatchingFields{hostIndex: key}), func(a *gatewayv1alpha1.APIRule) bool {
+			if seen[a.UID] {
+				return false
+			}
+			seen[a.UID] = true
+			return hostsOverlap(a, changed)
+		})...)
+	}
+	return reqs
+}
+
+// policyEvents maps a policy to its APIRule and, as policies going away
+// may end an AccessConflict of the namespace, to the APIRules of the
+// namespace in AccessConflict.
+func (m mapper) policyEvents(ctx context.Context, o client.Object) []reconcile.Request {
+	return append(toAPIRuleRequests(o), requests(m.list(ctx, client.MatchingFields{accessConflictIndex: o.GetNamespace()}), nil)...)
+}
+
+// apiGateway: the APIGateway's grants concern the APIRules with wildcard
+// hosts, its default gateway those that name no gateway.
+func (m mapper) apiGateway(ctx context.Context, _ client.Object) []reconcile.Request {
+	return requests(m.list(ctx), func(a *gatewayv1alpha1.APIRule) bool {
+		return a.Spec.Gateway == "" ||
+			slices.ContainsFunc(a.Spec.Hosts, func(h gatewayv1alpha1.Hostname) bool { return hosts.IsWildcard(string(h)) })
+	})
+}
+
+// gateways: a Gateway concerns the APIRules naming it and, when it may be
+// the default gateway (its name is; its namespace is the APIGateway's to
+// say), those naming none.
+func (m mapper) gateways(ctx context.Context, o client.Object) []reconcile.Request {
+	reqs := m.byIndex(gatewayIndex)(ctx, o)
+	if o.GetName() == operatorv1alpha1.DefaultGatewayName {
+		reqs = append(reqs, requests(m.list(ctx, client.MatchingFields{gatewayIndex: defaultGatewayKey}), nil)...)
+	}
+	return reqs
+}
+
+// endpoints maps an EndpointSlice to the APIRules routing to its Service.
+func (m mapper) endpoints(ctx context.Context, o client.Object) []reconcile.Request {
+	svc := o.GetLabels()[discoveryv1.LabelServiceName]
+	if svc == "" {
+		return nil
+	}
+	return requests(m.list(ctx, client.MatchingFields{serviceIndex: o.GetNamespace() + "/" + svc}), nil)
+}
+
+func (m mapper) everyAPIRule(ctx context.Context, _ client.Object) []reconcile.Request {
+	return requests(m.list(ctx), nil)
 }
 
 // toAPIRuleRequests maps an object the controller labelled to its APIRule.

@@ -266,12 +266,12 @@ func (r *Reconciler) checkAccess(ctx context.Context, rule *gatewayv1alpha1.APIR
 		return "", nil
 	}
 	for _, ap := range ownAPs {
-		if c := firstConflict(ap, nil, olderAPs(ap, otherAPs), nil); c != "" {
+		if c := firstConflict(ap, nil, olderThan(ap, otherAPs), nil); c != "" {
 			return msg + "; this APIRule's live objects met older ones and were removed", r.deleteUnwanted(ctx, rule, r.Client, nil)
 		}
 	}
 	for _, ra := range ownRAs {
-		if c := firstConflict(nil, ra, nil, olderRAs(ra, otherRAs)); c != "" {
+		if c := firstConflict(nil, ra, nil, olderThan(ra, otherRAs)); c != "" {
 			return msg + "; this APIRule's live objects met older ones and were removed", r.deleteUnwanted(ctx, rule, r.Client, nil)
 		}
 	}
@@ -304,18 +304,9 @@ func isOlder(a, b metav1.Object) bool {
 	return a.GetName() < b.GetName()
 }
 
-func olderAPs(self *securityv1.AuthorizationPolicy, others []*securityv1.AuthorizationPolicy) []*securityv1.AuthorizationPolicy {
-	var out []*securityv1.AuthorizationPolicy
-	for _, o := range others {
-		if isOlder(o, self) {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-func olderRAs(self *securityv1.RequestAuthentication, others []*securityv1.RequestAuthentication) []*securityv1.RequestAuthentication {
-	var out []*securityv1.RequestAuthentication
+// olderThan returns the objects of others that are older than self.
+func olderThan[T metav1.Object](self T, others []T) []T {
+	var out []T
 	for _, o := range others {
 		if isOlder(o, self) {
 			out = append(out, o)

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,45 +29,22 @@ const ns = "istio-system"
 
 var k8sClient client.Client
 
-func testScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme, networkingv1.AddToScheme, cmv1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}
-
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	env, err := testenv.Environment()
-	if err != nil {
-		panic(err)
-	}
-	istio, err := testenv.IstioCRDs()
-	if err != nil {
-		panic(err)
-	}
-	certManager, err := testenv.CertManagerCRDs()
-	if err != nil {
-		panic(err)
-	}
-	env.CRDs = append(istio, certManager...)
-	cfg, err := env.Start()
+	env, err := testenv.Start(testenv.Options{
+		Istio:       true,
+		CertManager: true,
+		Scheme: testenv.Scheme(
+			corev1.AddToScheme, gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme, networkingv1.AddToScheme, cmv1.AddToScheme,
+		),
+		Namespaces: []string{ns},
+	})
 	if err != nil {
 		panic(err)
 	}
 	defer func() { _ = env.Stop() }()
-	if k8sClient, err = client.New(cfg, client.Options{Scheme: testScheme()}); err != nil {
-		panic(err)
-	}
-	if err := k8sClient.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		panic(err)
-	}
+	k8sClient = env.Client
 	return m.Run()
 }
 

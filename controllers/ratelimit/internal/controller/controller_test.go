@@ -40,46 +40,27 @@ var (
 )
 
 func testScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme, networkingv1.AddToScheme, networkingv1alpha3.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
+	return testenv.Scheme(corev1.AddToScheme, gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme, networkingv1.AddToScheme, networkingv1alpha3.AddToScheme)
 }
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	env, err := testenv.Environment()
-	if err != nil {
-		panic(err)
-	}
-	if env.CRDs, err = testenv.IstioCRDs(); err != nil {
-		panic(err)
-	}
-	cfg, err := env.Start()
+	env, err := testenv.Start(testenv.Options{
+		Istio:      true,
+		Scheme:     testScheme(),
+		Namespaces: []string{"shop", "istio-system", "bookinfo", "gateways", "edge", "team-a", "team-b"},
+	})
 	if err != nil {
 		panic(err)
 	}
 	defer func() { _ = env.Stop() }()
-	k8sClient, err = client.New(cfg, client.Options{Scheme: testScheme()})
-	if err != nil {
-		panic(err)
-	}
+	k8sClient = env.Client
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for _, name := range []string{"shop", "istio-system", "bookinfo", "gateways", "edge", "team-a", "team-b"} {
-		if err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-			panic(err)
-		}
-	}
 	cacheOpts := cache.Options{}
 	ConfigureCache(&cacheOpts)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: testScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Cache: cacheOpts,
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})

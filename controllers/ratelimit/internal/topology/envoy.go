@@ -111,39 +111,24 @@ func listenerFilterPatch(name string, gatewayClaim *claim) *networkingv1alpha3.E
 	if gatewayClaim != nil {
 		cfg = localRateLimit(gatewayClaim.spec)
 	}
-	return &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch{
-		ApplyTo: networkingv1alpha3.EnvoyFilter_HTTP_FILTER,
-		Match: &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectMatch{
-			Context: networkingv1alpha3.EnvoyFilter_GATEWAY,
-			ObjectTypes: &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectMatch_Listener{Listener: &networkingv1alpha3.EnvoyFilter_ListenerMatch{
-				FilterChain: &networkingv1alpha3.EnvoyFilter_ListenerMatch_FilterChainMatch{
-					Filter: &networkingv1alpha3.EnvoyFilter_ListenerMatch_FilterMatch{
-						Name:      "envoy.filters.network.http_connection_manager",
-						SubFilter: &networkingv1alpha3.EnvoyFilter_ListenerMatch_SubFilterMatch{Name: "envoy.filters.http.router"},
-					},
-				},
-			}},
+	p := gatewayPatch(networkingv1alpha3.EnvoyFilter_HTTP_FILTER, networkingv1alpha3.EnvoyFilter_Patch_INSERT_BEFORE,
+		map[string]any{"name": name, "typed_config": typed(cfg)})
+	p.Match.ObjectTypes = &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectMatch_Listener{Listener: &networkingv1alpha3.EnvoyFilter_ListenerMatch{
+		FilterChain: &networkingv1alpha3.EnvoyFilter_ListenerMatch_FilterChainMatch{
+			Filter: &networkingv1alpha3.EnvoyFilter_ListenerMatch_FilterMatch{
+				Name:      "envoy.filters.network.http_connection_manager",
+				SubFilter: &networkingv1alpha3.EnvoyFilter_ListenerMatch_SubFilterMatch{Name: "envoy.filters.http.router"},
+			},
 		},
-		Patch: &networkingv1alpha3.EnvoyFilter_Patch{
-			Operation: networkingv1alpha3.EnvoyFilter_Patch_INSERT_BEFORE,
-			Value:     mustStruct(map[string]any{"name": name, "typed_config": typed(cfg)}),
-		},
-	}
+	}}
+	return p
 }
 
 // virtualHostPatch adds the descriptor actions of a gateway-wide claim to
 // every virtual host of the gateway.
 func virtualHostPatch(c *claim) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch {
-	return &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch{
-		ApplyTo: networkingv1alpha3.EnvoyFilter_VIRTUAL_HOST,
-		Match: &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectMatch{
-			Context: networkingv1alpha3.EnvoyFilter_GATEWAY,
-		},
-		Patch: &networkingv1alpha3.EnvoyFilter_Patch{
-			Operation: networkingv1alpha3.EnvoyFilter_Patch_MERGE,
-			Value:     mustStruct(map[string]any{"rate_limits": rateLimitActions(c.spec)}),
-		},
-	}
+	return gatewayPatch(networkingv1alpha3.EnvoyFilter_VIRTUAL_HOST, networkingv1alpha3.EnvoyFilter_Patch_MERGE,
+		map[string]any{"rate_limits": rateLimitActions(c.spec)})
 }
 
 // routePatch gives one APIRule route its own bucket (and descriptor actions)
@@ -153,20 +138,22 @@ func routePatch(name string, c claim) *networkingv1alpha3.EnvoyFilter_EnvoyConfi
 	if len(c.spec.Descriptors) > 0 {
 		value["route"] = map[string]any{"rate_limits": rateLimitActions(c.spec)}
 	}
+	p := gatewayPatch(networkingv1alpha3.EnvoyFilter_HTTP_ROUTE, networkingv1alpha3.EnvoyFilter_Patch_MERGE, value)
+	p.Match.ObjectTypes = &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectMatch_RouteConfiguration{RouteConfiguration: &networkingv1alpha3.EnvoyFilter_RouteConfigurationMatch{
+		Vhost: &networkingv1alpha3.EnvoyFilter_RouteConfigurationMatch_VirtualHostMatch{
+			Route: &networkingv1alpha3.EnvoyFilter_RouteConfigurationMatch_RouteMatch{Name: c.route},
+		},
+	}}
+	return p
+}
+
+// gatewayPatch applies value with op to the gateway proxies' (not the
+// sidecars') objects of kind applyTo; the caller narrows the match further.
+func gatewayPatch(applyTo networkingv1alpha3.EnvoyFilter_ApplyTo, op networkingv1alpha3.EnvoyFilter_Patch_Operation, value map[string]any) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch {
 	return &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch{
-		ApplyTo: networkingv1alpha3.EnvoyFilter_HTTP_ROUTE,
-		Match: &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectMatch{
-			Context: networkingv1alpha3.EnvoyFilter_GATEWAY,
-			ObjectTypes: &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectMatch_RouteConfiguration{RouteConfiguration: &networkingv1alpha3.EnvoyFilter_RouteConfigurationMatch{
-				Vhost: &networkingv1alpha3.EnvoyFilter_RouteConfigurationMatch_VirtualHostMatch{
-					Route: &networkingv1alpha3.EnvoyFilter_RouteConfigurationMatch_RouteMatch{Name: c.route},
-				},
-			}},
-		},
-		Patch: &networkingv1alpha3.EnvoyFilter_Patch{
-			Operation: networkingv1alpha3.EnvoyFilter_Patch_MERGE,
-			Value:     mustStruct(value),
-		},
+		ApplyTo: applyTo,
+		Match:   &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectMatch{Context: networkingv1alpha3.EnvoyFilter_GATEWAY},
+		Patch:   &networkingv1alpha3.EnvoyFilter_Patch{Operation: op, Value: mustStruct(value)},
 	}
 }
 

@@ -416,11 +416,15 @@ func (w *snapshot) claim(held owners, v visit) Verdict {
 }
 
 func notFound(format string, args ...any) *Verdict {
-	return &Verdict{Reason: gatewayv1alpha1.ReasonTargetNotFound, Message: fmt.Sprintf(format, args...)}
+	return verdict(gatewayv1alpha1.ReasonTargetNotFound, format, args...)
 }
 
 func notEnforced(format string, args ...any) *Verdict {
-	return &Verdict{Reason: gatewayv1alpha1.ReasonNotEnforced, Message: fmt.Sprintf(format, args...)}
+	return verdict(gatewayv1alpha1.ReasonNotEnforced, format, args...)
+}
+
+func verdict(reason, format string, args ...any) *Verdict {
+	return &Verdict{Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
 // resolve finds a policy's gateway and the routes it limits, or says why

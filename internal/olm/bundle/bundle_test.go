@@ -1,10 +1,9 @@
-package main
+package bundle
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"github.com/operator-framework/api/pkg/operators/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/portico-dev/portico/internal/manifest"
 	"github.com/portico-dev/portico/test/testenv"
 )
 
@@ -38,42 +39,29 @@ var olmCSVCRD = filepath.Join(root, "..", "shared", "testdata", "olm", "operator
 
 // optionsFor are the options `make bundle` uses, with a version and a
 // registry (empty for the defaults).
-func optionsFor(version, registry string) options {
-	return options{
-		chartDir:  filepath.Join(root, "charts", "portico"),
-		configDir: filepath.Join(root, "config"),
-		version:   version,
-		registry:  registry,
+func optionsFor(version, registry string) Options {
+	return Options{
+		ChartDir:  filepath.Join(root, "charts", "portico"),
+		ConfigDir: filepath.Join(root, "config"),
+		Version:   version,
+		Registry:  registry,
 	}
 }
 
-func mustGenerate(g Gomega, o options) *bundle {
-	b, err := generate(o)
+func mustGenerate(g Gomega, o Options) *Bundle {
+	b, err := Generate(o)
 	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return b
 }
 
-// readBundle reads a bundle directory as generate returns it.
+// readBundle reads a bundle directory as Generate returns it.
 func readBundle(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
-	out := map[string][]byte{}
-	for _, sub := range ownedDirs {
-		err := filepath.WalkDir(filepath.Join(dir, sub), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			rel, err := filepath.Rel(dir, path)
-			if err != nil {
-				return err
-			}
-			out[filepath.ToSlash(rel)], err = os.ReadFile(path)
-			return err
-		})
-		if err != nil {
-			t.Fatalf("read bundle: %v (run make bundle)", err)
-		}
+	files, err := manifest.ReadTree(dir, ownedDirs...)
+	if err != nil {
+		t.Fatalf("read bundle: %v (run make bundle)", err)
 	}
-	return out
+	return files
 }
 
 // parseCSV decodes the CSV of a bundle, rejecting unknown fields.
@@ -150,24 +138,24 @@ func TestCheckedInBundleIsUpToDate(t *testing.T) {
 	onDisk := readBundle(t, checkedInDir)
 
 	var names []string
-	for name := range fresh.files {
+	for name := range fresh.Files {
 		names = append(names, name)
 	}
 	for name := range onDisk {
-		if _, ok := fresh.files[name]; !ok {
+		if _, ok := fresh.Files[name]; !ok {
 			names = append(names, name)
 		}
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		g.Expect(string(onDisk[name])).To(Equal(string(fresh.files[name])),
+		g.Expect(string(onDisk[name])).To(Equal(string(fresh.Files[name])),
 			"bundle/%s differs from a fresh generation: run make bundle and commit bundle/", name)
 	}
 	dockerfile, err := os.ReadFile(filepath.Join(root, "bundle.Dockerfile"))
 	g.Expect(err).NotTo(HaveOccurred(), "run make bundle")
-	g.Expect(string(dockerfile)).To(Equal(string(fresh.dockerfile)),
+	g.Expect(string(dockerfile)).To(Equal(string(fresh.Dockerfile)),
 		"bundle.Dockerfile differs from a fresh generation: run make bundle and commit it")
-	g.Expect(fresh.warnings).To(BeEmpty())
+	g.Expect(fresh.Warnings).To(BeEmpty())
 }
 
 // Generating twice gives the same bytes (maps, sorting, no timestamps).
@@ -176,12 +164,12 @@ func TestGenerationIsDeterministic(t *testing.T) {
 	first := mustGenerate(g, optionsFor("v1.2.3", "quay.io/mirror"))
 	for range 3 {
 		again := mustGenerate(g, optionsFor("v1.2.3", "quay.io/mirror"))
-		g.Expect(again.files).To(Equal(first.files))
-		g.Expect(again.dockerfile).To(Equal(first.dockerfile))
+		g.Expect(again.Files).To(Equal(first.Files))
+		g.Expect(again.Dockerfile).To(Equal(first.Dockerfile))
 	}
 }
 
-// write produces the files generate returns and removes stale ones.
+// Write produces the files Generate returns and removes stale ones.
 func TestWrite(t *testing.T) {
 	g := NewWithT(t)
 	dir := t.TempDir()
@@ -193,13 +181,13 @@ func TestWrite(t *testing.T) {
 	g.Expect(os.WriteFile(keep, []byte("mine"), 0o644)).To(Succeed())
 
 	b := mustGenerate(g, optionsFor("", ""))
-	g.Expect(write(out, filepath.Join(dir, "bundle.Dockerfile"), b)).To(Succeed())
-	g.Expect(readBundle(t, out)).To(Equal(b.files))
+	g.Expect(b.Write(out, filepath.Join(dir, "bundle.Dockerfile"))).To(Succeed())
+	g.Expect(readBundle(t, out)).To(Equal(b.Files))
 	g.Expect(stale).NotTo(BeAnExistingFile())
 	g.Expect(keep).To(BeAnExistingFile())
 	dockerfile, err := os.ReadFile(filepath.Join(dir, "bundle.Dockerfile"))
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(dockerfile).To(Equal(b.dockerfile))
+	g.Expect(dockerfile).To(Equal(b.Dockerfile))
 }
 
 // (a) A real API server with OLM's ClusterServiceVersion CRD accepts the
@@ -212,18 +200,19 @@ func TestAPIServerAcceptsBundle(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), "OLM's CSV CRD is expected at ../shared/testdata/olm/ beside the repository")
 	g.Expect(olmCRDs).To(HaveLen(1))
 
-	env, err := testenv.Environment()
-	g.Expect(err).NotTo(HaveOccurred())
-	env.CRDs = append(env.CRDs, olmCRDs...)
-	cfg, err := env.Start()
+	env, err := testenv.Start(testenv.Options{
+		CRDs:            olmCRDs,
+		Scheme:          runtime.NewScheme(),
+		FieldValidation: metav1.FieldValidationStrict,
+		Namespaces:      []string{DefaultNamespace, "mirror-system"},
+	})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() {
 		if err := env.Stop(); err != nil {
 			t.Errorf("stop envtest: %v", err)
 		}
 	})
-	c, err := client.New(cfg, client.Options{Scheme: runtime.NewScheme(), FieldValidation: metav1.FieldValidationStrict})
-	g.Expect(err).NotTo(HaveOccurred())
+	c := env.Client
 	ctx := context.Background()
 
 	create := func(g Gomega, namespace string, raw []byte) *unstructured.Unstructured {
@@ -245,11 +234,6 @@ func TestAPIServerAcceptsBundle(t *testing.T) {
 		}
 		return got
 	}
-	for _, ns := range []string{defaultNamespace, "mirror-system"} {
-		g.Expect(c.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns},
-		}})).To(Succeed())
-	}
 
 	t.Run("checked-in bundle", func(t *testing.T) {
 		g := NewWithT(t)
@@ -270,8 +254,8 @@ func TestAPIServerAcceptsBundle(t *testing.T) {
 				crds++ // installed by envtest from config/crd/bases, the same bytes (TestOwnedCRDs)
 				continue
 			}
-			got := create(g, defaultNamespace, files[name])
-			g.Expect(got.GetNamespace()).To(Equal(defaultNamespace))
+			got := create(g, DefaultNamespace, files[name])
+			g.Expect(got.GetNamespace()).To(Equal(DefaultNamespace))
 		}
 		g.Expect(crds).To(Equal(len(configCRDs(t))))
 	})
@@ -302,8 +286,8 @@ func TestAPIServerAcceptsBundle(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			b := mustGenerate(g, optionsFor(tc.version, tc.registry))
-			got := create(g, "mirror-system", b.files[csvFile])
-			g.Expect(got.GetName()).To(Equal("portico.v" + b.version))
+			got := create(g, "mirror-system", b.Files[csvFile])
+			g.Expect(got.GetName()).To(Equal("portico.v" + b.Version))
 		})
 	}
 }
@@ -325,12 +309,12 @@ func TestCSVMetadata(t *testing.T) {
 	g.Expect(csv.Spec.Links).NotTo(BeEmpty())
 	g.Expect(csv.Spec.Maintainers).NotTo(BeEmpty())
 	g.Expect(csv.Spec.Install.Strategy).To(Equal("deployment"))
-	g.Expect(csv.Metadata.Annotations).To(HaveKeyWithValue("operatorframework.io/suggested-namespace", defaultNamespace))
+	g.Expect(csv.Metadata.Annotations).To(HaveKeyWithValue("operatorframework.io/suggested-namespace", DefaultNamespace))
 	g.Expect(csv.Metadata.Annotations).NotTo(HaveKey("createdAt"), "a timestamp would make every generation differ")
 
 	modes := map[string]bool{}
 	for _, m := range csv.Spec.InstallModes {
-		modes[m.Type] = m.Supported
+		modes[string(m.Type)] = m.Supported
 	}
 	g.Expect(modes).To(Equal(map[string]bool{
 		"OwnNamespace": true, "SingleNamespace": false, "MultiNamespace": false, "AllNamespaces": false,
@@ -344,7 +328,7 @@ func TestCSVMetadata(t *testing.T) {
 	}
 	g.Expect(yaml.Unmarshal(chart, &meta)).To(Succeed())
 	g.Expect("v" + csv.Spec.Version).To(Equal("v" + strings.TrimPrefix(meta.AppVersion, "v")))
-	g.Expect(csv.Metadata.Annotations["containerImage"]).To(Equal(defaultRegistry + "/portico-operator:" + meta.AppVersion))
+	g.Expect(csv.Metadata.Annotations["containerImage"]).To(Equal(DefaultRegistry + "/portico-operator:" + meta.AppVersion))
 }
 
 // The bundle version follows the operator version; images keep its tag.
@@ -354,18 +338,18 @@ func TestVersions(t *testing.T) {
 		wantVersion, wantTag, wantRepo string
 		wantWarning                    bool
 	}{
-		{name: "release with v", version: "v1.2.3", wantVersion: "1.2.3", wantTag: "v1.2.3", wantRepo: defaultRegistry},
-		{name: "release without v", version: "1.2.3", wantVersion: "1.2.3", wantTag: "1.2.3", wantRepo: defaultRegistry},
+		{name: "release with v", version: "v1.2.3", wantVersion: "1.2.3", wantTag: "v1.2.3", wantRepo: DefaultRegistry},
+		{name: "release without v", version: "1.2.3", wantVersion: "1.2.3", wantTag: "1.2.3", wantRepo: DefaultRegistry},
 		{name: "prerelease", version: "v2.0.0-rc.1", registry: "quay.io/mirror/", wantVersion: "2.0.0-rc.1", wantTag: "v2.0.0-rc.1", wantRepo: "quay.io/mirror"},
-		{name: "git describe after a tag", version: "v0.1.0-3-g4ae30bf-dirty", wantVersion: "0.1.0-3-g4ae30bf-dirty", wantTag: "v0.1.0-3-g4ae30bf-dirty", wantRepo: defaultRegistry},
-		{name: "git describe without tags", version: "4ae30bf", wantVersion: devVersion, wantTag: "4ae30bf", wantRepo: defaultRegistry, wantWarning: true},
+		{name: "git describe after a tag", version: "v0.1.0-3-g4ae30bf-dirty", wantVersion: "0.1.0-3-g4ae30bf-dirty", wantTag: "v0.1.0-3-g4ae30bf-dirty", wantRepo: DefaultRegistry},
+		{name: "git describe without tags", version: "4ae30bf", wantVersion: DevVersion, wantTag: "4ae30bf", wantRepo: DefaultRegistry, wantWarning: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			b := mustGenerate(g, optionsFor(tc.version, tc.registry))
-			g.Expect(b.version).To(Equal(tc.wantVersion))
-			g.Expect(b.warnings).To(HaveLen(map[bool]int{false: 0, true: 1}[tc.wantWarning]))
-			csv := parseCSV(g, b.files)
+			g.Expect(b.Version).To(Equal(tc.wantVersion))
+			g.Expect(b.Warnings).To(HaveLen(map[bool]int{false: 0, true: 1}[tc.wantWarning]))
+			csv := parseCSV(g, b.Files)
 			g.Expect(csv.Metadata.Name).To(Equal("portico.v" + tc.wantVersion))
 			g.Expect(csv.Spec.Version).To(Equal(tc.wantVersion))
 
@@ -386,7 +370,7 @@ func TestVersions(t *testing.T) {
 
 	t.Run("build metadata", func(t *testing.T) {
 		g := NewWithT(t)
-		_, err := generate(optionsFor("v1.2.3+build.7", ""))
+		_, err := Generate(optionsFor("v1.2.3+build.7", ""))
 		g.Expect(err).To(MatchError(ContainSubstring("not a valid object name")))
 	})
 }
@@ -398,7 +382,7 @@ func TestOwnedCRDs(t *testing.T) {
 	csv := parseCSV(NewWithT(t), files)
 	crds := configCRDs(t)
 
-	var wantOwned []ownedCRD
+	var wantOwned []v1alpha1.CRDDescription
 	for path, crd := range crds {
 		t.Run(crd.Name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -412,7 +396,7 @@ func TestOwnedCRDs(t *testing.T) {
 				if !v.Served {
 					continue
 				}
-				var owned *ownedCRD
+				var owned *v1alpha1.CRDDescription
 				for i, o := range csv.Spec.CustomResourceDefinitions.Owned {
 					if o.Name == crd.Name && o.Version == v.Name {
 						owned = &csv.Spec.CustomResourceDefinitions.Owned[i]
@@ -453,17 +437,13 @@ func TestALMExamples(t *testing.T) {
 		if filepath.Base(p) == "kustomization.yaml" {
 			continue
 		}
-		raw, err := os.ReadFile(p)
+		objects, err := manifest.ReadObjects(p)
 		g.Expect(err).NotTo(HaveOccurred())
-		docs, err := splitDocuments(raw)
-		g.Expect(err).NotTo(HaveOccurred())
-		for _, doc := range docs {
-			var object map[string]any
-			g.Expect(yaml.Unmarshal(doc, &object)).To(Succeed())
-			if group, _, _ := strings.Cut(object["apiVersion"].(string), "/"); !strings.HasSuffix(group, ".portico.dev") {
+		for _, u := range objects {
+			if !strings.HasSuffix(u.GroupVersionKind().Group, ".portico.dev") {
 				continue // the samples' prerequisites: Namespace, Service, Istio Gateway
 			}
-			want = append(want, object)
+			want = append(want, u.Object)
 		}
 	}
 	g.Expect(examples).To(Equal(want))
@@ -496,7 +476,7 @@ func TestRelatedImages(t *testing.T) {
 			if tc.files != nil {
 				files = tc.files(t)
 			} else {
-				files = mustGenerate(g, optionsFor(tc.version, tc.registry)).files
+				files = mustGenerate(g, optionsFor(tc.version, tc.registry)).Files
 			}
 			csv := parseCSV(g, files)
 
@@ -572,7 +552,7 @@ func TestRelatedImages(t *testing.T) {
 // rules as permissions.
 func TestPermissionsMatchConfigRBAC(t *testing.T) {
 	csv := parseCSV(NewWithT(t), readBundle(t, checkedInDir))
-	byServiceAccount := func(perms []permission) map[string][]rbacv1.PolicyRule {
+	byServiceAccount := func(perms []v1alpha1.StrategyDeploymentPermissions) map[string][]rbacv1.PolicyRule {
 		out := map[string][]rbacv1.PolicyRule{}
 		for _, p := range perms {
 			NewWithT(t).Expect(out).NotTo(HaveKey(p.ServiceAccountName), "%s is listed twice", p.ServiceAccountName)
@@ -595,7 +575,7 @@ func TestPermissionsMatchConfigRBAC(t *testing.T) {
 			g := NewWithT(t)
 			raw, err := os.ReadFile(path)
 			g.Expect(err).NotTo(HaveOccurred())
-			docs, err := splitDocuments(raw)
+			docs, err := manifest.Documents(raw)
 			g.Expect(err).NotTo(HaveOccurred())
 			for _, doc := range docs {
 				var role rbacv1.ClusterRole
@@ -705,9 +685,9 @@ func TestAnnotationsAndDockerfile(t *testing.T) {
 func TestUnknownRenderedKindFails(t *testing.T) {
 	g := NewWithT(t)
 	objects := []*unstructured.Unstructured{{Object: map[string]any{
-		"apiVersion": "batch/v1", "kind": "Job", "metadata": map[string]any{"name": "migrate", "namespace": defaultNamespace},
+		"apiVersion": "batch/v1", "kind": "Job", "metadata": map[string]any{"name": "migrate", "namespace": DefaultNamespace},
 	}}}
-	_, err := fromManifests(objects, defaultNamespace, images{registry: defaultRegistry, tag: "v1"}, nil, nil)
+	_, err := fromManifests(objects, DefaultNamespace, images{registry: DefaultRegistry, tag: "v1"}, nil, nil)
 	g.Expect(err).To(MatchError(ContainSubstring("Job migrate")))
 }
 

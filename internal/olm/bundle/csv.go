@@ -1,20 +1,22 @@
-package main
+package bundle
 
 import (
 	_ "embed"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
 
+	"github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"helm.sh/helm/v3/pkg/chart"
-	rbacv1 "k8s.io/api/rbac/v1"
 )
 
 // The ClusterServiceVersion (operators.coreos.com/v1alpha1), as far as the
-// bundle fills it in. These mirror operator-framework's types field for
-// field (JSON names); the tests check the result against OLM's CRD on a
-// real API server, and internal/olm runs operator-framework's validators
-// on bundle/.
+// bundle fills it in: operator-framework's own types where they encode
+// just what the bundle sets, these where they would add zero values (the
+// object's metadata and status, the typed Deployment spec). The tests check
+// the result against OLM's CRD on a real API server, and internal/olm runs
+// operator-framework's validators on bundle/.
 
 type clusterServiceVersionObject struct {
 	APIVersion string      `json:"apiVersion"`
@@ -30,40 +32,20 @@ type csvMetadata struct {
 }
 
 type csvSpec struct {
-	DisplayName               string         `json:"displayName"`
-	Description               string         `json:"description,omitempty"`
-	Version                   string         `json:"version"`
-	MinKubeVersion            string         `json:"minKubeVersion,omitempty"`
-	Maturity                  string         `json:"maturity,omitempty"`
-	Provider                  provider       `json:"provider"`
-	Keywords                  []string       `json:"keywords,omitempty"`
-	Links                     []link         `json:"links,omitempty"`
-	Maintainers               []maintainer   `json:"maintainers,omitempty"`
-	Icon                      []icon         `json:"icon,omitempty"`
-	InstallModes              []installMode  `json:"installModes"`
-	CustomResourceDefinitions crdDefinitions `json:"customresourcedefinitions"`
-	Install                   install        `json:"install"`
-	RelatedImages             []relatedImage `json:"relatedImages,omitempty"`
-}
-
-type provider struct {
-	Name string `json:"name"`
-	URL  string `json:"url,omitempty"`
-}
-
-type link struct {
-	Name string `json:"name"`
-	URL  string `json:"url"`
-}
-
-type maintainer struct {
-	Name  string `json:"name"`
-	Email string `json:"email,omitempty"`
-}
-
-type icon struct {
-	Data      []byte `json:"base64data"`
-	MediaType string `json:"mediatype"`
+	DisplayName               string                             `json:"displayName"`
+	Description               string                             `json:"description,omitempty"`
+	Version                   string                             `json:"version"`
+	MinKubeVersion            string                             `json:"minKubeVersion,omitempty"`
+	Maturity                  string                             `json:"maturity,omitempty"`
+	Provider                  v1alpha1.AppLink                   `json:"provider"`
+	Keywords                  []string                           `json:"keywords,omitempty"`
+	Links                     []v1alpha1.AppLink                 `json:"links,omitempty"`
+	Maintainers               []v1alpha1.Maintainer              `json:"maintainers,omitempty"`
+	Icon                      []v1alpha1.Icon                    `json:"icon,omitempty"`
+	InstallModes              []v1alpha1.InstallMode             `json:"installModes"`
+	CustomResourceDefinitions v1alpha1.CustomResourceDefinitions `json:"customresourcedefinitions"`
+	Install                   install                            `json:"install"`
+	RelatedImages             []v1alpha1.RelatedImage            `json:"relatedImages,omitempty"`
 }
 
 // portico.svg is the icon OLM's consoles show for the package.
@@ -71,37 +53,15 @@ type icon struct {
 //go:embed portico.svg
 var iconSVG []byte
 
-type installMode struct {
-	Type      string `json:"type"`
-	Supported bool   `json:"supported"`
-}
-
-type crdDefinitions struct {
-	Owned []ownedCRD `json:"owned"`
-}
-
-type ownedCRD struct {
-	Name        string `json:"name"`
-	Version     string `json:"version"`
-	Kind        string `json:"kind"`
-	DisplayName string `json:"displayName,omitempty"`
-	Description string `json:"description,omitempty"`
-}
-
 type install struct {
 	Strategy string      `json:"strategy"`
 	Spec     installSpec `json:"spec"`
 }
 
 type installSpec struct {
-	ClusterPermissions []permission `json:"clusterPermissions,omitempty"`
-	Permissions        []permission `json:"permissions,omitempty"`
-	Deployments        []deployment `json:"deployments"`
-}
-
-type permission struct {
-	ServiceAccountName string              `json:"serviceAccountName"`
-	Rules              []rbacv1.PolicyRule `json:"rules"`
+	ClusterPermissions []v1alpha1.StrategyDeploymentPermissions `json:"clusterPermissions,omitempty"`
+	Permissions        []v1alpha1.StrategyDeploymentPermissions `json:"permissions,omitempty"`
+	Deployments        []deployment                             `json:"deployments"`
 }
 
 // deployment is the CSV's StrategyDeploymentSpec. Spec is the chart's
@@ -110,11 +70,6 @@ type deployment struct {
 	Name  string            `json:"name"`
 	Label map[string]string `json:"label,omitempty"`
 	Spec  map[string]any    `json:"spec"`
-}
-
-type relatedImage struct {
-	Name  string `json:"name"`
-	Image string `json:"image"`
 }
 
 // installModes: the operator ignores the OperatorGroup's target namespaces.
@@ -129,11 +84,11 @@ type relatedImage struct {
 //     contract's least privilege.
 //   - SingleNamespace, MultiNamespace: no; OLM would put the Roles into the
 //     target namespaces instead of the operator's own, where it needs them.
-var installModes = []installMode{
-	{Type: "OwnNamespace", Supported: true},
-	{Type: "SingleNamespace", Supported: false},
-	{Type: "MultiNamespace", Supported: false},
-	{Type: "AllNamespaces", Supported: false},
+var installModes = []v1alpha1.InstallMode{
+	{Type: v1alpha1.InstallModeTypeOwnNamespace, Supported: true},
+	{Type: v1alpha1.InstallModeTypeSingleNamespace, Supported: false},
+	{Type: v1alpha1.InstallModeTypeMultiNamespace, Supported: false},
+	{Type: v1alpha1.InstallModeTypeAllNamespaces, Supported: false},
 }
 
 // shortDescription is the CSV's description annotation (one line in
@@ -184,26 +139,26 @@ controllers too. An APIGateway's ` + "`spec.controllers[].image`" + ` overrides 
 `
 
 // clusterServiceVersion assembles the CSV.
-func clusterServiceVersion(name, bundleVersion string, o options, chrt *chart.Chart, controllers []string, crds []crd, examples []map[string]any, m *manifests) clusterServiceVersionObject {
-	binaries := make([]string, 0, len(controllers))
-	for _, c := range controllers {
+func clusterServiceVersion(name, bundleVersion string, o Options, in *inputs) clusterServiceVersionObject {
+	binaries := make([]string, 0, len(in.controllers))
+	for _, c := range in.controllers {
 		binaries = append(binaries, controllerBinary(c))
 	}
-	img := images{registry: o.registry, tag: o.imageTag, digests: o.digests}
-
-	csv := clusterServiceVersionObject{
+	img := images{registry: o.Registry, tag: o.ImageTag, digests: o.Digests}
+	md, m := in.chart.Metadata, in.manifests
+	return clusterServiceVersionObject{
 		APIVersion: "operators.coreos.com/v1alpha1",
 		Kind:       "ClusterServiceVersion",
 		Metadata: csvMetadata{
 			Name: name,
 			Annotations: map[string]string{
-				"alm-examples":   almExamples(examples),
+				"alm-examples":   almExamples(in.examples),
 				"capabilities":   "Basic Install",
 				"categories":     "Networking",
 				"containerImage": img.operator(),
 				"description":    shortDescription,
-				"repository":     chrt.Metadata.Home,
-				"operatorframework.io/suggested-namespace": o.namespace,
+				"repository":     md.Home,
+				"operatorframework.io/suggested-namespace": o.Namespace,
 			},
 			// The images are built for these platforms (make docker-buildx).
 			Labels: map[string]string{
@@ -213,17 +168,18 @@ func clusterServiceVersion(name, bundleVersion string, o options, chrt *chart.Ch
 			},
 		},
 		Spec: csvSpec{
-			DisplayName:    "Portico",
-			Description:    fmt.Sprintf(description, "`"+strings.Join(binaries, "`, `")+"`", o.namespace),
-			Version:        bundleVersion,
-			MinKubeVersion: minKubeVersion,
-			Maturity:       "alpha",
-			Provider:       provider{Name: "Portico", URL: chrt.Metadata.Home},
-			Keywords:       chrt.Metadata.Keywords,
-			Links:          links(chrt.Metadata),
-			Maintainers:    maintainers(chrt.Metadata),
-			Icon:           []icon{{Data: iconSVG, MediaType: "image/svg+xml"}},
-			InstallModes:   installModes,
+			DisplayName:               "Portico",
+			Description:               fmt.Sprintf(description, "`"+strings.Join(binaries, "`, `")+"`", o.Namespace),
+			Version:                   bundleVersion,
+			MinKubeVersion:            minKubeVersion,
+			Maturity:                  "alpha",
+			Provider:                  v1alpha1.AppLink{Name: "Portico", URL: md.Home},
+			Keywords:                  md.Keywords,
+			Links:                     links(md),
+			Maintainers:               maintainers(md),
+			Icon:                      []v1alpha1.Icon{{Data: base64.StdEncoding.EncodeToString(iconSVG), MediaType: "image/svg+xml"}},
+			InstallModes:              installModes,
+			CustomResourceDefinitions: v1alpha1.CustomResourceDefinitions{Owned: ownedCRDs(in.crds)},
 			Install: install{
 				Strategy: "deployment",
 				Spec: installSpec{
@@ -235,19 +191,24 @@ func clusterServiceVersion(name, bundleVersion string, o options, chrt *chart.Ch
 			RelatedImages: m.relatedImages,
 		},
 	}
+}
+
+// ownedCRDs are every served version of the CRDs.
+func ownedCRDs(crds []crd) []v1alpha1.CRDDescription {
+	var owned []v1alpha1.CRDDescription
 	for _, c := range crds {
 		for _, v := range c.Spec.Versions {
 			if !v.Served {
 				continue
 			}
-			owned := ownedCRD{Name: c.Name, Version: v.Name, Kind: c.Spec.Names.Kind, DisplayName: displayName(c.Spec.Names.Kind)}
+			o := v1alpha1.CRDDescription{Name: c.Name, Version: v.Name, Kind: c.Spec.Names.Kind, DisplayName: displayName(c.Spec.Names.Kind)}
 			if v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
-				owned.Description = oneLine(v.Schema.OpenAPIV3Schema.Description)
+				o.Description = oneLine(v.Schema.OpenAPIV3Schema.Description)
 			}
-			csv.Spec.CustomResourceDefinitions.Owned = append(csv.Spec.CustomResourceDefinitions.Owned, owned)
+			owned = append(owned, o)
 		}
 	}
-	return csv
+	return owned
 }
 
 // almExamples is the alm-examples annotation: the samples as a JSON array
@@ -264,13 +225,13 @@ func almExamples(examples []map[string]any) string {
 }
 
 // links are the chart's home and sources, once each.
-func links(md *chart.Metadata) []link {
-	var out []link
+func links(md *chart.Metadata) []v1alpha1.AppLink {
+	var out []v1alpha1.AppLink
 	seen := map[string]bool{}
 	add := func(name, url string) {
 		if url != "" && !seen[url] {
 			seen[url] = true
-			out = append(out, link{Name: name, URL: url})
+			out = append(out, v1alpha1.AppLink{Name: name, URL: url})
 		}
 	}
 	for _, s := range md.Sources {
@@ -281,13 +242,13 @@ func links(md *chart.Metadata) []link {
 }
 
 // maintainers are the chart's, else the project.
-func maintainers(md *chart.Metadata) []maintainer {
-	var out []maintainer
+func maintainers(md *chart.Metadata) []v1alpha1.Maintainer {
+	var out []v1alpha1.Maintainer
 	for _, m := range md.Maintainers {
-		out = append(out, maintainer{Name: m.Name, Email: m.Email})
+		out = append(out, v1alpha1.Maintainer{Name: m.Name, Email: m.Email})
 	}
 	if len(out) == 0 {
-		out = []maintainer{{Name: "Portico maintainers", Email: "maintainers@portico.dev"}}
+		out = []v1alpha1.Maintainer{{Name: "Portico maintainers", Email: "maintainers@portico.dev"}}
 	}
 	return out
 }

@@ -1,0 +1,22 @@
+# lib.sh is what the scripts of hack/ share. A script sources it after
+# naming itself, before anything may log:
+#
+#   here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+#   script=node
+#   . "$here/lib.sh"
+
+# log writes its arguments to stderr as a line of the script.
+log() { echo "$script: $*" >&2; }
+
+# die logs an error and exits 1.
+die() {
+	log "error: $*"
+	exit 1
+}
+
+# usage prints the script's header comment (the lines before
+# `set -euo pipefail`) and exits 2.
+usage() {
+	sed -n '2,/^set -euo pipefail/{/^#/s/^# \{0,1\}//p}' "$0" >&2
+	exit 2
+}

@@ -1,0 +1,10 @@
+// Package manifest reads and writes Kubernetes manifests as the project's
+// generators (hack/bundle, hack/chartsync) and the release handle them, and
+// as the tests read them (through test/testenv):
+//
+//   - Documents and Objects read a multi-document YAML stream: the
+//     repository's one YAML stream reader;
+//   - ReadTree reads the files below some directories, and WriteTree makes
+//     directories a generator owns hold exactly what it generated, touching
+//     only the files whose content changes.
+package manifest

@@ -1,0 +1,101 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// EventType is the kind of an informer notification.
+type EventType string
+
+// The informer notifications.
+const (
+	Added   EventType = "Added"
+	Updated EventType = "Updated"
+	Deleted EventType = "Deleted"
+)
+
+// Event is one informer notification and the time its handler got it.
+type Event struct {
+	At     time.Time
+	Type   EventType
+	Kind   string
+	Object client.Object
+}
+
+// Watch names a kind to watch: Kind is what events carry, Object the
+// (empty) object of that kind, typed or metadata only.
+type Watch struct {
+	Kind   string
+	Object client.Object
+}
+
+// Informers are the informers of a benchmark: every event goes to its
+// handler with the time it arrived, so nothing measured is polled.
+type Informers struct {
+	cache.Cache
+	stop    context.CancelFunc
+	stopped chan struct{}
+}
+
+// StartInformers starts an informer per watch (with managed fields
+// stripped unless opts says otherwise) and waits until they have synced.
+func StartInformers(ctx context.Context, cfg *rest.Config, opts cache.Options, watches []Watch, handle func(Event), timeout time.Duration) (*Informers, error) {
+	if opts.DefaultTransform == nil {
+		opts.DefaultTransform = cache.TransformStripManagedFields()
+	}
+	c, err := cache.New(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range watches {
+		inf, err := c.GetInformer(ctx, w.Object, cache.BlockUntilSynced(false))
+		if err != nil {
+			return nil, fmt.Errorf("informer for %s: %w", w.Kind, err)
+		}
+		kind := w.Kind
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { publish(handle, kind, Added, obj) },
+			UpdateFunc: func(_, obj any) { publish(handle, kind, Updated, obj) },
+			DeleteFunc: func(obj any) { publish(handle, kind, Deleted, obj) },
+		}); err != nil {
+			return nil, err
+		}
+	}
+	cacheCtx, stop := context.WithCancel(context.Background())
+	i := &Informers{Cache: c, stop: stop, stopped: make(chan struct{})}
+	go func() {
+		defer close(i.stopped)
+		_ = c.Start(cacheCtx)
+	}()
+	syncCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if !c.WaitForCacheSync(syncCtx) {
+		i.Stop()
+		return nil, errors.New("the informers did not sync within " + timeout.String())
+	}
+	return i, nil
+}
+
+func publish(handle func(Event), kind string, typ EventType, obj any) {
+	at := time.Now()
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if o, ok := obj.(client.Object); ok {
+		handle(Event{At: at, Type: typ, Kind: kind, Object: o})
+	}
+}
+
+// Stop stops the informers and waits for them.
+func (i *Informers) Stop() {
+	i.stop()
+	<-i.stopped
+}

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
+	"github.com/portico-dev/portico/test/framework"
+)
+
+// bench holds the cluster, the informers and the plan.
+type bench struct {
+	opts options
+	conn *framework.Connection
+	// c writes to and reads from the API server directly.
+	c    client.Client
+	plan *plan
+
+	mu   sync.Mutex
+	tr   tracker // the running phase's, fed by every informer event
+	done *completion
+}
+
+// kinds are the types the bench reads and writes.
+var kinds = []func(*runtime.Scheme) error{
+	corev1.AddToScheme, discoveryv1.AddToScheme, apiextensionsv1.AddToScheme, gatewayv1alpha1.AddToScheme,
+	networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
+}
+
+// run does the whole bench and reports to w; errors mean the run broke
+// (or, for the short mode, that a controller did not converge correctly).
+func run(ctx context.Context, o options, w io.Writer) (results, error) {
+	b := &bench{opts: o, plan: newPlan(o.sizes)}
+	return framework.Measure(ctx, o.BenchOptions, w, framework.Spec[results]{
+		Types:    kinds,
+		Binaries: []string{o.binary(contract.APIRule), o.binary(contract.RateLimit)},
+		Watches:  watches(),
+		Handle:   b.handle,
+		Run: func(ctx context.Context, conn *framework.Connection) (results, error) {
+			b.conn, b.c = conn, conn.Client
+			return b.run(ctx)
+		},
+	})
+}
+
+// run cleans up what an earlier run left, creates the fixtures, measures
+// both controllers and cleans up.
+func (b *bench) run(ctx context.Context) (res results, retErr error) {
+	if err := b.cleanup(ctx); err != nil {
+		return nil, err
+	}
+	if clusterGoes := b.opts.Down && b.conn.Cluster != nil; !b.opts.keep && !clusterGoes {
+		// Registered before the controllers start, so it runs after they
+		// stopped. A fresh context: the run's may be cancelled.
+		defer func() {
+			cleanupCtx, cancel := context.WithTimeout(context.Background(), b.opts.Timeout)
+			defer cancel()
+			retErr = errors.Join(retErr, b.cleanup(cleanupCtx))
+		}()
+	}
+	if err := b.createNamespaces(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.createFixtures(ctx); err != nil {
+		return nil, err
+	}
+	return b.measure(ctx)
+}
+
+// cleanup removes every object of an earlier run: the bench's namespaces
+// (with everything in them) and its objects in istio-system, including the
+// EnvoyFilters ratelimit-controller wrote there.
+func (b *bench) cleanup(ctx context.Context) error {
+	sel := client.MatchingLabels(benchLabels())
+	inGatewayNS := client.InNamespace(gatewayNS)
+	var errs []error
+	for _, obj := range []client.Object{&gatewayv1alpha1.RateLimit{}, &networkingv1.Gateway{}, &corev1.Pod{}} {
+		errs = append(errs, ignoreGone(b.c.DeleteAllOf(ctx, obj, inGatewayNS, sel)))
+	}
+	errs = append(errs, ignoreGone(b.c.DeleteAllOf(ctx, &networkingv1alpha3.EnvoyFilter{}, inGatewayNS,
+		client.MatchingLabels{labelManagedBy: contract.RateLimit.Binary()})))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("delete the bench's objects in %s: %w", gatewayNS, err)
+	}
+	var nss corev1.NamespaceList
+	if err := b.c.List(ctx, &nss, sel); err != nil {
+		return fmt.Errorf("list namespaces: %w", err)
+	}
+	if len(nss.Items) > 0 {
+		framework.Logf("deleting the bench's %d namespaces", len(nss.Items))
+	}
+	for i := range nss.Items {
+		if err := b.c.Delete(ctx, &nss.Items[i]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete namespace %s: %w", nss.Items[i].Name, err)
+		}
+	}
+	return b.waitGone(ctx, "the bench's namespaces and pods", &corev1.NamespaceList{}, &corev1.PodList{})
+}
+
+// waitGone waits until no object of the lists' kinds carries the bench's
+// label.
+func (b *bench) waitGone(ctx context.Context, what string, lists ...client.ObjectList) error {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, b.opts.Timeout, true, func(ctx context.Context) (bool, error) {
+		for _, list := range lists {
+			if err := b.c.List(ctx, list, client.MatchingLabels(benchLabels())); err != nil {
+				return false, err
+			}
+			if meta.LenList(list) > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %s to be deleted: %w", what, err)
+	}
+	return nil
+}
+
+func ignoreGone(err error) error {
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return nil
+	}
+	return err
+}
+
+func (b *bench) createNamespaces(ctx context.Context) error {
+	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: gatewayNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", gatewayNS, err)
+	}
+	for _, ns := range b.plan.namespaces {
+		if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: benchLabels()}}); err != nil {
+			return fmt.Errorf("create namespace %s: %w", ns, err)
+		}
+	}
+	return nil
+}
+
+// createFixtures creates what the APIRules and RateLimits refer to: the
+// Gateways, their pods and the Services.
+func (b *bench) createFixtures(ctx context.Context) error {
+	framework.Logf("creating %d Gateways, %d gateway pods and %d Services", len(b.plan.gateways), len(b.plan.pods), len(b.plan.services))
+	var objs []client.Object
+	for _, gw := range b.plan.gateways {
+		objs = append(objs, gw)
+	}
+	for _, pod := range b.plan.pods {
+		objs = append(objs, pod)
+	}
+	for _, svc := range b.plan.services {
+		objs = append(objs, svc)
+	}
+	if _, err := b.createAll(ctx, objs); err != nil {
+		return err
+	}
+	return b.waitEndpoints(ctx)
+}
+
+// waitEndpoints waits until kube-controller-manager has written the
+// Endpoints and EndpointSlice of every Service. It writes them at its
+// client's default 20 QPS, so for 1,000 Services that takes over a minute,
+// and it must not compete with the controllers for the API server during a
+// measurement: on a real cluster the Services have long been there.
+func (b *bench) waitEndpoints(ctx context.Context) error {
+	want := len(b.plan.services)
+	framework.Logf("waiting for kube-controller-manager to write the Endpoints and EndpointSlices of %d Services", want)
+	last := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, b.opts.Timeout, true, func(ctx context.Context) (bool, error) {
+		endpoints, err := b.count(ctx, corev1.SchemeGroupVersion.WithKind("EndpointsList"))
+		if err != nil {
+			return false, err
+		}
+		slices, err := b.count(ctx, discoveryv1.SchemeGroupVersion.WithKind("EndpointSliceList"), client.HasLabels{discoveryv1.LabelServiceName})
+		if err != nil {
+			return false, err
+		}
+		if time.Since(last) > 10*time.Second {
+			framework.Logf("  Endpoints %d/%d, EndpointSlices %d/%d", endpoints, want, slices, want)
+			last = time.Now()
+		}
+		return endpoints >= want && slices >= want, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the Services' Endpoints and EndpointSlices: %w", err)
+	}
+	return nil
+}
+
+// count counts the objects of a list kind in the bench's namespaces.
+func (b *bench) count(ctx context.Context, gvk schema.GroupVersionKind, opts ...client.ListOption) (int, error) {
+	n := 0
+	for _, ns := range b.plan.namespaces {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk)
+		if err := b.c.List(ctx, list, append([]client.ListOption{client.InNamespace(ns)}, opts...)...); err != nil {
+			return 0, err
+		}
+		n += len(list.Items)
+	}
+	return n, nil
+}
+
+// createAll creates objs with --workers concurrent calls; it returns how
+// long that took from the first call on.
+func (b *bench) createAll(ctx context.Context, objs []client.Object) (time.Duration, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range min(b.opts.workers, len(objs)) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= len(objs) {
+					return
+				}
+				obj := objs[i].DeepCopyObject().(client.Object)
+				if err := b.c.Create(ctx, obj); err != nil {
+					cancel(fmt.Errorf("create %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	if err := context.Cause(ctx); err != nil {
+		return 0, err
+	}
+	return took, nil
+}
+
+func metadataOnly(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	return m
+}
+
+// watches are what the trackers look at. Istio objects whose existence is
+// all that matters are watched as metadata only.
+func watches() []framework.Watch {
+	return []framework.Watch{
+		{Kind: kindAPIRule, Object: &gatewayv1alpha1.APIRule{}},
+		{Kind: kindVirtualService, Object: metadataOnly(networkingv1.SchemeGroupVersion.WithKind(kindVirtualService))},
+		{Kind: kindAuthorizationPolicy, Object: metadataOnly(securityv1.SchemeGroupVersion.WithKind(kindAuthorizationPolicy))},
+		{Kind: kindRequestAuthentication, Object: metadataOnly(securityv1.SchemeGroupVersion.WithKind(kindRequestAuthentication))},
+		{Kind: kindRateLimit, Object: &gatewayv1alpha1.RateLimit{}},
+		{Kind: kindEnvoyFilter, Object: &networkingv1alpha3.EnvoyFilter{}},
+	}
+}
+
+// setTracker makes tr the tracker of the phase that starts.
+func (b *bench) setTracker(tr tracker) *completion {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tr, b.done = tr, newCompletion()
+	return b.done
+}
+
+func (b *bench) handle(e framework.Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.tr == nil {
+		return
+	}
+	b.tr.observe(e)
+	if b.tr.converged() {
+		b.done.complete(e.At)
+	}
+}
+
+// withTracker runs f on the phase's tracker under the bench's lock.
+func (b *bench) withTracker(f func(tracker)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f(b.tr)
+}
+
+// binary is the path of a controller's binary; a relative --bin is
+// relative to the repository.
+func (o options) binary(c contract.Controller) string {
+	return filepath.Join(framework.RepoPath(o.binDir), c.Binary())
+}

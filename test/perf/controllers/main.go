@@ -1,0 +1,92 @@
+// Command controllers is `make bench-controllers`: it measures how long the
+// apirule and ratelimit controllers take to converge a large number of
+// objects on a real, local control plane, and how much memory they need.
+//
+// It brings up the offline kwok cluster "portico-bench-ctrl"
+// (hack/cluster.sh), installs Portico's CRDs and the real Istio CRDs of the
+// istio.io/api module, removes what an earlier run left, and creates
+// --namespaces namespaces, --gateways Istio Gateways in istio-system (each
+// with its own selector) with one pod each that the selector picks (kwok
+// plays it: a RateLimit acts only where a Gateway's pods run) and
+// --apirules headless Services with pod selectors, spread over the
+// namespaces. It waits until kube-controller-manager has written the
+// Services' Endpoints and EndpointSlices, so that it does not load the API
+// server during the measurement. Then, one controller at a time:
+//
+//	(1) apirule. Starts bin/apirule-controller and waits for its /readyz.
+//	    t0: just before the first of --apirules APIRules is created
+//	    (--workers at a time, every other one with a JWT rule, so a
+//	    RequestAuthentication too). Converged: every APIRule has Ready=True
+//	    with observedGeneration == generation (in the condition and the
+//	    status), and its VirtualService, AuthorizationPolicy and, for JWT
+//	    rules, RequestAuthentication exist.
+//	(2) ratelimit. Starts bin/ratelimit-controller (the apirule controller
+//	    keeps running) and waits for its /readyz. t0: just before the first
+//	    of --ratelimits RateLimits is created, round-robin over the
+//	    gateways: on even gateways two gateway-wide limits in istio-system
+//	    (one Enforced, the other Conflicted) that also hold the pods against
+//	    every route limit there (Conflicted); on odd gateways two limits of
+//	    the same APIRule (one Enforced, one Conflicted) and then one per
+//	    APIRule (Enforced; repeats once they are used up are Conflicted);
+//	    everywhere one naming a missing APIRule (TargetNotFound). Converged:
+//	    every RateLimit has a Ready condition for its generation with the
+//	    reason its target calls for, every scope exactly one Enforced limit,
+//	    and there is exactly one managed EnvoyFilter per gateway workload
+//	    and RateLimit namespace, with one config patch per enforced scope
+//	    (so its content is final too), and no other.
+//
+// Both are observed with the bench's own informers: the time of the event
+// that completes the condition is the convergence time; nothing is polled.
+// "create" is t0 until the last create call returned. Once converged, the
+// bench waits until the controller's reconcile counter stands still (3 s),
+// checks that the condition still holds and reports
+// controller_runtime_reconcile_total and rest_client_requests_total from
+// its /metrics. Peak RSS is the kernel's high-water mark of the process
+// (VmHWM, exact); peak heap is the largest go_memstats_heap_inuse_bytes
+// sampled from /metrics every --sample (it can miss short spikes).
+//
+// Services are headless (clusterIP: None): the kwok cluster's service CIDR is
+// kube-apiserver's default 10.0.0.0/24, too small for 1,000 ClusterIPs, and
+// the controller only reads a Service's selector.
+//
+// It prints one table to stdout (progress goes to stderr), followed by notes
+// per controller: the CPU time it, the bench, kube-apiserver and etcd used
+// until convergence and how busy the machine's CPUs were (other load on the
+// machine skews every number: check that line first), its reconciles by
+// result and its API requests by method. The results are written as
+// PerfData to --output and compared with --baseline (make
+// bench-controllers BENCH_UPDATE_BASELINE=1 writes a new one). The
+// controllers are stopped with SIGTERM at the end and the bench's objects
+// are deleted (--keep leaves them); the cluster is left up for the next
+// run unless --down is given; remove it with `hack/cluster.sh down
+// portico-bench-ctrl`.
+//
+// The short mode (TestShort, `make bench-short`) runs the same phases with
+// 20 APIRules and 20 RateLimits over 2 gateways on a cluster of its own
+// that it deletes, and fails unless both converge correctly; it asserts
+// no timing.
+//
+// Usage (from the repository root; `make bench-controllers` builds the
+// controllers first):
+//
+//	go run ./test/perf/controllers [--apirules 1000] [--ratelimits 1000] [--gateways 50] [--down]
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/portico-dev/portico/test/framework"
+)
+
+func main() {
+	o := defaultOptions()
+	fs := framework.NewBenchFlags("controllers", "Measures how long apirule-controller and ratelimit-controller take to converge many objects\n"+
+		"on a local kwok cluster, and their peak memory.")
+	o.addFlags(fs)
+	framework.BenchMain(func(args []string) error { return framework.ParseBenchFlags(fs, args, o.valid) },
+		func(ctx context.Context) error {
+			_, err := run(ctx, o, os.Stdout)
+			return err
+		})
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"flag"
+	"time"
+
+	"github.com/portico-dev/portico/test/framework"
+)
+
+// options are the bench's flags.
+type options struct {
+	framework.BenchOptions
+	sizes
+	workers  int
+	sample   time.Duration
+	binDir   string
+	logLevel string
+	keep     bool
+}
+
+func defaultOptions() options {
+	return options{
+		BenchOptions: framework.BenchOptions{
+			Cluster: "portico-bench-ctrl", Timeout: 15 * time.Minute, Tolerance: framework.DefaultTolerance.Relative,
+			Output: "bin/perf/controllers.json", Baseline: "test/perf/baseline/controllers.json",
+		},
+		sizes:   sizes{apiRules: 1000, rateLimits: 1000, gateways: 50, namespaces: 10},
+		workers: 16, sample: 250 * time.Millisecond, binDir: "bin", logLevel: "info",
+	}
+}
+
+// addFlags registers the command's flags on fs.
+func (o *options) addFlags(fs *flag.FlagSet) {
+	o.AddFlags(fs)
+	for _, count := range []struct {
+		value       *int
+		name, usage string
+	}{
+		{&o.apiRules, "apirules", "APIRules (and Services) to create in (1)"},
+		{&o.rateLimits, "ratelimits", "RateLimits to create in (2)"},
+		{&o.gateways, "gateways", "Istio Gateways (each with its own pod) the APIRules and RateLimits spread over"},
+		{&o.namespaces, "namespaces", "namespaces the Services, APIRules and APIRule-kind RateLimits spread over"},
+		{&o.workers, "workers", "concurrent create calls"},
+	} {
+		fs.IntVar(count.value, count.name, *count.value, count.usage)
+	}
+	fs.DurationVar(&o.sample, "sample", o.sample, "interval of the controllers' heap samples (from /metrics)")
+	fs.StringVar(&o.binDir, "bin", o.binDir, "directory of apirule-controller and ratelimit-controller (build them with `make build`)")
+	fs.StringVar(&o.logLevel, "log-level", o.logLevel, "--log-level of the controllers (their logs go to temporary files)")
+	fs.BoolVar(&o.keep, "keep", o.keep, "leave the bench's objects in the cluster at the end (the next run removes them)")
+}
+
+func (o options) valid() bool {
+	return o.apiRules > 0 && o.rateLimits > 0 && o.gateways > 0 && o.namespaces > 0 &&
+		o.workers > 0 && o.sample > 0 && o.Timeout > 0
+}

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/portico-dev/portico/internal/contract"
+	"github.com/portico-dev/portico/test/framework"
+)
+
+const (
+	// quietFor is how long a controller's reconcile counter must stand still
+	// after convergence before its totals are read.
+	quietFor = 3 * time.Second
+	// reconcileTotal is controller-runtime's reconcile counter.
+	reconcileTotal = "controller_runtime_reconcile_total"
+)
+
+// results are the bench's measurements, one per phase.
+type results []result
+
+// result is one phase: one controller converging one kind of objects.
+type result struct {
+	controller string
+	objects    string
+	count      int
+	create     time.Duration
+	converge   time.Duration
+	// reconciles when converged and once the controller was idle
+	reconcilesAtConvergence float64
+	reconciles              float64
+	// requests are the controller's API requests by method, once idle.
+	requests map[string]float64
+	peakRSS  float64 // VmHWM, bytes
+	peakHeap float64 // bytes
+	cpu      framework.CPUDelta
+	notes    []string
+}
+
+// controller is a running controller binary and its heap sampler.
+type controller struct {
+	*framework.Server
+	heap *framework.PeakSampler
+}
+
+// measure runs the two phases, one controller each; the apirule
+// controller keeps running during the second.
+func (b *bench) measure(ctx context.Context) (res results, retErr error) {
+	for _, step := range []struct {
+		controller contract.Controller
+		label      string
+		phase      func() phase
+	}{
+		{contract.APIRule, "(1)", b.apiRulePhase},
+		{contract.RateLimit, "(2)", b.rateLimitPhase},
+	} {
+		p, err := b.startController(ctx, step.controller)
+		if p != nil {
+			// Every controller runs until the end (in a loop on purpose).
+			defer func() { retErr = errors.Join(retErr, p.stop()) }()
+		}
+		if err != nil {
+			return nil, err
+		}
+		r, err := b.runPhase(ctx, p, step.label, step.phase())
+		if err != nil {
+			return nil, err
+		}
+		res = append(res, r)
+	}
+	return res, nil
+}
+
+// startController runs the controller's binary against the cluster and
+// waits for its /readyz (CRDs found, workers' caches synced). A returned
+// controller must be stopped, also with an error.
+func (b *bench) startController(ctx context.Context, c contract.Controller) (*controller, error) {
+	s, err := framework.StartServer(framework.ServerConfig{
+		Name: c.Binary(), Binary: b.opts.binary(c),
+		Args: []string{
+			"--kubeconfig=" + b.conn.Kubeconfig,
+			contract.Flag(contract.FlagLeaderElect, "false"),
+			contract.Flag(contract.FlagLogLevel, b.opts.logLevel),
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	framework.Logf("%s started (pid %d), log: %s", c.Binary(), s.Pid(), s.LogPath)
+	p := &controller{Server: s, heap: s.SamplePeak(b.opts.sample, func(m framework.Metrics) float64 {
+		return m.Sum("go_memstats_heap_inuse_bytes", nil)
+	})}
+	return p, s.WaitReady(ctx, 2*time.Minute)
+}
+
+func (p *controller) stop() error {
+	p.heap.Stop()
+	framework.Logf("stopping %s (SIGTERM)", p.Name)
+	return p.Stop()
+}
+
+// phase is what one phase creates and how it decides convergence.
+type phase struct {
+	controller string
+	objects    string
+	objs       []client.Object
+	tracker    tracker
+	// note, when set, adds a line computed (under the bench's lock) at
+	// convergence.
+	note func() string
+}
+
+func (b *bench) apiRulePhase() phase {
+	objs := make([]client.Object, 0, len(b.plan.apiRules))
+	for _, r := range b.plan.apiRules {
+		objs = append(objs, r)
+	}
+	return phase{controller: string(contract.APIRule.Name), objects: fmt.Sprintf("%d APIRules", len(objs)),
+		objs: objs, tracker: newAPIRuleTracker(b.plan)}
+}
+
+func (b *bench) rateLimitPhase() phase {
+	objs := make([]client.Object, 0, len(b.plan.rateLimits))
+	for _, r := range b.plan.rateLimits {
+		objs = append(objs, r)
+	}
+	tr := newRateLimitTracker(b.plan)
+	return phase{
+		controller: string(contract.RateLimit.Name), objs: objs, tracker: tr,
+		objects: fmt.Sprintf("%d RateLimits / %d gateways", len(objs), len(b.plan.gateways)),
+		note: func() string {
+			return fmt.Sprintf("verdicts at convergence: %s; %d EnvoyFilters", tr.verdicts(), len(tr.presentEF))
+		},
+	}
+}
+
+// runPhase creates the phase's objects as fast as the workers allow,
+// waits until its tracker sees convergence and returns the measurement.
+func (b *bench) runPhase(ctx context.Context, p *controller, label string, ph phase) (result, error) {
+	framework.Logf("%s creating %s (%d workers)", label, ph.objects, b.opts.workers)
+	done := b.setTracker(ph.tracker)
+	cpu0 := b.cpu(p)
+	t0 := time.Now()
+	created, err := b.createAll(ctx, ph.objs)
+	if err != nil {
+		return result{}, err
+	}
+	framework.Logf("%s created in %.2fs; waiting for convergence", label, created.Seconds())
+	if err := b.awaitConverged(ctx, done, p, label); err != nil {
+		return result{}, err
+	}
+	res := result{controller: ph.controller, objects: ph.objects, count: len(ph.objs), create: created,
+		converge: done.at.Sub(t0), cpu: b.cpu(p).Since(cpu0)}
+	res.notes = append(res.notes, "CPU until converged: "+res.cpu.String())
+	framework.Logf("%s converged after %.2fs", label, res.converge.Seconds())
+	if ph.note != nil {
+		b.withTracker(func(tracker) { res.notes = append(res.notes, ph.note()) })
+	}
+	if err := b.finish(ctx, p, &res); err != nil {
+		return result{}, err
+	}
+	var diverged string
+	b.withTracker(func(tr tracker) {
+		if !tr.converged() {
+			diverged = tr.progress()
+		}
+	})
+	if diverged != "" {
+		return result{}, fmt.Errorf("%s converged, but no longer once %s was idle: %s", label, p.Name, diverged)
+	}
+	return res, nil
+}
+
+// cpu reads the CPU time of the controller, the bench and the control
+// plane (when the bench brought the cluster up).
+func (b *bench) cpu(p *controller) framework.CPUSnapshot {
+	pids := map[string]int{p.Name: p.Pid(), "bench": os.Getpid()}
+	if b.conn.Cluster != nil {
+		for name, pid := range b.conn.Cluster.ControlPlanePIDs() {
+			pids[name] = pid
+		}
+	}
+	return framework.TakeCPUSnapshot(pids)
+}
+
+// awaitConverged waits for the phase's completion, logging progress.
+func (b *bench) awaitConverged(ctx context.Context, done *completion, p *controller, label string) error {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+	defer cancel()
+	ticker := time.NewTicker(10 * time.Second)
+	defer ticker.Stop()
+	progress := func() (s string) {
+		b.withTracker(func(tr tracker) { s = tr.progress() })
+		return s
+	}
+	for {
+		select {
+		case <-done.ch:
+			return nil
+		case <-ticker.C:
+			reconciles := ""
+			if m, err := p.Scrape(ctx); err == nil {
+				reconciles = fmt.Sprintf(", %g reconciles", m.Sum(reconcileTotal, nil))
+			}
+			framework.Logf("%s %s%s", label, progress(), reconciles)
+		case <-p.Done():
+			return fmt.Errorf("%s exited during %s: %v (log: %s)", p.Name, label, p.Err(), p.LogPath)
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not converge within %s: %s (controller log: %s)", label, b.opts.Timeout, progress(), p.LogPath)
+		}
+	}
+}
+
+// finish waits until the controller is idle and fills in its counters and
+// memory.
+func (b *bench) finish(ctx context.Context, p *controller, res *result) error {
+	m, err := p.Scrape(ctx)
+	if err != nil {
+		return err
+	}
+	res.reconcilesAtConvergence = m.Sum(reconcileTotal, nil)
+	total := func(m framework.Metrics) float64 { return m.Sum(reconcileTotal, nil) }
+	if m, err = p.WaitSteady(ctx, quietFor, b.opts.Timeout, total); err != nil {
+		return err
+	}
+	res.reconciles = total(m)
+	res.requests = m.ByLabel("rest_client_requests_total", "method")
+	usage, err := p.Usage()
+	if err != nil {
+		return err
+	}
+	res.peakRSS, res.peakHeap = float64(usage.PeakRSS), p.heap.Peak()
+	res.notes = append(res.notes, reconcileNote(m, res), requestNote(res),
+		fmt.Sprintf("RSS now %.1f MiB; log %s", framework.MiB(float64(usage.RSS)), p.LogPath))
+	framework.Logf("%s idle: %g reconciles, peak RSS %.1f MiB, peak heap %.1f MiB", p.Name, res.reconciles,
+		framework.MiB(res.peakRSS), framework.MiB(res.peakHeap))
+	return nil
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/portico-dev/portico/test/framework"
+)
+
+// reconcileNote: reconciles at convergence and once idle, by result, and
+// their mean duration.
+func reconcileNote(m framework.Metrics, res *result) string {
+	byResult := m.ByLabel(reconcileTotal, "result")
+	var parts []string
+	for _, r := range slices.Sorted(maps.Keys(byResult)) {
+		if byResult[r] != 0 {
+			parts = append(parts, fmt.Sprintf("%s %g", r, byResult[r]))
+		}
+	}
+	mean := "-"
+	if count, sum := m.HistogramTotals("controller_runtime_reconcile_time_seconds"); count > 0 {
+		mean = fmt.Sprintf("%.1fms", 1000*sum/float64(count))
+	}
+	return fmt.Sprintf("reconciles: %g at convergence, %g once idle (%s), mean %s each",
+		res.reconcilesAtConvergence, res.reconciles, strings.Join(parts, ", "), mean)
+}
+
+// requestNote: API requests by method, and per object created.
+func requestNote(res *result) string {
+	var parts []string
+	var total float64
+	for _, method := range slices.Sorted(maps.Keys(res.requests)) {
+		parts = append(parts, fmt.Sprintf("%s %g", method, res.requests[method]))
+		total += res.requests[method]
+	}
+	return fmt.Sprintf("API requests: %s; %.2f per object", strings.Join(parts, ", "), total/float64(max(res.count, 1)))
+}
+
+// WriteTable writes one row per controller, then their notes.
+func (res results) WriteTable(w io.Writer) error {
+	rows := [][]string{{"controller", "objects", "create time", "converge time", "reconciles", "peak RSS", "peak heap"}}
+	for _, r := range res {
+		rows = append(rows, []string{r.controller, r.objects, framework.FormatSeconds(r.create), framework.FormatSeconds(r.converge),
+			fmt.Sprintf("%g", r.reconciles), framework.FormatMiB(r.peakRSS), framework.FormatMiB(r.peakHeap)})
+	}
+	if err := framework.WriteTable(w, rows); err != nil {
+		return err
+	}
+	fmt.Fprint(w, "\ncreate: first create call until the last returned; converge: first create call until converged.\n"+
+		"peak RSS: VmHWM of the process; peak heap: largest sampled go_memstats_heap_inuse_bytes.\n")
+	for _, r := range res {
+		for _, n := range r.notes {
+			fmt.Fprintf(w, "%s: %s\n", r.controller, n)
+		}
+	}
+	return nil
+}
+
+// PerfData is per controller its times, memory, reconciles, API requests
+// and CPU, labelled with what it converged.
+func (res results) PerfData() framework.PerfData {
+	var d framework.PerfData
+	for _, r := range res {
+		labels := func(metric string) map[string]string {
+			return map[string]string{"Metric": metric, "Controller": r.controller, "Objects": r.objects}
+		}
+		requests := maps.Clone(r.requests)
+		var total float64
+		for _, v := range r.requests {
+			total += v
+		}
+		requests["Total"], requests["PerObject"] = total, total/float64(max(r.count, 1))
+		d.DataItems = append(d.DataItems,
+			framework.DataItem{Labels: labels("Convergence"), Unit: framework.UnitMilliseconds, Data: map[string]float64{
+				"Create": framework.Milliseconds(r.create), "Converge": framework.Milliseconds(r.converge)}},
+			framework.DataItem{Labels: labels("PeakMemory"), Unit: framework.UnitMiB, Data: map[string]float64{
+				"RSS": framework.MiB(r.peakRSS), "Heap": framework.MiB(r.peakHeap)}},
+			framework.DataItem{Labels: labels("Reconciles"), Unit: framework.UnitCount, Data: map[string]float64{
+				"AtConvergence": r.reconcilesAtConvergence, "Idle": r.reconciles}},
+			framework.DataItem{Labels: labels("APIRequests"), Unit: framework.UnitCount, Data: requests},
+			framework.DataItem{Labels: labels("CPUUntilConverged"), Unit: framework.UnitSeconds, Data: r.cpu.Seconds},
+		)
+	}
+	return d
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/portico-dev/portico/test/framework"
+)
+
+// shortOptions are the short mode's: every phase and verdict with few
+// objects, on a cluster of its own that goes at the end, no comparison.
+func shortOptions() options {
+	o := defaultOptions()
+	o.Cluster, o.Down, o.Timeout = "portico-perf-short-ctrl", true, 2*time.Minute
+	o.Output, o.Baseline = "bin/perf/controllers-short.json", ""
+	o.sizes = sizes{apiRules: 20, rateLimits: 20, gateways: 2, namespaces: 2}
+	return o
+}
+
+// TestShort runs the whole bench with few objects (make bench-short): both
+// controllers must converge to the expected verdicts and objects. It
+// asserts no timing.
+func TestShort(t *testing.T) {
+	ctx := framework.StartShort(t, 5*time.Minute)
+	var out bytes.Buffer
+	results, err := run(ctx, shortOptions(), &out)
+	t.Log(out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 2 {
+		t.Fatalf("%d results, want one per controller", len(results))
+	}
+	for _, r := range results {
+		if r.reconciles == 0 || r.requests["POST"]+r.requests["PATCH"] == 0 {
+			t.Errorf("%s converged without reconciling or writing: %g reconciles, requests %v", r.controller, r.reconciles, r.requests)
+		}
+	}
+}
