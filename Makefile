@@ -164,6 +164,8 @@ test: prefetch generate manifests fmt vet lint build ## Run unit, envtest and th
 	@if [ -n "$$CI" ]; then $(MAKE) --no-print-directory check-clean; fi
 	@# --node: the envtest binaries and the node's in one go build.
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh --node)" go test ./... -count=1
+	@# Every benchmark in its short mode: it asserts results, never speed.
+	$(MAKE) --no-print-directory bench-short
 	$(MAKE) --no-print-directory test-fuzz
 	$(MAKE) --no-print-directory test-e2e-node
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
 	appsv1 "k8s.io/api/apps/v1"
@@ -168,24 +169,50 @@ func Run(ctx context.Context, c Controller, o Options) error {
 		}
 	}
 	scheme := runtime.NewScheme()
-	for _, add := range append([]func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme, operatorv1alpha1.AddToScheme}, c.AddToScheme...) {
-		if err := add(scheme); err != nil {
-			return err
-		}
+	builder := runtime.NewSchemeBuilder(corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme, operatorv1alpha1.AddToScheme)
+	builder.Register(c.AddToScheme...)
+	if err := builder.AddToScheme(scheme); err != nil {
+		return err
 	}
 	// No object the API server accepts may stop the controller: every client
 	// skips (and reports) objects that do not decode into their Go types.
 	undecodable := &quarantineEvents{}
 	cfg = guardConfig(cfg, scheme, undecodable, log.WithName("quarantine"))
 
+	outer, err := newOuterManager(cfg, scheme, c, o)
+	if err != nil {
+		return err
+	}
+	undecodable.use(outer.GetEventRecorder(c.Contract.Binary()))
+	if err := addWatchdog(outer, log, workerFactory(ctx, cfg, scheme, outer, c, o, log), c); err != nil {
+		return err
+	}
+	log.Info("Starting", "version", contract.Version(), "namespace", o.Namespace, "required", c.Contract.Required)
+	startErr := outer.Start(ctx)
+	if c.Retire != nil && ctx.Err() != nil {
+		// Asked to stop (SIGTERM), possibly while still starting up, which
+		// may have made Start fail: retire all the same. Every replica may
+		// run it: removing the controller's own objects twice is harmless,
+		// and a non-leader may be the last one left.
+		retired, err := retireIfUnwanted(cfg, scheme, c)
+		if retired {
+			log.Info("The APIGateway no longer wants this controller; removed the objects it wrote")
+		}
+		return errors.Join(startErr, err)
+	}
+	return startErr
+}
+
+// newOuterManager creates the manager that runs whatever CRDs come and go:
+// leader election, probes, metrics and the schema-less CRD cache.
+func newOuterManager(cfg *rest.Config, scheme *runtime.Scheme, c Controller, o Options) (ctrl.Manager, error) {
 	leaderNS := o.LeaderElectionNS
 	if leaderNS == "" {
 		leaderNS = os.Getenv(contract.EnvPodNamespace)
 	}
 	if o.LeaderElect && leaderNS == "" {
-		return fmt.Errorf("leader election needs --leader-election-namespace or $POD_NAMESPACE")
+		return nil, fmt.Errorf("leader election needs --%s or $%s", contract.FlagLeaderElectionNS, contract.EnvPodNamespace)
 	}
-
 	var watched []string
 	for _, crd := range append(slices.Clone(c.Contract.Required), c.Contract.Optional...) {
 		watched = append(watched, crd.Name)
@@ -199,7 +226,6 @@ func Run(ctx context.Context, c Controller, o Options) error {
 			},
 		},
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
-		PprofBindAddress:              os.Getenv("PORTICO_TMP_PPROF_" + strings.ToUpper(string(c.Contract.Name))), // TEMPORARY (profiling, issue #17)
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              c.Contract.LeaderElectionID(),
@@ -208,20 +234,23 @@ func Run(ctx context.Context, c Controller, o Options) error {
 		GracefulShutdownTimeout:       &o.ShutdownTimeout,
 	})
 	if err != nil {
-		return fmt.Errorf("create manager: %w", err)
+		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	undecodable.use(outer.GetEventRecorder(c.Contract.Binary()))
+	return outer, nil
+}
 
-	env := Environment{Namespace: o.Namespace}
-	factory := func(optional []string) (ctrl.Manager, error) {
-		e := env
-		e.Optional = optional
+// workerFactory returns what the watchdog calls to build the workers'
+// manager each time the required CRDs become usable, with the usable
+// optional CRDs.
+func workerFactory(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, outer ctrl.Manager, c Controller, o Options, log logr.Logger) innerFactory {
+	return func(optional []string) (ctrl.Manager, error) {
+		env := Environment{Namespace: o.Namespace, Optional: optional}
 		cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 		if o.Namespace != "" {
 			cacheOpts.DefaultNamespaces = map[string]cache.Config{o.Namespace: {}}
 		}
 		if c.Cache != nil {
-			c.Cache(&cacheOpts, e)
+			c.Cache(&cacheOpts, env)
 		}
 		inner, err := ctrl.NewManager(cfg, ctrl.Options{
 			Scheme:                  scheme,
@@ -240,11 +269,16 @@ func Run(ctx context.Context, c Controller, o Options) error {
 		if err := awaitDiscovery(ctx, outer.GetCache(), inner.GetRESTMapper(), c.Contract.Required); err != nil {
 			return nil, err
 		}
-		if err := c.Setup(inner, e); err != nil {
+		if err := c.Setup(inner, env); err != nil {
 			return nil, fmt.Errorf("set up %s workers: %w", c.Contract.Name, err)
 		}
 		return inner, nil
 	}
+}
+
+// addWatchdog adds the CRD watchdog that runs the workers, and the probes
+// that report on it, to the outer manager.
+func addWatchdog(outer ctrl.Manager, log logr.Logger, factory innerFactory, c Controller) error {
 	dog := newWatchdog(log.WithName("watchdog"), outer.GetCache(),
 		func(ctx context.Context) (cache.Informer, error) {
 			return outer.GetCache().GetInformer(ctx, &apiextensionsv1.CustomResourceDefinition{})
@@ -255,23 +289,7 @@ func Run(ctx context.Context, c Controller, o Options) error {
 	if err := outer.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
-	if err := outer.AddReadyzCheck("readyz", dog.readyz); err != nil {
-		return err
-	}
-	log.Info("Starting", "version", contract.Version(), "namespace", o.Namespace, "required", c.Contract.Required)
-	startErr := outer.Start(ctx)
-	if c.Retire != nil && ctx.Err() != nil {
-		// Asked to stop (SIGTERM), possibly while still starting up, which
-		// may have made Start fail: retire all the same. Every replica may
-		// run it: removing the controller's own objects twice is harmless,
-		// and a non-leader may be the last one left.
-		retired, err := retireIfUnwanted(cfg, scheme, c)
-		if retired {
-			log.Info("The APIGateway no longer wants this controller; removed the objects it wrote")
-		}
-		return errors.Join(startErr, err)
-	}
-	return startErr
+	return outer.AddReadyzCheck("readyz", dog.readyz)
 }
 
 var _ manager.LeaderElectionRunnable = &watchdog{}

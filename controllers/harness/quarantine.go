@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"strings"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
@@ -12,14 +11,12 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/portico-dev/portico/controllers/harness/quarantine"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 // Every object a controller sets aside gets an Event in its own namespace.
 //
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
-
-// eventNoteMax is the limit of an events.k8s.io/v1 Event's note.
-const eventNoteMax = 1024
 
 // quarantineEvents records an Event on each object the quarantine guard
 // sets aside, once a recorder is given: the guard must exist before the
@@ -43,10 +40,7 @@ func (q *quarantineEvents) record(r quarantine.Report) {
 			Namespace: r.Namespace, Name: r.Name, UID: r.UID, ResourceVersion: r.ResourceVersion,
 		},
 	}
-	note := r.Message()
-	if len(note) > eventNoteMax {
-		note = strings.ToValidUTF8(note[:eventNoteMax-3], "") + "..."
-	}
+	note := contract.Truncate(r.Message(), contract.EventNoteMaxLength)
 	(*rec).Eventf(regarding, nil, corev1.EventTypeWarning, "UndecodableObject", string(r.Reason), "%s", note)
 }
 

@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/test/framework"
 	"github.com/portico-dev/portico/internal/olm"
+	"github.com/portico-dev/portico/test/framework"
 )
 
 // csvName is the ClusterServiceVersion of a release (hack/bundle).

@@ -27,10 +27,10 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/test/framework"
 	portico "github.com/portico-dev/portico/internal/release"
 	"github.com/portico-dev/portico/internal/release/sbom"
 	"github.com/portico-dev/portico/internal/release/signing"
+	"github.com/portico-dev/portico/test/framework"
 )
 
 // The node target installs Portico as users do: from releases published

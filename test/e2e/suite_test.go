@@ -35,9 +35,9 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/test/framework"
 	"github.com/portico-dev/portico/test/testenv"
-	"github.com/portico-dev/portico/internal/contract"
 )
 
 const (

@@ -24,28 +24,44 @@ import (
 // plain cache of the same 500 CRDs holds. Run with `make bench-memory`.
 func BenchmarkCRDCacheMemory(b *testing.B) {
 	const count = 500
-	template, err := testenv.ReadCRDs(testenv.ProjectCRDPaths()[0] + "/operator.portico.dev_apigateways.yaml")
-	if err != nil || len(template) != 1 {
-		b.Fatalf("read template CRD: %v", err)
-	}
-
-	empty := cachedHeap(b, reconciler.CacheOptions(namespace, catalog.Builtin.CRDNames()), 0)
-
-	created := createLargeCRDs(b, template[0], count)
-	b.Cleanup(func() { deleteCRDs(created) })
-
-	withCRDs := cachedHeap(b, reconciler.CacheOptions(namespace, catalog.Builtin.CRDNames()), count)
-	plain := cachedHeap(b, cache.Options{}, count)
-
+	empty, withCRDs, plain := measureCRDCache(b, count)
 	b.ReportMetric(empty/(1<<20), "MiB-heap-0-crds")
 	b.ReportMetric(withCRDs/(1<<20), "MiB-heap-500-crds")
 	b.ReportMetric(plain/(1<<20), "MiB-heap-500-crds-unstripped")
 	b.ReportMetric((withCRDs-empty)/count, "B-per-crd")
 }
 
+// TestCRDCacheMemoryShort is the benchmark's short mode, run by go test:
+// with a few large CRDs the operator's cache must hold less than a plain
+// cache of the same CRDs (the transform drops their schemas). It asserts
+// the result, never a figure of this machine.
+func TestCRDCacheMemoryShort(t *testing.T) {
+	const count = 20
+	_, withCRDs, plain := measureCRDCache(t, count)
+	if withCRDs >= plain {
+		t.Fatalf("the operator's CRD cache holds %.0f bytes for %d large CRDs, a plain cache %.0f: the transform does not strip them", withCRDs, count, plain)
+	}
+}
+
+// measureCRDCache creates count copies of the APIGateway CRD and returns
+// the live heap of the operator's CRD cache before and after, and of a
+// plain cache of the same CRDs.
+func measureCRDCache(b testing.TB, count int) (empty, withCRDs, plain float64) {
+	template, err := testenv.ReadCRDs(testenv.ProjectCRDPaths()[0] + "/operator.portico.dev_apigateways.yaml")
+	if err != nil || len(template) != 1 {
+		b.Fatalf("read template CRD: %v", err)
+	}
+	empty = cachedHeap(b, reconciler.CacheOptions(namespace, catalog.Builtin.CRDNames()), 0)
+	created := createLargeCRDs(b, template[0], count)
+	b.Cleanup(func() { deleteCRDs(created) })
+	withCRDs = cachedHeap(b, reconciler.CacheOptions(namespace, catalog.Builtin.CRDNames()), count)
+	plain = cachedHeap(b, cache.Options{}, count)
+	return empty, withCRDs, plain
+}
+
 // cachedHeap starts a cache of CRDs, waits until it holds at least want of
 // them, and returns the live heap it added.
-func cachedHeap(b *testing.B, opts cache.Options, want int) float64 {
+func cachedHeap(b testing.TB, opts cache.Options, want int) float64 {
 	b.Helper()
 	cfg := testCfg
 	opts.Scheme = scheme()
@@ -84,7 +100,7 @@ func liveHeap() uint64 {
 	return m.HeapAlloc
 }
 
-func createLargeCRDs(b *testing.B, template *apiextensionsv1.CustomResourceDefinition, n int) []string {
+func createLargeCRDs(b testing.TB, template *apiextensionsv1.CustomResourceDefinition, n int) []string {
 	b.Helper()
 	names := make([]string, n)
 	var wg sync.WaitGroup

@@ -189,8 +189,8 @@ func (b *bench) cpu(p *controller) framework.CPUSnapshot {
 }
 
 // awaitConverged waits for the phase's completion, logging progress.
-func (b *bench) awaitConverged(ctx context.Context, done *completion, p *controller, label string) error {
-	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+func (b *bench) awaitConverged(parent context.Context, done *completion, p *controller, label string) error {
+	ctx, cancel := context.WithTimeout(parent, b.opts.Timeout)
 	defer cancel()
 	ticker := time.NewTicker(10 * time.Second)
 	defer ticker.Stop()
@@ -211,6 +211,9 @@ func (b *bench) awaitConverged(ctx context.Context, done *completion, p *control
 		case <-p.Done():
 			return fmt.Errorf("%s exited during %s: %v (log: %s)", p.Name, label, p.Err(), p.LogPath)
 		case <-ctx.Done():
+			if parent.Err() != nil {
+				return fmt.Errorf("%s interrupted: %s: %w", label, progress(), parent.Err())
+			}
 			return fmt.Errorf("%s did not converge within %s: %s (controller log: %s)", label, b.opts.Timeout, progress(), p.LogPath)
 		}
 	}

@@ -432,12 +432,9 @@ func verdict(reason, format string, args ...any) *Verdict {
 func (w *snapshot) resolve(p Policy) (target, *Verdict) {
 	switch p.Spec.TargetRef.Kind {
 	case gatewayv1alpha1.TargetGateway:
-		if !w.in.GatewaysKnown {
-			return target{}, notFound("Istio's Gateway CRD (%s) is not installed", contract.IstioGateways.Name)
-		}
-		g, ok := w.gateways[p.Namespace+"/"+p.Spec.TargetRef.Name]
-		if !ok {
-			return target{}, notFound("Istio gateway %s/%s not found", p.Namespace, p.Spec.TargetRef.Name)
+		g, v := w.gateway(p.Namespace+"/"+p.Spec.TargetRef.Name, "")
+		if v != nil {
+			return target{}, v
 		}
 		return target{gateway: g, via: "Istio gateway " + g.ref(), gatewayWide: true}, nil
 	case gatewayv1alpha1.TargetAPIRule:
@@ -448,12 +445,9 @@ func (w *snapshot) resolve(p Policy) (target, *Verdict) {
 		if !ok {
 			return target{}, notFound("APIRule %s/%s not found", p.Namespace, p.Spec.TargetRef.Name)
 		}
-		if !w.in.GatewaysKnown {
-			return target{}, notFound("Istio's Gateway CRD (%s) is not installed", contract.IstioGateways.Name)
-		}
-		g, ok := w.gateways[rule.Gateway]
-		if !ok {
-			return target{}, notFound("Istio gateway %s of APIRule %s/%s not found", rule.Gateway, rule.Namespace, rule.Name)
+		g, v := w.gateway(rule.Gateway, fmt.Sprintf(" of APIRule %s/%s", rule.Namespace, rule.Name))
+		if v != nil {
+			return target{}, v
 		}
 		var routes []string
 		for _, r := range rule.Rules {
@@ -464,6 +458,19 @@ func (w *snapshot) resolve(p Policy) (target, *Verdict) {
 		return target{gateway: g, routes: routes, via: fmt.Sprintf("APIRule %s/%s on Istio gateway %s", rule.Namespace, rule.Name, g.ref())}, nil
 	}
 	return target{}, notFound("unknown target kind %q", p.Spec.TargetRef.Kind)
+}
+
+// gateway looks up an Istio gateway by namespace/name; of says, for the
+// message, whose gateway it is.
+func (w *snapshot) gateway(key, of string) (*gatewayTarget, *Verdict) {
+	if !w.in.GatewaysKnown {
+		return nil, notFound("Istio's Gateway CRD (%s) is not installed", contract.IstioGateways.Name)
+	}
+	g, ok := w.gateways[key]
+	if !ok {
+		return nil, notFound("Istio gateway %s%s not found", key, of)
+	}
+	return g, nil
 }
 
 // reach checks that an EnvoyFilter for the target would limit the policy's
