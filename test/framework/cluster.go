@@ -41,8 +41,10 @@ func (c KwokCluster) Down(ctx context.Context) error {
 	return err
 }
 
-// ControlPlanePIDs returns the process IDs of the cluster's kube-apiserver
-// and etcd, as kwokctl records them; those it cannot read are left out.
+// ControlPlanePIDs returns the process IDs of the cluster's kube-apiserver,
+// etcd and kube-controller-manager (whose garbage collector and quota
+// monitors watch every object), as kwokctl records them; those it cannot
+// read are left out.
 func (c KwokCluster) ControlPlanePIDs() map[string]int {
 	cacheDir := os.Getenv("XDG_CACHE_HOME")
 	if cacheDir == "" {
@@ -50,7 +52,7 @@ func (c KwokCluster) ControlPlanePIDs() map[string]int {
 		cacheDir = filepath.Join(home, ".cache")
 	}
 	pids := map[string]int{}
-	for _, component := range []string{"kube-apiserver", "etcd"} {
+	for _, component := range []string{"kube-apiserver", "etcd", "kube-controller-manager"} {
 		raw, err := os.ReadFile(filepath.Join(cacheDir, "portico", "kwok", "clusters", c.Name, "pids", component+".pid"))
 		if err != nil {
 			continue

@@ -106,7 +106,7 @@ type Tolerance struct {
 // DefaultTolerance suits runs on one developer machine: 30% and a little
 // absolute noise per unit; counts get none.
 var DefaultTolerance = Tolerance{Relative: 0.3, Absolute: map[string]float64{
-	UnitMilliseconds: 20, UnitSeconds: 1, UnitMiB: 8,
+	UnitMilliseconds: 20, UnitSeconds: 1, UnitMiB: 1,
 }}
 
 // Verdict is the outcome of comparing one value with its baseline.

@@ -50,16 +50,16 @@
 // the controller only reads a Service's selector.
 //
 // It prints one table to stdout (progress goes to stderr), followed by notes
-// per controller: the CPU time it, the bench, kube-apiserver and etcd used
-// until convergence and how busy the machine's CPUs were (other load on the
-// machine skews every number: check that line first), its reconciles by
-// result and its API requests by method. The results are written as
-// PerfData to --output and compared with --baseline (make
-// bench-controllers BENCH_UPDATE_BASELINE=1 writes a new one). The
-// controllers are stopped with SIGTERM at the end and the bench's objects
-// are deleted (--keep leaves them); the cluster is left up for the next
-// run unless --down is given; remove it with `hack/cluster.sh down
-// portico-bench-ctrl`.
+// per controller: the CPU time it, the bench, kube-apiserver, etcd and
+// kube-controller-manager used until convergence and how busy the
+// machine's CPUs were (other load on the machine skews every number: check
+// that line first), its reconciles by result and its API requests by
+// method. The results are written as PerfData to --output and compared
+// with --baseline (make bench-controllers BENCH_UPDATE_BASELINE=1 writes a
+// new one). The controllers are stopped with SIGTERM at the end and the
+// bench's objects are deleted (--keep leaves them); the cluster is left up
+// for the next run unless --down is given; remove it with
+// `hack/cluster.sh down portico-bench-ctrl`.
 //
 // The short mode (TestShort, `make bench-short`) runs the same phases with
 // 20 APIRules and 20 RateLimits over 2 gateways on a cluster of its own

@@ -12,7 +12,7 @@
 //
 // Usage:
 //
-//	go test -bench . ./pkg | go run ./test/perf/gobench --output bin/perf/x.json --baseline test/perf/baseline/x.json
+//	go test -bench . ./pkg | go run ./test/perf/gobench [--skip ns/op] --output bin/perf/x.json --baseline test/perf/baseline/x.json
 package main
 
 import (
@@ -32,8 +32,9 @@ import (
 // benchLine matches a result line: name, -GOMAXPROCS, iterations, values.
 var benchLine = regexp.MustCompile(`^(Benchmark\S*?)(?:-\d+)?\s+\d+\s+(.*)$`)
 
-// parse reads `go test -bench` output, copying it to echo.
-func parse(r io.Reader, echo io.Writer) (framework.PerfData, error) {
+// parse reads `go test -bench` output, copying it to echo; metrics in
+// skip are left out.
+func parse(r io.Reader, echo io.Writer, skip map[string]bool) (framework.PerfData, error) {
 	d := framework.PerfData{Version: framework.PerfDataVersion}
 	items := map[string]int{} // benchmark and unit -> index in d.DataItems
 	sc := bufio.NewScanner(r)
@@ -46,6 +47,9 @@ func parse(r io.Reader, echo io.Writer) (framework.PerfData, error) {
 		}
 		fields := strings.Fields(m[2])
 		for i := 0; i+1 < len(fields); i += 2 {
+			if skip[fields[i+1]] {
+				continue
+			}
 			v, err := strconv.ParseFloat(fields[i], 64)
 			if err != nil {
 				return d, fmt.Errorf("%q: value %q: %w", line, fields[i], err)
@@ -78,8 +82,13 @@ func main() {
 	o := framework.BenchOptions{Tolerance: framework.DefaultTolerance.Relative}
 	fs := flag.NewFlagSet("gobench", flag.ExitOnError)
 	o.AddResultFlags(fs)
+	skip := map[string]bool{}
+	fs.Func("skip", "leave this metric out (e.g. ns/op of a benchmark that measures memory), repeatable", func(m string) error {
+		skip[m] = true
+		return nil
+	})
 	_ = fs.Parse(os.Args[1:]) // ExitOnError
-	d, err := parse(os.Stdin, os.Stdout)
+	d, err := parse(os.Stdin, os.Stdout, skip)
 	if err == nil && len(d.DataItems) == 0 {
 		err = errors.New("no benchmark results in the input")
 	}

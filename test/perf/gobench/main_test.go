@@ -16,14 +16,13 @@ BenchmarkOther/sub	  100	  42 ns/op
 PASS
 `
 	var echo bytes.Buffer
-	got, err := parse(strings.NewReader(in), &echo)
+	got, err := parse(strings.NewReader(in), &echo, map[string]bool{"B-per-crd": true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := framework.PerfData{Version: framework.PerfDataVersion, DataItems: []framework.DataItem{
 		{Unit: "ns", Data: map[string]float64{"op": 1234567}, Labels: map[string]string{"Metric": "BenchmarkCRDCacheMemory"}},
 		{Unit: "MiB", Data: map[string]float64{"heap-0-crds": 12.5, "heap-500-crds": 52.1}, Labels: map[string]string{"Metric": "BenchmarkCRDCacheMemory"}},
-		{Unit: "B", Data: map[string]float64{"per-crd": 1843}, Labels: map[string]string{"Metric": "BenchmarkCRDCacheMemory"}},
 		{Unit: "ns", Data: map[string]float64{"op": 42}, Labels: map[string]string{"Metric": "BenchmarkOther/sub"}},
 	}}
 	if !reflect.DeepEqual(got, want) {
