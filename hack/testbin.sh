@@ -19,7 +19,6 @@
 set -euo pipefail
 
 KUBE_VERSION=v1.36.3
-KWOK_VERSION=v0.8.0
 REGISTRY_VERSION=v3.1.2 # github.com/distribution/distribution/v3: the OCI registry of the node tests
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -32,7 +31,7 @@ root=$(dirname "$here")
 # client packages with Portico's own build and tests.
 HELM_VERSION=$(awk '$1 == "helm.sh/helm/v3" {print $2; exit}' "$root/go.mod")
 cache_root=${PORTICO_TESTBIN:-${XDG_CACHE_HOME:-$HOME/.cache}/portico/testbin}
-key=$( (echo "$KUBE_VERSION $KWOK_VERSION $HELM_VERSION"; cat "$tools/go.mod" "$tools/go.sum" "$tools"/cmd/*/*.go) | sha256sum | cut -c1-12)
+key=$( (echo "$KUBE_VERSION $HELM_VERSION"; cat "$tools/go.mod" "$tools/go.sum" "$tools"/cmd/*/*.go) | sha256sum | cut -c1-12)
 dir="$cache_root/$KUBE_VERSION-$key"
 
 if [[ "${1:-}" == "--path" ]]; then
@@ -132,6 +131,9 @@ for b in "${missing[@]}"; do
 	case "$b" in
 	etcd | coredns) pkgs+=("./cmd/$b") ;;
 	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet | kube-proxy) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
+	# kwok is a tool of hack/tools too: its Kubernetes client packages
+	# are the control plane's, compiled once.
+	kwok | kwokctl) pkgs+=("sigs.k8s.io/kwok/cmd/$b") ;;
 	esac
 done
 if [[ ${#pkgs[@]} -gt 0 ]]; then
@@ -141,10 +143,6 @@ fi
 
 for b in "${missing[@]}"; do
 	case "$b" in
-	kwok | kwokctl)
-		log "installing $b $KWOK_VERSION"
-		GOBIN="$dir.partial" CGO_ENABLED=0 go install -trimpath "sigs.k8s.io/kwok/cmd/$b@$KWOK_VERSION"
-		;;
 	registry-*)
 		log "installing distribution's registry $REGISTRY_VERSION"
 		GOBIN="$dir.partial" CGO_ENABLED=0 go install -trimpath "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION"

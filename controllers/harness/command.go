@@ -85,6 +85,7 @@ type Options struct {
 	LogLevel         string
 	Namespace        string
 	ShutdownTimeout  time.Duration
+	PprofAddr        string
 
 	// Tests substitute the cluster and the log destination.
 	restConfig *rest.Config
@@ -116,6 +117,7 @@ func NewCommand(c Controller) *cobra.Command {
 	fs.StringVar(&o.LeaderElectionNS, contract.FlagLeaderElectionNS, "", "namespace of the leader Lease ($"+contract.EnvPodNamespace+" when empty)")
 	fs.StringVar(&o.LogLevel, contract.FlagLogLevel, "info", "log verbosity: debug, info or error")
 	fs.StringVar(&o.Namespace, contract.FlagNamespace, "", "watch only this namespace (all namespaces when empty)")
+	fs.StringVar(&o.PprofAddr, contract.FlagPprofAddress, "", "address Go's /debug/pprof profiles are served on; empty disables them")
 	fs.DurationVar(&o.ShutdownTimeout, "graceful-shutdown-timeout", 10*time.Second, "how long workers may take to finish on shutdown")
 	if kubeconfig := flag.CommandLine.Lookup("kubeconfig"); kubeconfig != nil {
 		fs.AddGoFlag(kubeconfig)
@@ -227,6 +229,7 @@ func newOuterManager(cfg *rest.Config, scheme *runtime.Scheme, c Controller, o O
 		},
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
+		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              c.Contract.LeaderElectionID(),
 		LeaderElectionNamespace:       leaderNS,

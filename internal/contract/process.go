@@ -24,6 +24,9 @@ const (
 	FlagLeaderElectionNS = "leader-election-namespace"
 	FlagLogLevel         = "log-level"
 	FlagNamespace        = "namespace"
+	// FlagPprofAddress serves Go's /debug/pprof profiles; off unless set
+	// (the operator never sets it: it is for benchmarks and debugging).
+	FlagPprofAddress = "pprof-bind-address"
 
 	// EnvPodNamespace tells the controller its namespace (the leader
 	// Lease's); the operator sets it from the pod's metadata and a spec may

@@ -42,6 +42,8 @@ type ServerConfig struct {
 	// LogDir receives the log file (the system's temporary directory when
 	// empty).
 	LogDir string
+	// Pprof serves Go's profiles on a free loopback address (PprofURL).
+	Pprof bool
 }
 
 // Server is a running Portico binary with its metrics and health probes on
@@ -52,6 +54,8 @@ type Server struct {
 	LogPath    string
 	MetricsURL string
 	ReadyURL   string
+	// PprofURL is the base of /debug/pprof when ServerConfig.Pprof is set.
+	PprofURL string
 }
 
 // StartServer starts the binary with its output in a new log file.
@@ -68,6 +72,14 @@ func StartServer(c ServerConfig) (*Server, error) {
 		contract.Flag(contract.FlagMetricsAddress, metrics),
 		contract.Flag(contract.FlagHealthAddress, probe),
 	}, c.Args...)
+	pprofURL := ""
+	if c.Pprof {
+		addr, err := testenv.FreeLoopbackAddr()
+		if err != nil {
+			return nil, err
+		}
+		args, pprofURL = append(args, contract.Flag(contract.FlagPprofAddress, addr)), "http://"+addr
+	}
 	cmd := exec.Command(c.Binary, args...)
 	cmd.Env = append(os.Environ(), c.Env...)
 	p, err := startLogged(cmd, log)
@@ -78,6 +90,7 @@ func StartServer(c ServerConfig) (*Server, error) {
 		Process: p, Name: c.Name, LogPath: log.Name(),
 		MetricsURL: "http://" + metrics + "/metrics",
 		ReadyURL:   "http://" + probe + contract.ReadyzPath,
+		PprofURL:   pprofURL,
 	}, nil
 }
 

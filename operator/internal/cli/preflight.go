@@ -10,7 +10,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,10 +35,7 @@ and prints, for every controller of the catalog, whether it would run. It exits
 			if err != nil {
 				return fmt.Errorf("load kubeconfig: %w", err)
 			}
-			scheme := runtime.NewScheme()
-			_ = apiextensionsv1.AddToScheme(scheme)
-			_ = operatorv1alpha1.AddToScheme(scheme)
-			c, err := client.New(cfg, client.Options{Scheme: scheme})
+			c, err := client.New(cfg, client.Options{Scheme: Scheme()})
 			if err != nil {
 				return fmt.Errorf("create client: %w", err)
 			}

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -56,16 +57,14 @@ func (o *runOptions) bindFlags(cmd *cobra.Command) {
 	fs.AddGoFlagSet(goFlags)
 }
 
+// schemeBuilder registers every type the operator reads or writes.
+var schemeBuilder = runtime.NewSchemeBuilder(
+	corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme, operatorv1alpha1.AddToScheme)
+
 // Scheme holds every type the operator reads or writes.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme, operatorv1alpha1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
+	utilruntime.Must(schemeBuilder.AddToScheme(s))
 	return s
 }
 

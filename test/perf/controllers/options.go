@@ -16,6 +16,7 @@ type options struct {
 	binDir   string
 	logLevel string
 	keep     bool
+	profiles framework.CPUProfiles
 }
 
 func defaultOptions() options {
@@ -47,6 +48,8 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.sample, "sample", o.sample, "interval of the controllers' heap samples (from /metrics)")
 	fs.StringVar(&o.binDir, "bin", o.binDir, "directory of apirule-controller and ratelimit-controller (build them with `make build`)")
 	fs.StringVar(&o.logLevel, "log-level", o.logLevel, "--log-level of the controllers (their logs go to temporary files)")
+	fs.StringVar(&o.profiles.Dir, "cpuprofile-dir", "", "write CPU profiles of the controller and kube-apiserver, from the start of each phase, to <dir>/<controller of the phase>/<process>.pprof")
+	fs.DurationVar(&o.profiles.Duration, "cpuprofile-duration", 30*time.Second, "length of each CPU profile of --cpuprofile-dir")
 	fs.BoolVar(&o.keep, "keep", o.keep, "leave the bench's objects in the cluster at the end (the next run removes them)")
 }
 

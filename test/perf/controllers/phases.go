@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -87,6 +88,7 @@ func (b *bench) startController(ctx context.Context, c contract.Controller) (*co
 			contract.Flag(contract.FlagLeaderElect, "false"),
 			contract.Flag(contract.FlagLogLevel, b.opts.logLevel),
 		},
+		Pprof: b.opts.profiles.Dir != "",
 	})
 	if err != nil {
 		return nil, err
@@ -145,6 +147,11 @@ func (b *bench) runPhase(ctx context.Context, p *controller, label string, ph ph
 	framework.Logf("%s creating %s (%d workers)", label, ph.objects, b.opts.workers)
 	done := b.setTracker(ph.tracker)
 	cpu0 := b.cpu(p)
+	profiles := b.opts.profiles
+	if profiles.Dir != "" {
+		profiles.Dir = filepath.Join(profiles.Dir, ph.controller)
+	}
+	profiles.Start(ctx, map[string]string{p.Name: p.PprofURL}, b.conn.Config)
 	t0 := time.Now()
 	created, err := b.createAll(ctx, ph.objs)
 	if err != nil {
@@ -162,6 +169,9 @@ func (b *bench) runPhase(ctx context.Context, p *controller, label string, ph ph
 		b.withTracker(func(tracker) { res.notes = append(res.notes, ph.note()) })
 	}
 	if err := b.finish(ctx, p, &res); err != nil {
+		return result{}, err
+	}
+	if err := profiles.Wait(); err != nil {
 		return result{}, err
 	}
 	var diverged string

@@ -25,6 +25,7 @@ import (
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 const (
@@ -506,9 +507,11 @@ func appliedMessage(desired []client.Object) string {
 	return strings.Join(parts, "; ") + " applied"
 }
 
+// setReady sets the Ready condition; its message is bounded, as a long
+// list of objects or errors would otherwise make the status write fail.
 func setReady(rule *gatewayv1alpha1.APIRule, status metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&rule.Status.Conditions, metav1.Condition{
-		Type: gatewayv1alpha1.ConditionReady, Status: status, Reason: reason, Message: msg,
+		Type: gatewayv1alpha1.ConditionReady, Status: status, Reason: reason, Message: contract.Truncate(msg, contract.MessageMaxLength),
 		ObservedGeneration: rule.Generation,
 	})
 	rule.Status.ObservedGeneration = rule.Generation

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/test/testenv"
 )
 
@@ -326,4 +328,17 @@ func TestInvalidAPIRuleIsRejectedByTheAPIServer(t *testing.T) {
 		},
 	}
 	g.Expect(k8sClient.Create(context.Background(), bad)).To(MatchError(ContainSubstring("each rule needs exactly one of noAuth: true or jwt")))
+}
+
+// A message built from many objects or errors is cut to the contract's
+// bound, so the status write that carries it cannot fail on its length.
+func TestReadyMessageIsBounded(t *testing.T) {
+	g := NewWithT(t)
+	rule := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+	setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, strings.Repeat("create VirtualService x: denied; ", 1000))
+	c := meta.FindStatusCondition(rule.Status.Conditions, gatewayv1alpha1.ConditionReady)
+	g.Expect(c).NotTo(BeNil())
+	g.Expect(len(c.Message)).To(BeNumerically("<=", contract.MessageMaxLength))
+	g.Expect(c.Message).To(HaveSuffix(contract.TruncatedNote))
+	g.Expect(c.ObservedGeneration).To(Equal(int64(3)))
 }

@@ -37,11 +37,8 @@ const (
 	// defaultGatewayKey is gatewayIndex's key of the APIRules on the
 	// default gateway; without a "/" it is no gateway's name.
 	defaultGatewayKey = "default"
-	// zoneIndex finds the APIRules whose hosts may overlap a host: those
-	// that share its zone (hosts.Zone).
-	zoneIndex = "apirule.zones"
-	// hostIndex finds them more precisely, by hostKeys and overlapKeys:
-	// the hosts of a company usually share one zone.
+	// hostIndex finds the APIRules whose hosts may overlap a host, by
+	// hostKeys and overlapKeys.
 	hostIndex = "apirule.hosts"
 	// accessConflictIndex finds the APIRules in AccessConflict, by
 	// namespace.
@@ -198,7 +195,6 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 			}
 			return []string{defaultGatewayKey}
 		})},
-		{&gatewayv1alpha1.APIRule{}, zoneIndex, rule(zonesOf)},
 		{&gatewayv1alpha1.APIRule{}, hostIndex, rule(hostKeys)},
 		{&gatewayv1alpha1.APIRule{}, accessConflictIndex, rule(func(a *gatewayv1alpha1.APIRule) []string {
 			if c := meta.FindStatusCondition(a.Status.Conditions, gatewayv1alpha1.ConditionReady); c != nil && c.Reason == gatewayv1alpha1.ReasonAccessConflict {

@@ -58,10 +58,14 @@ func (r *Reconciler) refuse(ctx context.Context, rule *gatewayv1alpha1.APIRule, 
 func (r *Reconciler) checkHosts(ctx context.Context, rule *gatewayv1alpha1.APIRule, grants *operatorv1alpha1.APIRulesSpec) (string, string, error) {
 	var others []hosts.Claim
 	seen := map[types.UID]bool{}
-	for _, zone := range zonesOf(rule) {
+	// The host index narrows the APIRules to those whose hosts may overlap
+	// (the same host, a wildcard over one, a host under a wildcard): with a
+	// whole company's APIRules under one domain, listing that domain's
+	// would make every reconcile read all of them.
+	for _, key := range overlapKeys(rule) {
 		var rules gatewayv1alpha1.APIRuleList
-		if err := r.Client.List(ctx, &rules, client.MatchingFields{zoneIndex: zone}, client.UnsafeDisableDeepCopy); err != nil {
-			return "", "", fmt.Errorf("list the APIRules of zone %s: %w", zone, err)
+		if err := r.Client.List(ctx, &rules, client.MatchingFields{hostIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
+			return "", "", fmt.Errorf("list the APIRules that may claim %s: %w", key[2:], err)
 		}
 		for i := range rules.Items {
 			o := &rules.Items[i]
@@ -166,18 +170,6 @@ func claimOf(rule *gatewayv1alpha1.APIRule) hosts.Claim {
 		c.Hosts = append(c.Hosts, string(h))
 	}
 	return c
-}
-
-func zonesOf(rule *gatewayv1alpha1.APIRule) []string {
-	var zones []string
-	seen := map[string]bool{}
-	for _, h := range rule.Spec.Hosts {
-		if z := hosts.Zone(string(h)); !seen[z] {
-			seen[z] = true
-			zones = append(zones, z)
-		}
-	}
-	return zones
 }
 
 // aliasOf explains how a Service would send traffic somewhere else than

@@ -35,18 +35,6 @@ const (
 // IsWildcard reports whether host is a wildcard ("*.example.com").
 func IsWildcard(host string) bool { return strings.HasPrefix(host, "*.") }
 
-// Zone is the last two labels of a host ("example.com" for
-// "*.api.example.com"). Overlapping hosts always share their zone, since a
-// wildcard has at least two labels after "*.".
-func Zone(host string) string {
-	host = strings.TrimPrefix(host, "*.")
-	labels := strings.Split(host, ".")
-	if len(labels) <= 2 {
-		return host
-	}
-	return strings.Join(labels[len(labels)-2:], ".")
-}
-
 // Overlap reports whether two hosts can name the same request's host: they
 // are equal, or one is a wildcard covering the other (Envoy's "*.x" matches
 // any name ending in ".x", also with several labels before it).

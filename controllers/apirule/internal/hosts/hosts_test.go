@@ -36,14 +36,6 @@ func TestOverlap(t *testing.T) {
 	}
 }
 
-func TestZoneIsSharedByOverlappingHosts(t *testing.T) {
-	for _, pair := range [][2]string{{"*.example.com", "x.y.example.com"}, {"*.a.example.com", "b.a.example.com"}, {"a.example.com", "a.example.com"}} {
-		if Zone(pair[0]) != Zone(pair[1]) {
-			t.Errorf("%s and %s overlap but have zones %s and %s", pair[0], pair[1], Zone(pair[0]), Zone(pair[1]))
-		}
-	}
-}
-
 func TestDecide(t *testing.T) {
 	grantB := func(host, ns string) bool { return host == "*.example.com" && ns == "team-b" }
 	for _, tc := range []struct {

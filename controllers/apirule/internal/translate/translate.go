@@ -17,9 +17,9 @@ import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
@@ -67,9 +67,17 @@ type Workload struct {
 	RequestAuthentication *securityv1.RequestAuthentication // nil without JWT rules routed here
 }
 
+// Object is a Kubernetes object; the package spells it out rather than
+// import controller-runtime's client.Object, whose client-go dependencies
+// would triple what the fuzz target has to build with instrumentation.
+type Object interface {
+	metav1.Object
+	runtime.Object
+}
+
 // Objects returns every desired object, the VirtualService first.
-func (o Output) Objects() []client.Object {
-	objs := []client.Object{o.VirtualService}
+func (o Output) Objects() []Object {
+	objs := []Object{o.VirtualService}
 	for _, w := range o.Workloads {
 		objs = append(objs, w.AuthorizationPolicy)
 		if w.RequestAuthentication != nil {
