@@ -195,15 +195,9 @@ E2E_NODE_CLUSTER := portico-e2e-node
 .PHONY: test-e2e-node
 test-e2e-node: ## Run the e2e suite on a real node (kubelet, containerd, kube-proxy; as root): releases in the node's registry, helm and OLM installs, real pods.
 	hack/testbin.sh --node >/dev/null
-	@# OLM's build (minutes of CPU) runs beside the suite's first specs,
-	@# which mostly wait for the node and for rollouts; the OLM specs' own
-	@# `testbin.sh --olm` waits for it (a lock) and then finds it built.
 	@# The suite removes the node when it ends; `node.sh down` again catches
 	@# a suite killed before its AfterSuite (e.g. by go test's -timeout).
-	@mkdir -p $(LOCALBIN)
-	hack/testbin.sh --olm >$(LOCALBIN)/olm-build.log 2>&1 & olm=$$!; \
-		status=0; E2E_TARGET=node go test -tags e2e ./test/e2e/ -count=1 -timeout 30m -v -ginkgo.v -ginkgo.timeout 25m || status=$$?; \
-		if ! wait $$olm; then echo "OLM build failed:"; cat $(LOCALBIN)/olm-build.log; status=1; fi; \
+	status=0; E2E_TARGET=node go test -tags e2e ./test/e2e/ -count=1 -timeout 30m -v -ginkgo.v -ginkgo.timeout 25m || status=$$?; \
 		hack/node.sh down $(E2E_NODE_CLUSTER) || true; exit $$status
 
 .PHONY: test-e2e-kind

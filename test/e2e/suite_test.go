@@ -86,7 +86,10 @@ var (
 	// default one, for the rollout spec.
 	nextAPIRuleImage = imageRegistry + "/apirule-controller:" + imageTagNext
 	operator         *framework.Process
-	stopSuite        context.CancelFunc
+	// olmBuild builds OLM (hack/testbin.sh --olm) beside the node
+	// target's first specs.
+	olmBuild  *framework.Process
+	stopSuite context.CancelFunc
 )
 
 func TestE2E(t *testing.T) {
@@ -135,7 +138,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	case framework.TargetNode:
 		setUpNode(ctx)
 	}
-}, NodeTimeout(10*time.Minute))
+}, NodeTimeout(15*time.Minute))
 
 // setUpNode starts a control plane with one real node (hack/node.sh:
 // kubelet, containerd, kube-proxy) and its OCI registry, publishes two
@@ -156,6 +159,13 @@ func setUpNode(ctx context.Context) {
 	connect()
 
 	publishReleases(ctx)
+	// OLM's build (minutes of CPU) runs beside the install and the first
+	// specs, which mostly wait for rollouts, not beside the releases'
+	// builds; the OLM specs' own `testbin.sh --olm` waits for it (a lock)
+	// and then finds it built.
+	olmBuild, err = framework.StartProcess(filepath.Join(root, "hack", "testbin.sh"), []string{"--olm"}, nil,
+		filepath.Join(artifacts, "olm-build.log"))
+	Expect(err).NotTo(HaveOccurred())
 	agentPullPolicy = corev1.PullIfNotPresent
 	nextAPIRuleImage = releaseImage(releaseV2, "apirule-controller")
 
@@ -265,6 +275,7 @@ var _ = AfterSuite(func(ctx SpecContext) {
 		stopSuite()
 	}
 	operator.Stop()
+	olmBuild.Stop() // done unless the OLM specs did not run
 	if os.Getenv("E2E_KEEP_CLUSTER") != "" {
 		fmt.Fprintf(GinkgoWriter, "keeping the cluster: KUBECONFIG=%s\n", kubeconfig)
 		return
