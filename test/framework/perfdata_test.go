@@ -84,6 +84,22 @@ func TestCompare(t *testing.T) {
 	}
 }
 
+// TestDefaultToleranceOfSmallCounts: one reconcile more at convergence (a
+// late event landing before it, not after) is noise; three more are not.
+func TestDefaultToleranceOfSmallCounts(t *testing.T) {
+	reconciles := func(n float64) PerfData {
+		return perf(item(UnitCount, map[string]float64{"AtConvergence": n}, "Metric", "Reconciles"))
+	}
+	for _, tt := range []struct {
+		current float64
+		want    Verdict
+	}{{2, VerdictOK}, {3, VerdictOK}, {4, VerdictRegressed}} {
+		if got := Compare(reconciles(1), reconciles(tt.current), DefaultTolerance)[0].Verdict; got != tt.want {
+			t.Errorf("1 -> %v reconciles: %s, want %s", tt.current, got, tt.want)
+		}
+	}
+}
+
 func TestRegressionsAndTable(t *testing.T) {
 	cs := Compare(perf(item(UnitCount, map[string]float64{"a": 10, "b": 10}, "Metric", "M")),
 		perf(item(UnitCount, map[string]float64{"a": 10, "b": 14}, "Metric", "M")), Tolerance{Relative: 0.5})
