@@ -27,6 +27,7 @@ import (
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	"github.com/portico-dev/portico/controllers/harness/fairqueue"
 )
 
 const (
@@ -125,8 +126,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Named("apirule").
 		// APIRules are independent and a reconcile mostly waits for the API
 		// server: enough workers keep it busy (measured by make
-		// bench-controllers, issue #17).
-		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
+		// bench-controllers, issue #17). The namespaces take turns, so one
+		// tenant's backlog does not hold up another's APIRule (issue #26).
+		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles, NewQueue: fairqueue.ByNamespace}).
 		For(&gatewayv1alpha1.APIRule{}).
 		Watches(&gatewayv1alpha1.APIRule{}, handler.EnqueueRequestsFromMapFunc(m.overlappingHosts)).
 		Watches(&networkingv1.VirtualService{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -18,6 +19,7 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/controllers/harness/fairqueue"
 )
 
 // ConfigureCache narrows what the controller caches: of the kinds it
@@ -55,6 +57,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: operatorv1alpha1.SingletonName}}}
 	})
 	b := ctrl.NewControllerManagedBy(mgr).Named("gateway").
+		// One key; the queue is Portico's fair queue as every controller's.
+		WithOptions(controller.Options{NewQueue: fairqueue.ByNamespace}).
 		For(&operatorv1alpha1.APIGateway{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetName() == operatorv1alpha1.SingletonName
 		}))).

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -29,6 +30,7 @@ import (
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/harness"
+	"github.com/portico-dev/portico/controllers/harness/fairqueue"
 	"github.com/portico-dev/portico/controllers/ratelimit/internal/topology"
 	"github.com/portico-dev/portico/internal/contract"
 )
@@ -371,6 +373,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ratelimit").
+		// One key, World: the queue is fair trivially; what keeps a tenant's
+		// RateLimits from waiting on another's is the order of the writes.
+		WithOptions(controller.Options{NewQueue: fairqueue.ByNamespace}).
 		Watches(&gatewayv1alpha1.RateLimit{}, toWorld).
 		Watches(&networkingv1alpha3.EnvoyFilter{}, toWorld, builder.WithPredicates(managed))
 	if r.GatewaysKnown {

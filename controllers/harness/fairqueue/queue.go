@@ -1,0 +1,390 @@
+package fairqueue
+
+import (
+	"container/heap"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+)
+
+// Queue is a fair work queue; New makes one.
+type Queue[T comparable] struct {
+	tenantOf    func(T) string
+	rateLimiter workqueue.TypedRateLimiter[T]
+	metrics     *metrics
+	now         func() time.Time
+
+	mu   sync.Mutex
+	cond *sync.Cond
+	// items holds every item the queue knows: ready, waiting or being
+	// processed.
+	items map[T]*entry[T]
+	// levels holds the ready items by priority; prios lists the priorities
+	// of the levels, highest first.
+	levels map[int]*level[T]
+	prios  []int
+	ready  int
+	// waiting holds the items whose time has not come, earliest first.
+	waiting    waitHeap[T]
+	processing int
+	seq        uint64
+	shutdown   bool
+	// wake tells the waiting loop that the earliest time changed.
+	wake chan struct{}
+	stop chan struct{}
+}
+
+type state int
+
+const (
+	stateReady state = iota
+	stateWaiting
+	stateProcessing
+)
+
+type entry[T comparable] struct {
+	item     T
+	tenant   string
+	state    state
+	priority int
+	// seq identifies the entry's current place in its level: places left
+	// behind by a move to another priority are skipped.
+	seq uint64
+	// readyAt is when a waiting item becomes ready.
+	readyAt   time.Time
+	heapIndex int
+	// addedAt is when the item became ready (queue latency);
+	// startedAt when it was handed out (work duration).
+	addedAt, startedAt time.Time
+	// again is set when the item was added while being processed: it is
+	// queued again, with againPriority at againAt, once it is Done.
+	again         bool
+	againPriority int
+	againAt       time.Time
+}
+
+// level is the ready items of one priority: a FIFO per tenant, and the
+// tenants with items in the order they are served.
+type level[T comparable] struct {
+	fifos map[string][]place[T]
+	ring  []string
+	next  int
+}
+
+type place[T comparable] struct {
+	item T
+	seq  uint64
+}
+
+var _ priorityqueue.PriorityQueue[string] = &Queue[string]{}
+
+// New returns a fair queue: tenantOf names the tenant of an item, whose
+// items share one turn; rateLimiter decides the delays of AddRateLimited
+// (nil: per-item exponential back-off from 5 ms to 1000 s, as
+// controller-runtime's). name labels the workqueue metrics ("" for none).
+func New[T comparable](name string, tenantOf func(T) string, rateLimiter workqueue.TypedRateLimiter[T]) *Queue[T] {
+	if rateLimiter == nil {
+		rateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[T](5*time.Millisecond, 1000*time.Second)
+	}
+	q := &Queue[T]{
+		tenantOf:    tenantOf,
+		rateLimiter: rateLimiter,
+		metrics:     newMetrics(name),
+		now:         time.Now,
+		items:       map[T]*entry[T]{},
+		levels:      map[int]*level[T]{},
+		wake:        make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+	}
+	q.cond = sync.NewCond(&q.mu)
+	go q.waitLoop()
+	return q
+}
+
+// Add makes an item ready at priority 0.
+func (q *Queue[T]) Add(item T) { q.AddWithOpts(priorityqueue.AddOpts{}, item) }
+
+// AddAfter makes an item ready after a delay.
+func (q *Queue[T]) AddAfter(item T, after time.Duration) {
+	q.AddWithOpts(priorityqueue.AddOpts{After: after}, item)
+}
+
+// AddRateLimited makes an item ready after its rate limiter's delay.
+func (q *Queue[T]) AddRateLimited(item T) {
+	q.AddWithOpts(priorityqueue.AddOpts{RateLimited: true}, item)
+}
+
+// Forget ends the rate limiter's tracking of an item.
+func (q *Queue[T]) Forget(item T) { q.rateLimiter.Forget(item) }
+
+// NumRequeues is how often the rate limiter delayed an item.
+func (q *Queue[T]) NumRequeues(item T) int { return q.rateLimiter.NumRequeues(item) }
+
+// AddWithOpts adds items: an item already known keeps one entry, with the
+// highest of its priorities and the earliest of its ready times.
+func (q *Queue[T]) AddWithOpts(o priorityqueue.AddOpts, items ...T) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.shutdown {
+		return
+	}
+	prio := ptr.Deref(o.Priority, 0)
+	now := q.now()
+	for _, item := range items {
+		after := o.After
+		if o.RateLimited {
+			if d := q.rateLimiter.When(item); after == 0 || d < after {
+				after = d
+			}
+		}
+		if after > 0 {
+			q.metrics.retry()
+		}
+		q.metrics.add()
+		readyAt := now.Add(after)
+		e, known := q.items[item]
+		switch {
+		case !known:
+			e = &entry[T]{item: item, tenant: q.tenantOf(item), priority: prio}
+			q.items[item] = e
+			q.place(e, readyAt, now)
+		case e.state == stateProcessing:
+			if !e.again {
+				e.again, e.againPriority, e.againAt = true, prio, readyAt
+				continue
+			}
+			e.againPriority = max(e.againPriority, prio)
+			if readyAt.Before(e.againAt) {
+				e.againAt = readyAt
+			}
+		case e.state == stateReady:
+			if prio > e.priority {
+				q.ready--
+				e.priority = prio
+				q.push(e, now)
+			}
+		case e.state == stateWaiting:
+			e.priority = max(e.priority, prio)
+			if readyAt.Before(e.readyAt) {
+				heap.Remove(&q.waiting, e.heapIndex)
+				q.place(e, readyAt, now)
+			}
+		}
+	}
+}
+
+// place makes e ready, or waiting until readyAt.
+func (q *Queue[T]) place(e *entry[T], readyAt, now time.Time) {
+	if !readyAt.After(now) {
+		q.push(e, now)
+		return
+	}
+	e.state, e.readyAt = stateWaiting, readyAt
+	heap.Push(&q.waiting, e)
+	if q.waiting[0] == e {
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// push appends a ready entry to its tenant's FIFO at its priority.
+func (q *Queue[T]) push(e *entry[T], now time.Time) {
+	l := q.levels[e.priority]
+	if l == nil {
+		l = &level[T]{fifos: map[string][]place[T]{}}
+		q.levels[e.priority] = l
+		q.prios = append(q.prios, e.priority)
+		slices.SortFunc(q.prios, func(a, b int) int { return b - a })
+	}
+	if len(l.fifos[e.tenant]) == 0 {
+		l.ring = append(l.ring, e.tenant)
+	}
+	q.seq++
+	if e.state != stateReady || e.addedAt.IsZero() {
+		e.addedAt = now
+	}
+	e.state, e.seq = stateReady, q.seq
+	l.fifos[e.tenant] = append(l.fifos[e.tenant], place[T]{item: e.item, seq: e.seq})
+	q.ready++
+	q.metrics.setDepth(q.ready)
+	q.cond.Signal()
+}
+
+// pop takes the next ready item: the highest priority first, and within
+// it the next tenant's oldest item.
+func (q *Queue[T]) pop() (*entry[T], bool) {
+	for len(q.prios) > 0 {
+		prio := q.prios[0]
+		l := q.levels[prio]
+		for len(l.ring) > 0 {
+			i := l.next % len(l.ring)
+			tenant := l.ring[i]
+			fifo := l.fifos[tenant]
+			var found *entry[T]
+			for len(fifo) > 0 && found == nil {
+				p := fifo[0]
+				fifo = fifo[1:]
+				if e, ok := q.items[p.item]; ok && e.state == stateReady && e.seq == p.seq && e.priority == prio {
+					found = e
+				}
+			}
+			if len(fifo) == 0 {
+				delete(l.fifos, tenant)
+				l.ring = slices.Delete(l.ring, i, i+1)
+				l.next = i // the next tenant moved into place i
+			} else {
+				l.fifos[tenant] = fifo
+				l.next = i + 1
+			}
+			if found != nil {
+				return found, true
+			}
+		}
+		delete(q.levels, prio)
+		q.prios = q.prios[1:]
+	}
+	return nil, false
+}
+
+// Get waits for the next ready item and hands it out until Done.
+func (q *Queue[T]) Get() (T, bool) {
+	item, _, shutdown := q.GetWithPriority()
+	return item, shutdown
+}
+
+// GetWithPriority is Get that also returns the item's priority.
+func (q *Queue[T]) GetWithPriority() (T, int, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for {
+		if q.shutdown {
+			var zero T
+			return zero, 0, true
+		}
+		if e, ok := q.pop(); ok {
+			now := q.now()
+			q.ready--
+			q.processing++
+			q.metrics.setDepth(q.ready)
+			q.metrics.handedOut(now.Sub(e.addedAt))
+			e.state, e.startedAt, e.addedAt = stateProcessing, now, time.Time{}
+			return e.item, e.priority, false
+		}
+		q.cond.Wait()
+	}
+}
+
+// Done ends the processing of an item; one added meanwhile is queued again.
+func (q *Queue[T]) Done(item T) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e, ok := q.items[item]
+	if !ok || e.state != stateProcessing {
+		return
+	}
+	q.processing--
+	now := q.now()
+	q.metrics.worked(now.Sub(e.startedAt))
+	if e.again && !q.shutdown {
+		e.again, e.priority = false, e.againPriority
+		q.place(e, e.againAt, now)
+	} else {
+		delete(q.items, item)
+	}
+	q.cond.Broadcast()
+}
+
+// Len is the number of ready items.
+func (q *Queue[T]) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.ready
+}
+
+// ShutDown makes Get return at once with shutdown set; adds are ignored.
+func (q *Queue[T]) ShutDown() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.shutdown {
+		q.shutdown = true
+		close(q.stop)
+	}
+	q.cond.Broadcast()
+}
+
+// ShutDownWithDrain shuts down and waits until every handed-out item is
+// Done.
+func (q *Queue[T]) ShutDownWithDrain() {
+	q.ShutDown()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.processing > 0 {
+		q.cond.Wait()
+	}
+}
+
+// ShuttingDown reports whether ShutDown was called.
+func (q *Queue[T]) ShuttingDown() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.shutdown
+}
+
+// waitLoop makes waiting items ready when their time comes.
+func (q *Queue[T]) waitLoop() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		q.mu.Lock()
+		now := q.now()
+		for len(q.waiting) > 0 && !q.waiting[0].readyAt.After(now) {
+			e := heap.Pop(&q.waiting).(*entry[T])
+			q.push(e, now)
+		}
+		next := time.Hour
+		if len(q.waiting) > 0 {
+			next = q.waiting[0].readyAt.Sub(now)
+		}
+		q.mu.Unlock()
+		timer.Reset(next)
+		select {
+		case <-q.stop:
+			return
+		case <-q.wake:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// waitHeap orders waiting entries by ready time.
+type waitHeap[T comparable] []*entry[T]
+
+func (h waitHeap[T]) Len() int           { return len(h) }
+func (h waitHeap[T]) Less(i, j int) bool { return h[i].readyAt.Before(h[j].readyAt) }
+func (h waitHeap[T]) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex, h[j].heapIndex = i, j
+}
+func (h *waitHeap[T]) Push(x any) {
+	e := x.(*entry[T])
+	e.heapIndex = len(*h)
+	*h = append(*h, e)
+}
+func (h *waitHeap[T]) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
