@@ -40,6 +40,8 @@ type bench struct {
 	mu   sync.Mutex
 	tr   tracker // the running phase's, fed by every informer event
 	done *completion
+	// extra, when set, also sees every informer event.
+	extra func(framework.Event)
 }
 
 // kinds are the types the bench reads and writes.
@@ -282,6 +284,9 @@ func (b *bench) setTracker(tr tracker) *completion {
 func (b *bench) handle(e framework.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.extra != nil {
+		b.extra(e)
+	}
 	if b.tr == nil {
 		return
 	}

@@ -35,6 +35,18 @@
 //	    and RateLimit namespace, with one config patch per enforced scope
 //	    (so its content is final too), and no other.
 //
+//	(3) noisy neighbour (issue #26; both controllers keep running).
+//	    Team-b floods the controllers with --flood APIRules in its own
+//	    namespace (five of them with 64 rules) and keeps updating them;
+//	    team-a creates one APIRule at a time in another namespace, five
+//	    times alone and five times under the flood, and the bench reports
+//	    its time from the create call to Applied for its generation. The
+//	    same for RateLimits (team-b's limit its APIRules and are updated
+//	    without pause). It fails when team-a's worst wait under the flood
+//	    exceeds half the time team-b's flood of APIRules took to converge
+//	    (a ratio of the same run; a first-in-first-out queue makes team-a
+//	    wait about that long).
+//
 // Both are observed with the bench's own informers: the time of the event
 // that completes the condition is the convergence time; nothing is polled.
 // "create" is t0 until the last create call returned. Once converged, the

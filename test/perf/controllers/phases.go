@@ -41,6 +41,8 @@ type result struct {
 	peakHeap float64 // bytes
 	cpu      framework.CPUDelta
 	notes    []string
+	// fairness is the noisy-neighbour phase's figures for the kind.
+	fairness *fairness
 }
 
 // controller is a running controller binary and its heap sampler.
@@ -73,6 +75,18 @@ func (b *bench) measure(ctx context.Context) (res results, retErr error) {
 			return nil, err
 		}
 		res = append(res, r)
+	}
+	fair, err := b.measureFairness(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("(3) noisy neighbour: %w", err)
+	}
+	for i, f := range fair {
+		res[i].fairness = &fair[i]
+		notes, err := fairnessNotes([]fairness{f}, b.opts.flood >= gatedFlood)
+		res[i].notes = append(res[i].notes, notes...)
+		if err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }

@@ -15,6 +15,7 @@ func shortOptions() options {
 	o.Cluster, o.Down, o.Timeout = "portico-perf-short-ctrl", true, 2*time.Minute
 	o.Output, o.Baseline = "bin/perf/controllers-short.json", ""
 	o.sizes = sizes{apiRules: 20, rateLimits: 20, gateways: 2, namespaces: 2}
+	o.flood = 20
 	return o
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -100,7 +101,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 	var errs []error
 	failed := map[string]error{}
 	wanted := map[string]bool{}
-	for _, ef := range out.EnvoyFilters {
+	// Namespaces take turns: a tenant with one filter does not wait for the
+	// writes of one with many.
+	for _, ef := range fairqueue.Interleave(out.EnvoyFilters, func(ef *networkingv1alpha3.EnvoyFilter) string { return ef.Namespace }) {
 		key := ef.Namespace + "/" + ef.Name
 		wanted[key] = true
 		if err := topology.CheckSize(ef); err != nil {
@@ -135,10 +138,44 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 		}
 	}
 
-	for i := range limits {
-		errs = append(errs, r.writeStatus(ctx, &limits[i], out.Verdicts, failed))
-	}
+	errs = append(errs, r.writeStatuses(ctx, limits, out.Verdicts, failed))
 	return result, errors.Join(errs...)
+}
+
+// statusWriters is how many status patches are in flight at once.
+const statusWriters = 8
+
+// writeStatuses writes the statuses that changed, several at a time and
+// with the namespaces taking turns: one tenant's thousand changed statuses
+// do not delay another's one by a thousand round trips.
+func (r *Reconciler) writeStatuses(ctx context.Context, limits []gatewayv1alpha1.RateLimit, verdicts map[types.NamespacedName]topology.Verdict, failed map[string]error) error {
+	ptrs := make([]*gatewayv1alpha1.RateLimit, len(limits))
+	for i := range limits {
+		ptrs[i] = &limits[i]
+	}
+	work := make(chan *gatewayv1alpha1.RateLimit)
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for range min(statusWriters, len(ptrs)) {
+		wg.Go(func() {
+			for limit := range work {
+				if err := r.writeStatus(ctx, limit, verdicts, failed); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, limit := range fairqueue.Interleave(ptrs, func(l *gatewayv1alpha1.RateLimit) string { return l.Namespace }) {
+		work <- limit
+	}
+	close(work)
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // defaultGateway is the gateway APIRules that name none use, "" for none

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/test/framework"
+)
+
+// The noisy-neighbour phase (issue #26): team-b ("bench-noisy") floods the
+// controllers with --flood APIRules (a few of them at the maximum size)
+// and keeps updating them, then with --flood RateLimits, also updated
+// without pause; meanwhile team-a ("bench-quiet") creates one object at a
+// time and the bench measures the time from its create call until its
+// Ready condition is for its generation (the informer event that shows
+// it). Each is measured alone first (the same objects, no flood), then
+// under the flood. The bench fails when, under the flood, team-a waits
+// more than maxFloodShare of the time team-b's own flood of APIRules took
+// to converge: a first-in-first-out queue makes it wait about that long.
+const (
+	quietNS = "bench-quiet"
+	noisyNS = "bench-noisy"
+	// samples is the number of team-a objects measured per condition.
+	samples = 5
+	// largeAPIRules of the flood have maxRules rules each.
+	largeAPIRules = 5
+	maxRules      = 64
+	// maxFloodShare bounds team-a's worst wait under the flood, as a share
+	// of the flood's own convergence time (the same run's figures).
+	maxFloodShare = 0.5
+)
+
+// fairness is the noisy-neighbour phase's figures.
+type fairness struct {
+	kind string
+	// alone and flooded are team-a's times to Ready, in the order measured.
+	alone, flooded []time.Duration
+	// floodConverged is how long team-b's APIRules took to converge.
+	floodConverged time.Duration
+}
+
+// readyTracker waits for one object's Ready condition for its generation.
+type readyTracker struct {
+	kind string
+	key  types.NamespacedName
+	// applied requires Ready=True (APIRules); a RateLimit may end with any
+	// verdict.
+	applied bool
+	ok      bool
+}
+
+func (t *readyTracker) observe(e framework.Event) {
+	if e.Kind != t.kind || e.Type == framework.Deleted || client.ObjectKeyFromObject(e.Object) != t.key {
+		return
+	}
+	var conds []metav1.Condition
+	var observed int64
+	switch o := e.Object.(type) {
+	case *gatewayv1alpha1.APIRule:
+		conds, observed = o.Status.Conditions, o.Status.ObservedGeneration
+	case *gatewayv1alpha1.RateLimit:
+		conds, observed = o.Status.Conditions, o.Status.ObservedGeneration
+	}
+	c := meta.FindStatusCondition(conds, gatewayv1alpha1.ConditionReady)
+	t.ok = c != nil && observed == e.Object.GetGeneration() && c.ObservedGeneration == e.Object.GetGeneration() &&
+		(!t.applied || c.Status == metav1.ConditionTrue)
+}
+
+func (t *readyTracker) converged() bool  { return t.ok }
+func (t *readyTracker) progress() string { return fmt.Sprintf("%s %s not Ready yet", t.kind, t.key) }
+
+// measureFairness runs the noisy-neighbour phase with both controllers
+// running.
+func (b *bench) measureFairness(ctx context.Context) ([]fairness, error) {
+	if b.opts.flood == 0 {
+		return nil, nil
+	}
+	for _, ns := range []string{quietNS, noisyNS} {
+		if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: benchLabels()}}); err != nil {
+			return nil, fmt.Errorf("create namespace %s: %w", ns, err)
+		}
+	}
+	flood := b.opts.flood
+	gw := gatewayName(1 % len(b.plan.gateways)) // odd: its route limits are Enforced
+	var fixtures []client.Object
+	quiet := make([]client.Object, 0, 2*samples)
+	for i := range 2 * samples {
+		svc, rule := fairAPIRule(quietNS, "quiet", i, gw, 2)
+		fixtures = append(fixtures, svc)
+		quiet = append(quiet, rule)
+	}
+	noisy := make([]client.Object, 0, flood)
+	for i := range flood {
+		rules := 2
+		if i < largeAPIRules {
+			rules = maxRules
+		}
+		svc, rule := fairAPIRule(noisyNS, "noisy", i, gw, rules)
+		fixtures = append(fixtures, svc)
+		noisy = append(noisy, rule)
+	}
+	framework.Logf("(3) noisy neighbour: %d Services", len(fixtures))
+	if _, err := b.createAll(ctx, fixtures); err != nil {
+		return nil, err
+	}
+
+	apiRules := fairness{kind: "APIRule"}
+	var err error
+	framework.Logf("(3) team-a's APIRules alone")
+	if apiRules.alone, err = b.timeReady(ctx, quiet[:samples], true); err != nil {
+		return nil, err
+	}
+	framework.Logf("(3) team-b creates %d APIRules and keeps updating them", flood)
+	floodStart := time.Now()
+	floodDone := b.watchConverged(ctx, noisy)
+	stop, err := b.flood(ctx, noisy, func(o client.Object, n int) {
+		o.(*gatewayv1alpha1.APIRule).Spec.Timeout = &metav1.Duration{Duration: time.Duration(10+n%20) * time.Second}
+	})
+	if err != nil {
+		return nil, err
+	}
+	apiRules.flooded, err = b.timeReady(ctx, quiet[samples:], true)
+	if err == nil {
+		framework.Logf("(3) waiting for team-b's APIRules to converge")
+		select {
+		case <-floodDone.ch:
+			apiRules.floodConverged = floodDone.at.Sub(floodStart)
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	if err = errors.Join(err, stop()); err != nil {
+		return nil, err
+	}
+
+	limits := fairness{kind: "RateLimit"}
+	quietLimits := make([]client.Object, 0, 2*samples)
+	for i := range 2 * samples {
+		quietLimits = append(quietLimits, fairRateLimit(quietNS, "quiet", i, quiet[i].GetName()))
+	}
+	noisyLimits := make([]client.Object, 0, flood)
+	for i := range flood {
+		noisyLimits = append(noisyLimits, fairRateLimit(noisyNS, "noisy", i, noisy[i].GetName()))
+	}
+	framework.Logf("(3) team-a's RateLimits alone")
+	if limits.alone, err = b.timeReady(ctx, quietLimits[:samples], false); err != nil {
+		return nil, err
+	}
+	framework.Logf("(3) team-b creates %d RateLimits and keeps updating them", flood)
+	if stop, err = b.flood(ctx, noisyLimits, func(o client.Object, n int) {
+		o.(*gatewayv1alpha1.RateLimit).Spec.Local.MaxTokens = int64(100 + n%50)
+	}); err != nil {
+		return nil, err
+	}
+	limits.flooded, err = b.timeReady(ctx, quietLimits[samples:], false)
+	if err = errors.Join(err, stop()); err != nil {
+		return nil, err
+	}
+	return []fairness{apiRules, limits}, nil
+}
+
+// timeReady creates the objects one after the other and returns, for
+// each, the time from its create call until it was Ready.
+func (b *bench) timeReady(ctx context.Context, objs []client.Object, applied bool) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, obj := range objs {
+		kind := kindAPIRule
+		if _, ok := obj.(*gatewayv1alpha1.RateLimit); ok {
+			kind = kindRateLimit
+		}
+		done := b.setTracker(&readyTracker{kind: kind, key: client.ObjectKeyFromObject(obj), applied: applied})
+		t0 := time.Now()
+		if err := b.c.Create(ctx, obj.DeepCopyObject().(client.Object)); err != nil {
+			return nil, fmt.Errorf("create %s %s: %w", kind, client.ObjectKeyFromObject(obj), err)
+		}
+		select {
+		case <-done.ch:
+			out = append(out, done.at.Sub(t0))
+			framework.Logf("    %s %s Ready after %s", kind, client.ObjectKeyFromObject(obj), done.at.Sub(t0).Round(time.Millisecond))
+		case <-time.After(b.opts.Timeout):
+			return nil, fmt.Errorf("%s %s not Ready within %s", kind, client.ObjectKeyFromObject(obj), b.opts.Timeout)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		// Spread the samples over the flood.
+		time.Sleep(300 * time.Millisecond)
+	}
+	return out, nil
+}
+
+// watchConverged completes when every APIRule of objs is Applied for its
+// generation (at some moment: the flood goes on updating them).
+func (b *bench) watchConverged(_ context.Context, objs []client.Object) *completion {
+	done := newCompletion()
+	pending := map[types.NamespacedName]bool{}
+	for _, o := range objs {
+		pending[client.ObjectKeyFromObject(o)] = true
+	}
+	b.mu.Lock()
+	b.extra = func(e framework.Event) {
+		key := client.ObjectKeyFromObject(e.Object)
+		if !pending[key] {
+			return
+		}
+		t := &readyTracker{kind: kindAPIRule, key: key, applied: true}
+		if t.observe(e); t.ok {
+			delete(pending, key)
+			if len(pending) == 0 {
+				done.complete(e.At)
+			}
+		}
+	}
+	b.mu.Unlock()
+	return done
+}
+
+// flood creates objs with the bench's workers, then updates them (mutate
+// with a counter) without pause until the returned stop is called.
+func (b *bench) flood(ctx context.Context, objs []client.Object, mutate func(client.Object, int)) (func() error, error) {
+	if _, err := b.createAll(ctx, objs); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	updates := 0
+	for w := range min(4, len(objs)) {
+		wg.Go(func() {
+			for n := w; ctx.Err() == nil; n += 4 {
+				obj := objs[n%len(objs)].DeepCopyObject().(client.Object)
+				if err := b.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+					continue
+				}
+				mutate(obj, n)
+				if err := b.c.Update(ctx, obj); err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				mu.Lock()
+				updates++
+				mu.Unlock()
+			}
+		})
+	}
+	return func() error {
+		cancel()
+		wg.Wait()
+		framework.Logf("    the flood made %d updates", updates)
+		b.mu.Lock()
+		b.extra = nil
+		b.mu.Unlock()
+		return errors.Join(errs...)
+	}, nil
+}
+
+// fairAPIRule is the i-th APIRule of a team, with its Service.
+func fairAPIRule(ns, team string, i int, gw string, rules int) (*corev1.Service, *gatewayv1alpha1.APIRule) {
+	svc, rule := apiRule(i, ns, gw)
+	svc.Name = fmt.Sprintf("%s-svc-%04d", team, i)
+	svc.Spec.Selector = map[string]string{"app": svc.Name}
+	rule.Name = fmt.Sprintf("%s-%04d", team, i)
+	rule.Spec.Hosts = []gatewayv1alpha1.Hostname{gatewayv1alpha1.Hostname(rule.Name + "." + ns + ".bench.example.com")}
+	rule.Spec.Service.Name = svc.Name
+	for len(rule.Spec.Rules) < rules {
+		rule.Spec.Rules = append(rule.Spec.Rules, gatewayv1alpha1.Rule{
+			Path: fmt.Sprintf("/r%02d", len(rule.Spec.Rules)), Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true),
+		})
+	}
+	return svc, rule
+}
+
+// fairRateLimit limits the i-th APIRule of a team.
+func fairRateLimit(ns, team string, i int, target string) *gatewayv1alpha1.RateLimit {
+	return &gatewayv1alpha1.RateLimit{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-rl-%04d", team, i), Labels: benchLabels()},
+		Spec: gatewayv1alpha1.RateLimitSpec{
+			TargetRef: gatewayv1alpha1.TargetReference{Kind: gatewayv1alpha1.TargetAPIRule, Name: target},
+			Local:     gatewayv1alpha1.TokenBucket{MaxTokens: 100, TokensPerFill: 10, FillInterval: metav1.Duration{Duration: time.Second}},
+		},
+	}
+}
+
+// gatedFlood is the smallest flood whose figures are checked against
+// maxFloodShare (the short mode's few objects converge too fast for a
+// share to mean anything).
+const gatedFlood = 100
+
+// fairnessNotes reports the figures and, when gate is set, checks the
+// bound.
+func fairnessNotes(fs []fairness, gate bool) ([]string, error) {
+	var notes []string
+	var errs []error
+	for _, f := range fs {
+		alone, flooded := slices.Max(f.alone), slices.Max(f.flooded)
+		notes = append(notes, fmt.Sprintf("%ss of team-a, time to Ready: alone median %s max %s; under team-b's flood median %s max %s",
+			f.kind, median(f.alone), alone.Round(time.Millisecond), median(f.flooded), flooded.Round(time.Millisecond)))
+		if f.floodConverged > 0 {
+			share := flooded.Seconds() / f.floodConverged.Seconds()
+			notes = append(notes, fmt.Sprintf("team-b's flood of APIRules converged after %s; team-a's worst wait under it is %.0f%% of that (bound %.0f%%)",
+				f.floodConverged.Round(time.Millisecond), 100*share, 100*maxFloodShare))
+			if gate && share > maxFloodShare {
+				errs = append(errs, fmt.Errorf("team-a's APIRule waited %s under team-b's flood, %.0f%% of the flood's %s (bound %.0f%%)",
+					flooded.Round(time.Millisecond), 100*share, f.floodConverged.Round(time.Millisecond), 100*maxFloodShare))
+			}
+		}
+	}
+	return notes, errors.Join(errs...)
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2].Round(time.Millisecond)
+}
