@@ -47,7 +47,7 @@ var poisons = []poison{{
 	want:  "not-a-number",
 }}
 
-// Class 5: an object that the API server accepts but Go cannot decode, of
+// Class 6: an object that the API server accepts but Go cannot decode, of
 // any kind a controller watches, stops nothing: every other object keeps
 // converging, also after the controllers restart.
 func TestUndecodableObjectsStopNothing(t *testing.T) {

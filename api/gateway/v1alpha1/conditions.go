@@ -44,8 +44,9 @@ const (
 	ReasonHostOccupied = "HostOccupied"
 	// ReasonHostNotPermitted (False): a wildcard host ("*.example.com") is
 	// not granted to the APIRule's namespace by the cluster administrator
-	// (APIGateway spec.apiRules.wildcardHosts). The APIRule's Istio objects
-	// are removed.
+	// (APIGateway spec.apiRules.wildcardHosts or ownedHosts), or a host
+	// reaches names the administrator gave to other namespaces
+	// (spec.apiRules.ownedHosts). The APIRule's Istio objects are removed.
 	ReasonHostNotPermitted = "HostNotPermitted"
 	// ReasonNoDefaultGateway (False): the APIRule names no gateway and the
 	// APIGateway has no enabled default gateway (spec.gateway) to use
@@ -57,6 +58,10 @@ const (
 	// the gateway would not serve it. The APIRule's Istio objects are
 	// removed.
 	ReasonHostNotOnGateway = "HostNotOnGateway"
+	// ReasonHostReserved (False): a host is one Portico reserves for
+	// itself, on every gateway: the default gateway's health host
+	// healthz.<domain>. The APIRule's Istio objects are removed.
+	ReasonHostReserved = "HostReserved"
 	// ReasonAccessConflict (False): on a workload both may reach, a rule of
 	// this APIRule would let callers into requests that a live policy of
 	// another APIRule of the namespace guards with other authentication, or

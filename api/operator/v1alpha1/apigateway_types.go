@@ -69,6 +69,41 @@ type APIRulesSpec struct {
 	// +listMapKey=host
 	// +kubebuilder:validation:MaxItems=64
 	WildcardHosts []WildcardHostGrant `json:"wildcardHosts,omitempty"`
+
+	// ownedHosts gives host names to namespaces. The names an entry covers
+	// (its host and, for a wildcard such as *.shop.example.com, every name
+	// under it) may be claimed only by APIRules of the namespaces it lists:
+	// an APIRule of another namespace whose hosts reach one of them
+	// (exactly, or through a wildcard) is refused with HostNotPermitted and
+	// holds nothing, however old it is. Among the listed namespaces' APIRules
+	// the oldest claim owns a name, as for any host. A wildcard entry also
+	// lets its namespaces claim the wildcard itself. Give a team the names it
+	// must never lose: it can then delete and re-create its APIRules (the way
+	// to change their hosts) without anyone else taking a name meanwhile.
+	// +optional
+	// +listType=map
+	// +listMapKey=host
+	// +kubebuilder:validation:MaxItems=256
+	OwnedHosts []HostOwnership `json:"ownedHosts,omitempty"`
+}
+
+// HostOwnership gives the names of one host to some namespaces.
+type HostOwnership struct {
+	// host is a name (api.example.com) or a wildcard (*.example.com, which
+	// covers every name ending in .example.com).
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$`
+	Host string `json:"host"`
+
+	// namespaces whose APIRules may claim the names; "*" is every namespace.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$`
+	Namespaces []string `json:"namespaces"`
 }
 
 // WildcardHostGrant lets the APIRules of some namespaces claim one wildcard host.

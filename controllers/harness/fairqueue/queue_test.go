@@ -50,7 +50,11 @@ func TestOrder(t *testing.T) {
 	}, {
 		name: "tenants take turns in the order they became busy",
 		adds: func(q *Queue[string]) {
-			q.Add("b/1"); q.Add("b/2"); q.Add("c/1"); q.Add("c/2"); q.Add("a/1")
+			q.Add("b/1")
+			q.Add("b/2")
+			q.Add("c/1")
+			q.Add("c/2")
+			q.Add("a/1")
 		},
 		want: []string{"b/1", "c/1", "a/1", "b/2", "c/2"},
 	}, {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -31,10 +32,17 @@ import (
 const (
 	// FieldManager is the apirule controller's identity in managedFields.
 	FieldManager = "apirule-controller"
-	// Finalizer keeps an APIRule that has objects in other namespaces until
-	// the controller has deleted them: they cannot have an owner reference
-	// to it, so the garbage collector would leave them behind.
+	// Finalizer keeps an APIRule that has written objects until the
+	// controller has deleted every one of them and seen them gone: its
+	// hosts stay claimed until then (the next claimant waits, so two
+	// tenants' routes are never live for one host), objects in other
+	// namespaces (which owner references cannot reach) go too, and nothing
+	// depends on the garbage collector's timing.
 	Finalizer = "gateway.portico.dev/apirule-cleanup"
+	// releaseRetry is how often a deleting or refused APIRule looks again
+	// while an object of its own is still being deleted (another's
+	// finalizer holds it).
+	releaseRetry = 2 * time.Second
 	// conflictRetry is how often an APIRule in Conflict looks again: the
 	// object in the way is not cached (it is not labelled as ours), so its
 	// removal raises no event.
@@ -78,6 +86,10 @@ type Reconciler struct {
 	// cache is the manager's cache, with the indexes of SetupWithManager,
 	// that Client reads.
 	cache client.Reader
+	// deleted remembers the objects the controller deleted until the cache
+	// shows them gone: a cached copy of one is read again past the cache,
+	// so a status never says Applied for an object that is gone.
+	deleted tombstones
 }
 
 // Reconcile converges one APIRule's Istio objects.
@@ -89,7 +101,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	log := ctrl.LoggerFrom(ctx).WithValues("apirule", klog.KObj(rule))
 	ctx = ctrl.LoggerInto(ctx, log)
 	if !rule.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, rule)
+		return r.finalize(ctx, rule)
 	}
 
 	before := rule.DeepCopy()
@@ -104,9 +116,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, err
 	}
+	if h := reservedHost(rule, apiGateway); h != "" {
+		return r.refuse(ctx, rule, gatewayv1alpha1.ReasonHostReserved, fmt.Sprintf(
+			"host %s is the default gateway's own health check, reserved on every gateway; use another name; the APIRule's Istio objects were removed", h))
+	}
 	gateway, reason, msg := gatewayOf(rule, apiGateway)
 	if reason != "" {
-		return ctrl.Result{}, r.refuse(ctx, rule, reason, msg)
+		return r.refuse(ctx, rule, reason, msg)
 	}
 	var grants *operatorv1alpha1.APIRulesSpec
 	if apiGateway != nil {
@@ -118,12 +134,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	if reason != "" {
-		return ctrl.Result{}, r.refuse(ctx, rule, reason, msg)
+		return r.refuse(ctx, rule, reason, msg)
 	}
 	selectors, reason, msg := r.checkReferences(ctx, rule, gateway)
 	if reason != "" {
 		if withdraws(reason) {
-			return ctrl.Result{}, r.refuse(ctx, rule, reason, msg)
+			return r.refuse(ctx, rule, reason, msg)
 		}
 		setReady(rule, metav1.ConditionFalse, reason, msg)
 		return ctrl.Result{}, nil
@@ -263,7 +279,9 @@ func (r *Reconciler) liveObjects(ctx context.Context, rule *gatewayv1alpha1.APIR
 		obj := reflect.New(reflect.TypeOf(d).Elem()).Interface().(client.Object)
 		key := client.ObjectKeyFromObject(d)
 		err := r.Client.Get(ctx, key, obj)
-		if apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) || (err == nil && r.deleted.has(obj.GetUID())) {
+			// Not cached, or a copy of an object the controller deleted that
+			// the cache has not yet seen go: ask the API server.
 			err = r.Reader.Get(ctx, key, obj)
 		}
 		switch {
@@ -282,16 +300,12 @@ func (r *Reconciler) liveObjects(ctx context.Context, rule *gatewayv1alpha1.APIR
 
 // converge writes the desired objects and deletes this APIRule's objects
 // that are no longer desired. The finalizer goes on before the first object
-// in another namespace is created, and comes off once none is left.
+// is written (with the APIRule's resourceVersion: an APIRule the cache
+// still shows but that changed or went meanwhile writes nothing); it comes
+// off when the APIRule is deleted or refused, once its objects are gone.
 func (r *Reconciler) converge(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired, live []client.Object) error {
-	crossNamespace := false
-	for _, d := range desired {
-		crossNamespace = crossNamespace || d.GetNamespace() != rule.Namespace
-	}
-	if crossNamespace {
-		if err := r.setFinalizer(ctx, rule, true); err != nil {
-			return err
-		}
+	if err := r.setFinalizer(ctx, rule, true); err != nil {
+		return err
 	}
 	var errs []error
 	for i, d := range desired {
@@ -310,18 +324,7 @@ func (r *Reconciler) converge(ctx context.Context, rule *gatewayv1alpha1.APIRule
 	for _, d := range desired {
 		keep[objectID(d)] = true
 	}
-	if err := r.deleteUnwanted(ctx, rule, r.Client, keep); err != nil {
-		return err
-	}
-	if !crossNamespace && controllerutil.ContainsFinalizer(rule, Finalizer) {
-		// Objects of other namespaces may have been created moments ago and
-		// not be cached yet: look past the cache before letting go.
-		if err := r.deleteUnwanted(ctx, rule, r.Reader, keep); err != nil {
-			return err
-		}
-		return r.setFinalizer(ctx, rule, false)
-	}
-	return nil
+	return r.deleteUnwanted(ctx, rule, r.Client, keep)
 }
 
 // write creates a missing object, or updates one of ours that differs. An
@@ -397,13 +400,50 @@ func (r *Reconciler) deleteUnwanted(ctx context.Context, rule *gatewayv1alpha1.A
 		// the labels of every object the controller wrote.
 		reader, selector = r.cache, client.MatchingFields{ownerIndex: rule.Name}
 	}
+	objs, err := r.objectsOf(ctx, rule, reader, selector)
+	if err != nil {
+		return err
+	}
+	_, err = r.deleteObjects(ctx, rule, objs, keep)
+	return err
+}
+
+// deleteObjects deletes the objects of rule among objs that are not in
+// keep, and returns how many of them remain (being deleted: another's
+// finalizer holds them). Objects that are not the APIRule's are never
+// deleted, whatever their labels.
+func (r *Reconciler) deleteObjects(ctx context.Context, rule *gatewayv1alpha1.APIRule, objs []client.Object, keep map[string]bool) (int, error) {
+	var errs []error
+	remaining := 0
+	for _, obj := range objs {
+		if keep[objectID(obj)] || !owns(rule, obj) {
+			continue
+		}
+		if !obj.GetDeletionTimestamp().IsZero() {
+			remaining++
+			continue
+		}
+		uid := obj.GetUID()
+		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("delete %s %s: %w", kindOf(obj), client.ObjectKeyFromObject(obj), err))
+			continue
+		}
+		r.deleted.add(uid)
+		ctrl.LoggerFrom(ctx).V(1).Info("Deleted", "kind", kindOf(obj), "object", klog.KObj(obj))
+	}
+	return remaining, errors.Join(errs...)
+}
+
+// objectsOf lists the Istio objects of the kinds the controller writes
+// that selector picks (owns still decides which are the APIRule's).
+func (r *Reconciler) objectsOf(ctx context.Context, _ *gatewayv1alpha1.APIRule, reader client.Reader, selector client.ListOption) ([]client.Object, error) {
 	var objs []client.Object
 	vs := &networkingv1.VirtualServiceList{}
 	ap := &securityv1.AuthorizationPolicyList{}
 	ra := &securityv1.RequestAuthenticationList{}
 	for _, list := range []client.ObjectList{vs, ap, ra} {
 		if err := reader.List(ctx, list, selector); err != nil {
-			return fmt.Errorf("list the Istio objects of the APIRule: %w", err)
+			return nil, fmt.Errorf("list the Istio objects of the APIRule: %w", err)
 		}
 	}
 	for _, o := range vs.Items {
@@ -415,31 +455,48 @@ func (r *Reconciler) deleteUnwanted(ctx context.Context, rule *gatewayv1alpha1.A
 	for _, o := range ra.Items {
 		objs = append(objs, o)
 	}
-	var errs []error
-	for _, obj := range objs {
-		if keep[objectID(obj)] || !owns(rule, obj) {
-			continue
-		}
-		uid := obj.GetUID()
-		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-			errs = append(errs, fmt.Errorf("delete %s %s: %w", kindOf(obj), client.ObjectKeyFromObject(obj), err))
-			continue
-		}
-		ctrl.LoggerFrom(ctx).V(1).Info("Deleted", "kind", kindOf(obj), "object", klog.KObj(obj))
-	}
-	return errors.Join(errs...)
+	return objs, nil
 }
 
-// finalize deletes the APIRule's objects (those in other namespaces above
-// all, which no garbage collector would) before letting the APIRule go.
-func (r *Reconciler) finalize(ctx context.Context, rule *gatewayv1alpha1.APIRule) error {
+// finalize lets a deleted APIRule go once its objects are gone.
+func (r *Reconciler) finalize(ctx context.Context, rule *gatewayv1alpha1.APIRule) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(rule, Finalizer) {
-		return nil // owner references remove the Istio objects
+		return ctrl.Result{}, nil // it wrote nothing (or owner references remove it)
 	}
-	if err := r.deleteUnwanted(ctx, rule, r.Reader, nil); err != nil {
-		return err
+	return r.release(ctx, rule)
+}
+
+// release deletes every object of the APIRule, read past the cache (in
+// every namespace: objects created moments ago may not be cached yet), and
+// takes the finalizer off once none is left. Until then the APIRule's
+// hosts stay claimed; an object that another's finalizer holds is looked
+// at again after releaseRetry.
+func (r *Reconciler) release(ctx context.Context, rule *gatewayv1alpha1.APIRule) (ctrl.Result, error) {
+	selector := client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: rule.Name}
+	objs, err := r.objectsOf(ctx, rule, r.Reader, selector)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	return r.setFinalizer(ctx, rule, false)
+	remaining, err := r.deleteObjects(ctx, rule, objs, nil)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if remaining == 0 && len(objs) > 0 {
+		// Deleted just now: gone, unless another's finalizer holds one.
+		if objs, err = r.objectsOf(ctx, rule, r.Reader, selector); err != nil {
+			return ctrl.Result{}, err
+		}
+		for _, o := range objs {
+			if owns(rule, o) {
+				remaining++
+			}
+		}
+	}
+	if remaining > 0 {
+		ctrl.LoggerFrom(ctx).Info("Waiting for the APIRule's objects to be deleted before letting its hosts go", "remaining", remaining)
+		return ctrl.Result{RequeueAfter: releaseRetry}, nil
+	}
+	return ctrl.Result{}, r.setFinalizer(ctx, rule, false)
 }
 
 func (r *Reconciler) setFinalizer(ctx context.Context, rule *gatewayv1alpha1.APIRule, present bool) error {
@@ -452,10 +509,13 @@ func (r *Reconciler) setFinalizer(ctx context.Context, rule *gatewayv1alpha1.API
 	} else {
 		controllerutil.RemoveFinalizer(updated, Finalizer)
 	}
-	if err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(rule, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+	if err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(rule, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsNotFound(err) && !present {
+			return nil
+		}
 		return fmt.Errorf("update the finalizers of the APIRule: %w", err)
 	}
-	rule.Finalizers = updated.Finalizers
+	rule.Finalizers, rule.ResourceVersion = updated.Finalizers, updated.ResourceVersion
 	return nil
 }
 
@@ -521,8 +581,46 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, after *gatewayv1al
 	if equality.Semantic.DeepEqual(before.Status, after.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, after, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
+	// With the resourceVersion the reconcile read: a status computed from a
+	// copy the cache still showed is never written onto a newer APIRule
+	// (above all not onto one deleted and re-created with the same name,
+	// whose objects it does not describe).
+	if err := r.Client.Status().Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("write APIRule status: %w", err)
 	}
 	return nil
+}
+
+// tombstones are the UIDs of objects the controller deleted, for a while.
+type tombstones struct {
+	mu   sync.Mutex
+	uids map[types.UID]time.Time
+}
+
+// tombstoneTTL is how long a deleted object is remembered: far longer than
+// a watch takes to report the deletion.
+const tombstoneTTL = 5 * time.Minute
+
+func (t *tombstones) add(uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	if t.uids == nil {
+		t.uids = map[types.UID]time.Time{}
+	}
+	if len(t.uids) >= 1024 {
+		for u, at := range t.uids {
+			if now.Sub(at) > tombstoneTTL {
+				delete(t.uids, u)
+			}
+		}
+	}
+	t.uids[uid] = now
+}
+
+func (t *tombstones) has(uid types.UID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.uids[uid]
+	return ok && time.Since(at) <= tombstoneTTL
 }

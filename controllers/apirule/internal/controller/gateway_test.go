@@ -69,9 +69,6 @@ func TestHostOnDomain(t *testing.T) {
 }
 
 func TestGatewayOf(t *testing.T) {
-	rule := func(gateway string, hosts ...gatewayv1alpha1.Hostname) *gatewayv1alpha1.APIRule {
-		return &gatewayv1alpha1.APIRule{Spec: gatewayv1alpha1.APIRuleSpec{Gateway: gateway, Hosts: hosts}}
-	}
 	enabled := &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Domain: "example.com"}}
 	tests := map[string]struct {
 		rule                *gatewayv1alpha1.APIRule
@@ -122,15 +119,8 @@ func TestGatewayOf(t *testing.T) {
 		"naming the default gateway explicitly, a host outside its domain": {
 			rule: rule("istio-system/portico-gateway", "api.example.org"), spec: enabled, reason: gatewayv1alpha1.ReasonHostNotOnGateway,
 		},
-		"naming the default gateway explicitly, its health host": {
-			rule: rule("istio-system/portico-gateway", "healthz.example.com"), spec: enabled, reason: gatewayv1alpha1.ReasonHostNotOnGateway,
-		},
 		"naming the default gateway explicitly, a name under its domain": {
 			rule: rule("istio-system/portico-gateway", "api.example.com"), spec: enabled, wantGateway: "istio-system/portico-gateway",
-		},
-		"the gateway's health host": {
-			rule: rule("", "healthz.example.com"), spec: enabled, reason: gatewayv1alpha1.ReasonHostNotOnGateway,
-			wantMessageContains: []string{"health check"},
 		},
 		"disabled, but kept while in use": {
 			rule: rule("", "api.example.com"),
@@ -265,4 +255,37 @@ func TestAPIRulesWithoutGatewayUseTheDefaultGateway(t *testing.T) {
 		expectReason(t, ns, "dflt", gatewayv1alpha1.ReasonNoDefaultGateway)
 		NewWithT(t).Eventually(gone("dflt", &networkingv1.VirtualService{}), eventually).Should(BeTrue())
 	})
+}
+
+// The default gateway's health host is reserved on every gateway: any
+// Gateway may select the default gateway's pods, where Istio merges the
+// routes of one host.
+func TestReservedHost(t *testing.T) {
+	enabled := &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Domain: "example.com"}}
+	for name, tc := range map[string]struct {
+		rule *gatewayv1alpha1.APIRule
+		spec *operatorv1alpha1.APIGatewaySpec
+		want string
+	}{
+		"naming no gateway":                        {rule: rule("", "healthz.example.com"), spec: enabled, want: "healthz.example.com"},
+		"naming the default gateway":               {rule: rule("istio-system/portico-gateway", "healthz.example.com"), spec: enabled, want: "healthz.example.com"},
+		"naming an administrator's shared gateway": {rule: rule("istio-system/shared", "api.example.com", "healthz.example.com"), spec: enabled, want: "healthz.example.com"},
+		"in capitals, on a tenant's own gateway":   {rule: rule("team-b/mine", "HEALTHZ.Example.com"), spec: enabled, want: "HEALTHZ.Example.com"},
+		"other names":                              {rule: rule("istio-system/shared", "api.example.com"), spec: enabled},
+		"without a default gateway":                {rule: rule("istio-system/shared", "healthz.example.com")},
+		"a domain's wildcard (the health host's exact route wins in Envoy)": {rule: rule("istio-system/shared", "*.example.com"), spec: enabled},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var gw *operatorv1alpha1.APIGateway
+			if tc.spec != nil {
+				gw = &operatorv1alpha1.APIGateway{Spec: *tc.spec}
+			}
+			NewWithT(t).Expect(reservedHost(tc.rule, gw)).To(Equal(tc.want))
+		})
+	}
+}
+
+// rule is an APIRule on a gateway with hosts.
+func rule(gateway string, hosts ...gatewayv1alpha1.Hostname) *gatewayv1alpha1.APIRule {
+	return &gatewayv1alpha1.APIRule{Spec: gatewayv1alpha1.APIRuleSpec{Gateway: gateway, Hosts: hosts}}
 }

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"slices"
 	"strings"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
@@ -328,13 +327,11 @@ func (m mapper) policyEvents(ctx context.Context, o client.Object) []reconcile.R
 	return append(toAPIRuleRequests(o), requests(m.list(ctx, client.MatchingFields{accessConflictIndex: o.GetNamespace()}), nil)...)
 }
 
-// apiGateway: the APIGateway's grants concern the APIRules with wildcard
-// hosts, its default gateway those that name no gateway.
+// apiGateway: the APIGateway's host ownership and its default gateway's
+// health host concern every APIRule (its wildcard grants and default
+// gateway a subset, but the administrator's edits are rare).
 func (m mapper) apiGateway(ctx context.Context, _ client.Object) []reconcile.Request {
-	return requests(m.list(ctx), func(a *gatewayv1alpha1.APIRule) bool {
-		return a.Spec.Gateway == "" ||
-			slices.ContainsFunc(a.Spec.Hosts, func(h gatewayv1alpha1.Hostname) bool { return hosts.IsWildcard(string(h)) })
-	})
+	return requests(m.list(ctx), nil)
 }
 
 // gateways: a Gateway concerns the APIRules naming it and, when it may be

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -31,25 +32,22 @@ func withdraws(reason string) bool {
 	switch reason {
 	case gatewayv1alpha1.ReasonReferenceNotPermitted, gatewayv1alpha1.ReasonBackendNotPermitted,
 		gatewayv1alpha1.ReasonHostOccupied, gatewayv1alpha1.ReasonHostNotPermitted,
-		gatewayv1alpha1.ReasonNoDefaultGateway, gatewayv1alpha1.ReasonHostNotOnGateway:
+		gatewayv1alpha1.ReasonNoDefaultGateway, gatewayv1alpha1.ReasonHostNotOnGateway, gatewayv1alpha1.ReasonHostReserved:
 		return true
 	}
 	return false
 }
 
-// refuse reports reason and removes every Istio object of the APIRule.
-func (r *Reconciler) refuse(ctx context.Context, rule *gatewayv1alpha1.APIRule, reason, msg string) error {
+// refuse reports reason and removes every Istio object of the APIRule; the
+// finalizer comes off once they are gone.
+func (r *Reconciler) refuse(ctx context.Context, rule *gatewayv1alpha1.APIRule, reason, msg string) (ctrl.Result, error) {
 	setReady(rule, metav1.ConditionFalse, reason, msg)
-	if err := r.deleteUnwanted(ctx, rule, r.Client, nil); err != nil {
-		return err
+	if !controllerutil.ContainsFinalizer(rule, Finalizer) {
+		// It wrote nothing since the finalizer came off; the cache finds
+		// what an older version of the controller may have left.
+		return ctrl.Result{}, r.deleteUnwanted(ctx, rule, r.Client, nil)
 	}
-	if controllerutil.ContainsFinalizer(rule, Finalizer) {
-		if err := r.deleteUnwanted(ctx, rule, r.Reader, nil); err != nil {
-			return err
-		}
-		return r.setFinalizer(ctx, rule, false)
-	}
-	return nil
+	return r.release(ctx, rule)
 }
 
 // checkHosts returns why the APIRule may not serve its hosts: a wildcard
@@ -69,14 +67,18 @@ func (r *Reconciler) checkHosts(ctx context.Context, rule *gatewayv1alpha1.APIRu
 		}
 		for i := range rules.Items {
 			o := &rules.Items[i]
-			if seen[o.UID] || !o.DeletionTimestamp.IsZero() || !hostsOverlap(rule, o) {
+			// An APIRule being deleted keeps its claim while it holds the
+			// finalizer: until its objects are gone (the finalizer comes
+			// off only then), the next claimant waits, so two tenants'
+			// routes are never live for one host.
+			if seen[o.UID] || (!o.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(o, Finalizer)) || !hostsOverlap(rule, o) {
 				continue
 			}
 			seen[o.UID] = true
 			others = append(others, claimOf(o))
 		}
 	}
-	v := hosts.Decide(claimOf(rule), others, grants.Grants)
+	v := hosts.Decide(claimOf(rule), others, grantsOf(grants))
 	switch v.Reason {
 	case hosts.NotPermitted:
 		return gatewayv1alpha1.ReasonHostNotPermitted, v.Message + "; the APIRule's Istio objects were removed", nil
@@ -84,6 +86,38 @@ func (r *Reconciler) checkHosts(ctx context.Context, rule *gatewayv1alpha1.APIRu
 		return gatewayv1alpha1.ReasonHostOccupied, v.Message + "; the APIRule's Istio objects were removed", nil
 	}
 	return "", "", nil
+}
+
+// grantsOf is what the administrator gave namespaces, for hosts.Decide.
+func grantsOf(spec *operatorv1alpha1.APIRulesSpec) hosts.Grants {
+	if spec == nil {
+		return hosts.Grants{}
+	}
+	g := hosts.Grants{Wildcard: spec.Grants}
+	for _, o := range spec.OwnedHosts {
+		g.Owned = append(g.Owned, hosts.Ownership{Host: o.Host, Namespaces: o.Namespaces})
+	}
+	return g
+}
+
+// reservedHost returns the host of the APIRule that Portico reserves for
+// itself, or "": the default gateway's health host, on any gateway. Istio
+// merges the routes of one host on a gateway's pods, and any Gateway of any
+// namespace may select the default gateway's pods, so a claim on another
+// gateway could take over the health check as well as one on the default
+// gateway.
+func reservedHost(rule *gatewayv1alpha1.APIRule, gw *operatorv1alpha1.APIGateway) string {
+	_, domain, ok := gw.DefaultGateway()
+	if !ok || domain == "" {
+		return ""
+	}
+	health := operatorv1alpha1.DefaultGatewayHealthHost + "." + strings.ToLower(domain)
+	for _, h := range rule.Spec.Hosts {
+		if strings.EqualFold(string(h), health) {
+			return string(h)
+		}
+	}
+	return ""
 }
 
 // apiGateway reads what the cluster administrator configured: the
@@ -131,10 +165,6 @@ func gatewayOf(rule *gatewayv1alpha1.APIRule, gw *operatorv1alpha1.APIGateway) (
 					"use a host such as api.%s, or name a gateway that serves it; the APIRule's Istio objects were removed",
 				h, domain, gateway, domain, domain)
 		}
-		if strings.EqualFold(string(h), operatorv1alpha1.DefaultGatewayHealthHost+"."+domain) {
-			return "", gatewayv1alpha1.ReasonHostNotOnGateway, fmt.Sprintf(
-				"host %s is the default gateway's own health check; use another name; the APIRule's Istio objects were removed", h)
-		}
 	}
 	return gateway, "", ""
 }
@@ -165,7 +195,7 @@ func hostsOverlap(a, b *gatewayv1alpha1.APIRule) bool {
 }
 
 func claimOf(rule *gatewayv1alpha1.APIRule) hosts.Claim {
-	c := hosts.Claim{APIRule: client.ObjectKeyFromObject(rule), Created: rule.CreationTimestamp.Time}
+	c := hosts.Claim{APIRule: client.ObjectKeyFromObject(rule), UID: rule.UID, Created: rule.CreationTimestamp.Time}
 	for _, h := range rule.Spec.Hosts {
 		c.Hosts = append(c.Hosts, string(h))
 	}

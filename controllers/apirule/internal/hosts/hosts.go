@@ -12,16 +12,56 @@ import (
 // Claim is one APIRule's claim on its hosts.
 type Claim struct {
 	APIRule types.NamespacedName
+	// UID breaks ties between claims created in the same second.
+	UID     types.UID
 	Created time.Time
 	Hosts   []string
 }
 
-// Grants reports whether a wildcard host is granted to a namespace.
-type Grants func(host, namespace string) bool
+// Grants is what the cluster administrator gave namespaces.
+type Grants struct {
+	// Wildcard reports whether a wildcard host is granted to a namespace
+	// (nil: none is).
+	Wildcard func(host, namespace string) bool
+	// Owned are the names given to some namespaces only.
+	Owned []Ownership
+}
+
+// Ownership gives the names a host covers (the host itself and, for a
+// wildcard, every name under it) to namespaces; "*" is every namespace.
+type Ownership struct {
+	Host       string
+	Namespaces []string
+}
+
+func (o Ownership) includes(namespace string) bool {
+	return slices.Contains(o.Namespaces, "*") || slices.Contains(o.Namespaces, namespace)
+}
+
+// permitted reports whether a namespace may claim a wildcard host.
+func (g Grants) permitted(wildcard, namespace string) bool {
+	if g.Wildcard != nil && g.Wildcard(wildcard, namespace) {
+		return true
+	}
+	return slices.ContainsFunc(g.Owned, func(o Ownership) bool { return o.Host == wildcard && o.includes(namespace) })
+}
+
+// ownedByOthers reports whether host can name a request's host that an
+// ownership entry gives to other namespaces than namespace.
+func (g Grants) ownedByOthers(host, namespace string) bool {
+	return slices.ContainsFunc(g.Owned, func(o Ownership) bool { return !o.includes(namespace) && Overlap(host, o.Host) })
+}
+
+// holds reports whether a claim's host counts: a wildcard needs a grant,
+// and no host may reach names owned by other namespaces.
+func (g Grants) holds(host, namespace string) bool {
+	return (!IsWildcard(host) || g.permitted(host, namespace)) && !g.ownedByOthers(host, namespace)
+}
 
 // Verdict is the outcome for one claim: empty Reason means it owns all its hosts.
 type Verdict struct {
-	// Reason is "", NotPermitted (an ungranted wildcard) or Occupied.
+	// Reason is "", NotPermitted (an ungranted wildcard, or a name owned by
+	// other namespaces) or Occupied.
 	Reason  string
 	Message string
 }
@@ -53,10 +93,14 @@ func covers(wildcard, host string) bool {
 	return strings.HasSuffix(strings.TrimPrefix(host, "*"), suffix) && strings.TrimPrefix(host, "*") != suffix
 }
 
-// older orders claims: creation time, then namespace, then name.
+// older orders claims: creation time, then UID (nobody chooses it), then
+// namespace and name (claims without UID, in tests).
 func older(a, b Claim) bool {
 	if !a.Created.Equal(b.Created) {
 		return a.Created.Before(b.Created)
+	}
+	if a.UID != b.UID {
+		return a.UID < b.UID
 	}
 	if a.APIRule.Namespace != b.APIRule.Namespace {
 		return a.APIRule.Namespace < b.APIRule.Namespace
@@ -66,14 +110,20 @@ func older(a, b Claim) bool {
 
 // Decide tells whether self owns every host it claims, given every other
 // claim that may overlap (others may include self and claims in other
-// zones; both are ignored). A message never names an APIRule of another
-// namespace than self's.
+// zones; both are ignored). A message never names an APIRule or a
+// namespace other than self's.
 func Decide(self Claim, others []Claim, granted Grants) Verdict {
+	ns := self.APIRule.Namespace
 	for _, h := range self.Hosts {
-		if IsWildcard(h) && (granted == nil || !granted(h, self.APIRule.Namespace)) {
+		if granted.ownedByOthers(h, ns) {
 			return Verdict{Reason: NotPermitted, Message: fmt.Sprintf(
-				"wildcard host %s is not granted to namespace %s: the cluster administrator grants wildcard hosts in the APIGateway (spec.apiRules.wildcardHosts)",
-				h, self.APIRule.Namespace)}
+				"host %s reaches names the cluster administrator gave to other namespaces (APIGateway spec.apiRules.ownedHosts); only their APIRules may claim them",
+				h)}
+		}
+		if IsWildcard(h) && !granted.permitted(h, ns) {
+			return Verdict{Reason: NotPermitted, Message: fmt.Sprintf(
+				"wildcard host %s is not granted to namespace %s: the cluster administrator grants wildcard hosts in the APIGateway (spec.apiRules.wildcardHosts or ownedHosts)",
+				h, ns)}
 		}
 	}
 	contenders := slices.Clone(others)
@@ -92,7 +142,7 @@ func Decide(self Claim, others []Claim, granted Grants) Verdict {
 		}
 		for _, h := range self.Hosts {
 			for _, o := range other.Hosts {
-				if !Overlap(h, o) || (IsWildcard(o) && (granted == nil || !granted(o, other.APIRule.Namespace))) {
+				if !Overlap(h, o) || !granted.holds(o, other.APIRule.Namespace) {
 					continue
 				}
 				return Verdict{Reason: Occupied, Message: occupiedMessage(self, other, h, o)}

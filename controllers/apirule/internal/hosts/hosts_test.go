@@ -37,7 +37,9 @@ func TestOverlap(t *testing.T) {
 }
 
 func TestDecide(t *testing.T) {
-	grantB := func(host, ns string) bool { return host == "*.example.com" && ns == "team-b" }
+	grantB := Grants{Wildcard: func(host, ns string) bool { return host == "*.example.com" && ns == "team-b" }}
+	ownedA := Grants{Owned: []Ownership{{Host: "shop.example.com", Namespaces: []string{"team-a"}}, {Host: "*.mall.example.com", Namespaces: []string{"team-a"}}}}
+	withUID := func(c Claim, uid string) Claim { c.UID = types.UID(uid); return c }
 	for _, tc := range []struct {
 		name    string
 		self    Claim
@@ -52,8 +54,21 @@ func TestDecide(t *testing.T) {
 			others: []Claim{claim("team-a", "a", 0, "a.example.com")}, reason: Occupied, leak: "team-a"},
 		{name: "newer claim does not displace the owner", self: claim("team-a", "a", 0, "a.example.com"),
 			others: []Claim{claim("team-b", "b", 5, "a.example.com")}},
-		{name: "same creation second: namespace order decides", self: claim("team-b", "b", 0, "a.example.com"),
-			others: []Claim{claim("team-a", "a", 0, "a.example.com")}, reason: Occupied},
+		{name: "same creation second: the UID decides, not the namespace's name", self: withUID(claim("team-a", "a", 0, "a.example.com"), "f"),
+			others: []Claim{withUID(claim("team-b", "b", 0, "a.example.com"), "0")}, reason: Occupied, leak: "team-b"},
+		{name: "same creation second, lower UID owns", self: withUID(claim("team-b", "b", 0, "a.example.com"), "0"),
+			others: []Claim{withUID(claim("team-a", "a", 0, "a.example.com"), "f")}},
+		{name: "an owned name is refused to other namespaces, however old their claim", self: claim("team-b", "b", 0, "shop.example.com"),
+			granted: ownedA, reason: NotPermitted, leak: "team-a"},
+		{name: "an older claim of another namespace on an owned name holds nothing", self: claim("team-a", "a", 9, "shop.example.com"),
+			others: []Claim{claim("team-b", "b", 0, "shop.example.com")}, granted: ownedA},
+		{name: "a squatter's exact name under an owned wildcard does not block it", self: claim("team-a", "a", 9, "*.mall.example.com"),
+			others: []Claim{claim("team-b", "b", 0, "x.mall.example.com")}, granted: ownedA},
+		{name: "the owner namespace may claim its owned wildcard without a wildcard grant", self: claim("team-a", "a", 0, "*.mall.example.com"), granted: ownedA},
+		{name: "another namespace's wildcard may not reach an owned name", self: claim("team-b", "b", 0, "*.example.com"),
+			granted: Grants{Wildcard: grantB.Wildcard, Owned: ownedA.Owned}, reason: NotPermitted},
+		{name: "within the owner namespace the oldest claim owns", self: claim("team-a", "second", 9, "shop.example.com"),
+			others: []Claim{claim("team-a", "first", 0, "shop.example.com")}, granted: ownedA, reason: Occupied},
 		{name: "ungranted wildcard is not permitted", self: claim("team-b", "b", 0, "*.example.com"), reason: NotPermitted},
 		{name: "wildcard granted to another namespace only", self: claim("team-c", "c", 0, "*.example.com"), granted: grantB, reason: NotPermitted},
 		{name: "granted wildcard over an older exact host is occupied", self: claim("team-b", "b", 5, "*.example.com"),
@@ -95,10 +110,10 @@ func TestDecide(t *testing.T) {
 func TestDecideIsOrderIndependent(t *testing.T) {
 	self := claim("team-c", "c", 9, "x.example.com")
 	others := []Claim{claim("team-a", "a", 1, "x.example.com"), claim("team-b", "b", 2, "x.example.com"), self}
-	want := Decide(self, others, nil)
+	want := Decide(self, others, Grants{})
 	for i := range others {
 		rotated := append(append([]Claim{}, others[i:]...), others[:i]...)
-		if got := Decide(self, rotated, nil); got != want {
+		if got := Decide(self, rotated, Grants{}); got != want {
 			t.Fatalf("rotation %d: %+v, want %+v", i, got, want)
 		}
 	}

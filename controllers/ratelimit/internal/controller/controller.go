@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -97,35 +98,49 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 	}
 
 	// Each filter holds the RateLimits of one namespace; a filter that
-	// fails fails only them, and the loop goes on with the others.
-	var errs []error
-	failed := map[string]error{}
+	// fails fails only them, and the others are written all the same.
+	var (
+		mu     sync.Mutex
+		errs   []error
+		failed = map[string]error{}
+	)
 	wanted := map[string]bool{}
-	// Namespaces take turns: a tenant with one filter does not wait for the
-	// writes of one with many.
-	for _, ef := range fairqueue.Interleave(out.EnvoyFilters, func(ef *networkingv1alpha3.EnvoyFilter) string { return ef.Namespace }) {
+	for _, ef := range out.EnvoyFilters {
+		wanted[ef.Namespace+"/"+ef.Name] = true
+	}
+	// Several at a time, the smallest first: one tenant's large filter does
+	// not hold up another's small one.
+	filters := slices.Clone(out.EnvoyFilters)
+	slices.SortStableFunc(filters, func(a, b *networkingv1alpha3.EnvoyFilter) int {
+		return len(a.Spec.ConfigPatches) - len(b.Spec.ConfigPatches)
+	})
+	inParallel(filters, filterWriters, func(ef *networkingv1alpha3.EnvoyFilter) {
 		key := ef.Namespace + "/" + ef.Name
-		wanted[key] = true
-		if err := topology.CheckSize(ef); err != nil {
+		err := topology.CheckSize(ef)
+		if err != nil {
 			// Not retried with backoff: it lasts until the RateLimits or
 			// their targets change, which reconciles again. The live
 			// version, if any, is kept.
-			failed[key] = err
 			ctrl.LoggerFrom(ctx).Info("EnvoyFilter over its size budget; not written", "envoyfilter", key, "error", err.Error())
-			continue
+		} else {
+			err = r.apply(ctx, ef, live[key])
 		}
-		if err := r.apply(ctx, ef, live[key]); err != nil {
-			failed[key] = err
-			if errors.Is(err, errForeign) {
-				// Not an error to retry with backoff: it lasts until someone
-				// removes or renames that object.
-				result.RequeueAfter = foreignRecheck
-				ctrl.LoggerFrom(ctx).Info("EnvoyFilter name taken by an object the controller does not manage; left untouched", "envoyfilter", key)
-				continue
-			}
+		if err == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		failed[key] = err
+		switch {
+		case errors.Is(err, errForeign):
+			// Not an error to retry with backoff: it lasts until someone
+			// removes or renames that object.
+			result.RequeueAfter = foreignRecheck
+			ctrl.LoggerFrom(ctx).Info("EnvoyFilter name taken by an object the controller does not manage; left untouched", "envoyfilter", key)
+		case topology.CheckSize(ef) == nil:
 			errs = append(errs, err)
 		}
-	}
+	})
 	for key, ef := range live {
 		if wanted[key] || !ef.DeletionTimestamp.IsZero() {
 			continue
@@ -142,39 +157,51 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 	return result, errors.Join(errs...)
 }
 
-// statusWriters is how many status patches are in flight at once.
-const statusWriters = 8
+// How many writes are in flight at once.
+const (
+	filterWriters = 4
+	statusWriters = 8
+)
+
+// inParallel calls fn for every item, from n goroutines, starting the
+// items in order.
+func inParallel[T any](items []T, n int, fn func(T)) {
+	work := make(chan T)
+	var wg sync.WaitGroup
+	for range min(n, len(items)) {
+		wg.Go(func() {
+			for item := range work {
+				fn(item)
+			}
+		})
+	}
+	for _, item := range items {
+		work <- item
+	}
+	close(work)
+	wg.Wait()
+}
 
 // writeStatuses writes the statuses that changed, several at a time and
-// with the namespaces taking turns: one tenant's thousand changed statuses
-// do not delay another's one by a thousand round trips.
+// with the namespaces taking turns, those with the fewest RateLimits first:
+// one tenant's thousand changed statuses do not delay another's one by a
+// thousand round trips.
 func (r *Reconciler) writeStatuses(ctx context.Context, limits []gatewayv1alpha1.RateLimit, verdicts map[types.NamespacedName]topology.Verdict, failed map[string]error) error {
 	ptrs := make([]*gatewayv1alpha1.RateLimit, len(limits))
 	for i := range limits {
 		ptrs[i] = &limits[i]
 	}
-	work := make(chan *gatewayv1alpha1.RateLimit)
 	var (
 		mu   sync.Mutex
 		errs []error
-		wg   sync.WaitGroup
 	)
-	for range min(statusWriters, len(ptrs)) {
-		wg.Go(func() {
-			for limit := range work {
-				if err := r.writeStatus(ctx, limit, verdicts, failed); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for _, limit := range fairqueue.Interleave(ptrs, func(l *gatewayv1alpha1.RateLimit) string { return l.Namespace }) {
-		work <- limit
-	}
-	close(work)
-	wg.Wait()
+	inParallel(fairqueue.Interleave(ptrs, func(l *gatewayv1alpha1.RateLimit) string { return l.Namespace }), statusWriters, func(limit *gatewayv1alpha1.RateLimit) {
+		if err := r.writeStatus(ctx, limit, verdicts, failed); err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	})
 	return errors.Join(errs...)
 }
 
