@@ -71,7 +71,7 @@ func newMetrics(name string) *metrics {
 	retries, ok3 := registered(retriesVec)
 	latency, ok4 := registered(latencyVec)
 	duration, ok5 := registered(durationVec)
-	if !(ok1 && ok2 && ok3 && ok4 && ok5) {
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
 		return nil
 	}
 	return &metrics{

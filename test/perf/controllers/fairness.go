@@ -93,7 +93,6 @@ func (b *bench) measureFairness(ctx context.Context) ([]fairness, error) {
 			return nil, fmt.Errorf("create namespace %s: %w", ns, err)
 		}
 	}
-	flood := b.opts.flood
 	gw := gatewayName(1 % len(b.plan.gateways)) // odd: its route limits are Enforced
 	var fixtures []client.Object
 	quiet := make([]client.Object, 0, 2*samples)
@@ -102,8 +101,8 @@ func (b *bench) measureFairness(ctx context.Context) ([]fairness, error) {
 		fixtures = append(fixtures, svc)
 		quiet = append(quiet, rule)
 	}
-	noisy := make([]client.Object, 0, flood)
-	for i := range flood {
+	noisy := make([]client.Object, 0, b.opts.flood)
+	for i := range b.opts.flood {
 		rules := 2
 		if i < largeAPIRules {
 			rules = maxRules
@@ -116,60 +115,74 @@ func (b *bench) measureFairness(ctx context.Context) ([]fairness, error) {
 	if _, err := b.createAll(ctx, fixtures); err != nil {
 		return nil, err
 	}
-
-	apiRules := fairness{kind: "APIRule"}
-	var err error
-	framework.Logf("(3) team-a's APIRules alone")
-	if apiRules.alone, err = b.timeReady(ctx, quiet[:samples], true); err != nil {
+	apiRules, err := b.apiRuleFairness(ctx, quiet, noisy)
+	if err != nil {
 		return nil, err
 	}
-	framework.Logf("(3) team-b creates %d APIRules and keeps updating them", flood)
+	limits, err := b.rateLimitFairness(ctx, quiet, noisy)
+	if err != nil {
+		return nil, err
+	}
+	return []fairness{apiRules, limits}, nil
+}
+
+// apiRuleFairness: team-a's APIRules alone, then under team-b's flood of
+// APIRules.
+func (b *bench) apiRuleFairness(ctx context.Context, quiet, noisy []client.Object) (fairness, error) {
+	f := fairness{kind: "APIRule"}
+	var err error
+	framework.Logf("(3) team-a's APIRules alone")
+	if f.alone, err = b.timeReady(ctx, quiet[:samples], true); err != nil {
+		return f, err
+	}
+	framework.Logf("(3) team-b creates %d APIRules and keeps updating them", len(noisy))
 	floodStart := time.Now()
 	floodDone := b.watchConverged(ctx, noisy)
 	stop, err := b.flood(ctx, noisy, func(o client.Object, n int) {
 		o.(*gatewayv1alpha1.APIRule).Spec.Timeout = &metav1.Duration{Duration: time.Duration(10+n%20) * time.Second}
 	})
 	if err != nil {
-		return nil, err
+		return f, err
 	}
-	apiRules.flooded, err = b.timeReady(ctx, quiet[samples:], true)
+	f.flooded, err = b.timeReady(ctx, quiet[samples:], true)
 	if err == nil {
 		framework.Logf("(3) waiting for team-b's APIRules to converge")
 		select {
 		case <-floodDone.ch:
-			apiRules.floodConverged = floodDone.at.Sub(floodStart)
+			f.floodConverged = floodDone.at.Sub(floodStart)
 		case <-ctx.Done():
 			err = ctx.Err()
 		}
 	}
-	if err = errors.Join(err, stop()); err != nil {
-		return nil, err
-	}
+	return f, errors.Join(err, stop())
+}
 
-	limits := fairness{kind: "RateLimit"}
-	quietLimits := make([]client.Object, 0, 2*samples)
-	for i := range 2 * samples {
-		quietLimits = append(quietLimits, fairRateLimit(quietNS, "quiet", i, quiet[i].GetName()))
+// rateLimitFairness: team-a's RateLimits (on its APIRules) alone, then
+// under team-b's flood of RateLimits (on its own).
+func (b *bench) rateLimitFairness(ctx context.Context, quiet, noisy []client.Object) (fairness, error) {
+	f := fairness{kind: "RateLimit"}
+	quietLimits := make([]client.Object, 0, len(quiet))
+	for i, r := range quiet {
+		quietLimits = append(quietLimits, fairRateLimit(quietNS, "quiet", i, r.GetName()))
 	}
-	noisyLimits := make([]client.Object, 0, flood)
-	for i := range flood {
-		noisyLimits = append(noisyLimits, fairRateLimit(noisyNS, "noisy", i, noisy[i].GetName()))
+	noisyLimits := make([]client.Object, 0, len(noisy))
+	for i, r := range noisy {
+		noisyLimits = append(noisyLimits, fairRateLimit(noisyNS, "noisy", i, r.GetName()))
 	}
+	var err error
 	framework.Logf("(3) team-a's RateLimits alone")
-	if limits.alone, err = b.timeReady(ctx, quietLimits[:samples], false); err != nil {
-		return nil, err
+	if f.alone, err = b.timeReady(ctx, quietLimits[:samples], false); err != nil {
+		return f, err
 	}
-	framework.Logf("(3) team-b creates %d RateLimits and keeps updating them", flood)
-	if stop, err = b.flood(ctx, noisyLimits, func(o client.Object, n int) {
+	framework.Logf("(3) team-b creates %d RateLimits and keeps updating them", len(noisyLimits))
+	stop, err := b.flood(ctx, noisyLimits, func(o client.Object, n int) {
 		o.(*gatewayv1alpha1.RateLimit).Spec.Local.MaxTokens = int64(100 + n%50)
-	}); err != nil {
-		return nil, err
+	})
+	if err != nil {
+		return f, err
 	}
-	limits.flooded, err = b.timeReady(ctx, quietLimits[samples:], false)
-	if err = errors.Join(err, stop()); err != nil {
-		return nil, err
-	}
-	return []fairness{apiRules, limits}, nil
+	f.flooded, err = b.timeReady(ctx, quietLimits[samples:], false)
+	return f, errors.Join(err, stop())
 }
 
 // timeReady creates the objects one after the other and returns, for

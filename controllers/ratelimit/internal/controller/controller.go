@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,48 +99,51 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 	}
 
 	// Each filter holds the RateLimits of one namespace; a filter that
-	// fails fails only them, and the others are written all the same.
+	// fails fails only them, and the others are written all the same. The
+	// work is split by that namespace (its filters, then its RateLimits'
+	// statuses, which report whether those filters were written), and the
+	// namespaces go several at a time, the smallest first: one tenant's
+	// large filter or thousand changed statuses do not hold up another's.
 	var (
-		mu     sync.Mutex
-		errs   []error
-		failed = map[string]error{}
+		mu   sync.Mutex
+		errs []error
 	)
 	wanted := map[string]bool{}
 	for _, ef := range out.EnvoyFilters {
 		wanted[ef.Namespace+"/"+ef.Name] = true
 	}
-	// Several at a time, the smallest first: one tenant's large filter does
-	// not hold up another's small one.
-	filters := slices.Clone(out.EnvoyFilters)
-	slices.SortStableFunc(filters, func(a, b *networkingv1alpha3.EnvoyFilter) int {
-		return len(a.Spec.ConfigPatches) - len(b.Spec.ConfigPatches)
-	})
-	inParallel(filters, filterWriters, func(ef *networkingv1alpha3.EnvoyFilter) {
-		key := ef.Namespace + "/" + ef.Name
-		err := topology.CheckSize(ef)
-		if err != nil {
-			// Not retried with backoff: it lasts until the RateLimits or
-			// their targets change, which reconciles again. The live
-			// version, if any, is kept.
-			ctrl.LoggerFrom(ctx).Info("EnvoyFilter over its size budget; not written", "envoyfilter", key, "error", err.Error())
-		} else {
-			err = r.apply(ctx, ef, live[key])
+	inParallel(tenantsOf(out.EnvoyFilters, limits), tenantWriters, func(t *tenant) {
+		failed := map[string]error{}
+		for _, ef := range t.filters {
+			key := ef.Namespace + "/" + ef.Name
+			err := topology.CheckSize(ef)
+			if err != nil {
+				// Not retried with backoff: it lasts until the RateLimits or
+				// their targets change, which reconciles again. The live
+				// version, if any, is kept.
+				ctrl.LoggerFrom(ctx).Info("EnvoyFilter over its size budget; not written", "envoyfilter", key, "error", err.Error())
+				failed[key] = err
+				continue
+			}
+			if err = r.apply(ctx, ef, live[key]); err == nil {
+				continue
+			}
+			failed[key] = err
+			mu.Lock()
+			if errors.Is(err, errForeign) {
+				// Not an error to retry with backoff: it lasts until someone
+				// removes or renames that object.
+				result.RequeueAfter = foreignRecheck
+				ctrl.LoggerFrom(ctx).Info("EnvoyFilter name taken by an object the controller does not manage; left untouched", "envoyfilter", key)
+			} else {
+				errs = append(errs, err)
+			}
+			mu.Unlock()
 		}
-		if err == nil {
-			return
-		}
+		err := r.writeStatuses(ctx, t.limits, out.Verdicts, failed)
 		mu.Lock()
-		defer mu.Unlock()
-		failed[key] = err
-		switch {
-		case errors.Is(err, errForeign):
-			// Not an error to retry with backoff: it lasts until someone
-			// removes or renames that object.
-			result.RequeueAfter = foreignRecheck
-			ctrl.LoggerFrom(ctx).Info("EnvoyFilter name taken by an object the controller does not manage; left untouched", "envoyfilter", key)
-		case topology.CheckSize(ef) == nil:
-			errs = append(errs, err)
-		}
+		errs = append(errs, err)
+		mu.Unlock()
 	})
 	for key, ef := range live {
 		if wanted[key] || !ef.DeletionTimestamp.IsZero() {
@@ -153,14 +157,66 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 		}
 	}
 
-	errs = append(errs, r.writeStatuses(ctx, limits, out.Verdicts, failed))
 	return result, errors.Join(errs...)
 }
 
-// How many writes are in flight at once.
+// tenant is the work of one RateLimit namespace: the EnvoyFilters that
+// hold its RateLimits and the RateLimits.
+type tenant struct {
+	filters []*networkingv1alpha3.EnvoyFilter
+	limits  []*gatewayv1alpha1.RateLimit
+}
+
+// cost orders the tenants' work: the config patches of their filters and
+// their RateLimits.
+func (t *tenant) cost() int {
+	n := len(t.limits)
+	for _, ef := range t.filters {
+		n += len(ef.Spec.ConfigPatches)
+	}
+	return n
+}
+
+// tenantsOf splits the work by RateLimit namespace (the namespace label of
+// a filter), the cheapest first.
+func tenantsOf(filters []*networkingv1alpha3.EnvoyFilter, limits []gatewayv1alpha1.RateLimit) []*tenant {
+	byNS := map[string]*tenant{}
+	get := func(ns string) *tenant {
+		if byNS[ns] == nil {
+			byNS[ns] = &tenant{}
+		}
+		return byNS[ns]
+	}
+	for _, ef := range filters {
+		t := get(ef.Labels[topology.LabelNamespace])
+		t.filters = append(t.filters, ef)
+	}
+	for i := range limits {
+		t := get(limits[i].Namespace)
+		t.limits = append(t.limits, &limits[i])
+	}
+	out := slices.Collect(maps.Values(byNS))
+	slices.SortFunc(out, func(a, b *tenant) int {
+		if c := a.cost() - b.cost(); c != 0 {
+			return c
+		}
+		return strings.Compare(namespaceOf(a), namespaceOf(b))
+	})
+	return out
+}
+
+func namespaceOf(t *tenant) string {
+	if len(t.limits) > 0 {
+		return t.limits[0].Namespace
+	}
+	return t.filters[0].Labels[topology.LabelNamespace]
+}
+
+// How many writes are in flight at once: tenants, and status writes per
+// tenant.
 const (
-	filterWriters = 4
-	statusWriters = 8
+	tenantWriters = 4
+	statusWriters = 4
 )
 
 // inParallel calls fn for every item, from n goroutines, starting the
@@ -182,20 +238,14 @@ func inParallel[T any](items []T, n int, fn func(T)) {
 	wg.Wait()
 }
 
-// writeStatuses writes the statuses that changed, several at a time and
-// with the namespaces taking turns, those with the fewest RateLimits first:
-// one tenant's thousand changed statuses do not delay another's one by a
-// thousand round trips.
-func (r *Reconciler) writeStatuses(ctx context.Context, limits []gatewayv1alpha1.RateLimit, verdicts map[types.NamespacedName]topology.Verdict, failed map[string]error) error {
-	ptrs := make([]*gatewayv1alpha1.RateLimit, len(limits))
-	for i := range limits {
-		ptrs[i] = &limits[i]
-	}
+// writeStatuses writes the statuses of a tenant's RateLimits that
+// changed, several at a time.
+func (r *Reconciler) writeStatuses(ctx context.Context, limits []*gatewayv1alpha1.RateLimit, verdicts map[types.NamespacedName]topology.Verdict, failed map[string]error) error {
 	var (
 		mu   sync.Mutex
 		errs []error
 	)
-	inParallel(fairqueue.Interleave(ptrs, func(l *gatewayv1alpha1.RateLimit) string { return l.Namespace }), statusWriters, func(limit *gatewayv1alpha1.RateLimit) {
+	inParallel(limits, statusWriters, func(limit *gatewayv1alpha1.RateLimit) {
 		if err := r.writeStatus(ctx, limit, verdicts, failed); err != nil {
 			mu.Lock()
 			errs = append(errs, err)
@@ -438,7 +488,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ratelimit").
 		// One key, World: the queue is fair trivially; what keeps a tenant's
-		// RateLimits from waiting on another's is the order of the writes.
+		// RateLimits from waiting on another's is how the writes are split
+		// (tenantsOf).
 		WithOptions(controller.Options{NewQueue: fairqueue.ByNamespace}).
 		Watches(&gatewayv1alpha1.RateLimit{}, toWorld).
 		Watches(&networkingv1alpha3.EnvoyFilter{}, toWorld, builder.WithPredicates(managed))
