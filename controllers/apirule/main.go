@@ -40,5 +40,7 @@ func main() {
 			}
 			return r.SetupWithManager(context.Background(), mgr)
 		},
+		// Disabled or removed: APIRules must stay deletable.
+		Retire: controller.Retire,
 	})
 }

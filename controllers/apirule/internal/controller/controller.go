@@ -624,3 +624,47 @@ func (t *tombstones) has(uid types.UID) bool {
 	at, ok := t.uids[uid]
 	return ok && time.Since(at) <= tombstoneTTL
 }
+
+// retireWriters is how many finalizers Retire removes at once.
+const retireWriters = 16
+
+// Retire takes the controller's finalizer off every APIRule. It runs when
+// the controller is disabled or Portico removed: with nobody left to delete
+// their objects, APIRules could otherwise not be deleted. Their Istio
+// objects stay in force (the controller never removes a user's routes on
+// its way out); those in the APIRule's namespace go with it through their
+// owner references. Re-enabled, the controller puts the finalizer back on
+// its next reconcile of each.
+func Retire(ctx context.Context, c client.Client) error {
+	var rules gatewayv1alpha1.APIRuleList
+	if err := c.List(ctx, &rules); err != nil {
+		return fmt.Errorf("list APIRules: %w", err)
+	}
+	work := make(chan *gatewayv1alpha1.APIRule)
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for range retireWriters {
+		wg.Go(func() {
+			for rule := range work {
+				updated := rule.DeepCopy()
+				controllerutil.RemoveFinalizer(updated, Finalizer)
+				if err := c.Patch(ctx, updated, client.MergeFromWithOptions(rule, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("remove the finalizer of APIRule %s/%s: %w", rule.Namespace, rule.Name, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range rules.Items {
+		if controllerutil.ContainsFinalizer(&rules.Items[i], Finalizer) {
+			work <- &rules.Items[i]
+		}
+	}
+	close(work)
+	wg.Wait()
+	return errors.Join(errs...)
+}
