@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -108,6 +109,11 @@ func (b *bench) cleanup(ctx context.Context) error {
 	var nss corev1.NamespaceList
 	if err := b.c.List(ctx, &nss, sel); err != nil {
 		return fmt.Errorf("list namespaces: %w", err)
+	}
+	// No apirule controller runs now to finalize the APIRules: take its
+	// finalizer off, as an administrator would after removing it.
+	if err := b.releaseAPIRules(ctx, nss.Items); err != nil {
+		return err
 	}
 	if len(nss.Items) > 0 {
 		framework.Logf("deleting the bench's %d namespaces", len(nss.Items))
@@ -221,6 +227,27 @@ func (b *bench) count(ctx context.Context, gvk schema.GroupVersionKind, opts ...
 		n += len(list.Items)
 	}
 	return n, nil
+}
+
+// releaseAPIRules removes the finalizers of the APIRules in namespaces.
+func (b *bench) releaseAPIRules(ctx context.Context, namespaces []corev1.Namespace) error {
+	for _, ns := range namespaces {
+		var rules gatewayv1alpha1.APIRuleList
+		if err := b.c.List(ctx, &rules, client.InNamespace(ns.Name)); err != nil {
+			return ignoreGone(err)
+		}
+		for i := range rules.Items {
+			r := &rules.Items[i]
+			if len(r.Finalizers) == 0 {
+				continue
+			}
+			patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+			if err := b.c.Patch(ctx, r, patch); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("remove the finalizers of APIRule %s/%s: %w", r.Namespace, r.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // createAll creates objs with --workers concurrent calls; it returns how

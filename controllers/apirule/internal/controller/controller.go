@@ -400,7 +400,7 @@ func (r *Reconciler) deleteUnwanted(ctx context.Context, rule *gatewayv1alpha1.A
 		// the labels of every object the controller wrote.
 		reader, selector = r.cache, client.MatchingFields{ownerIndex: rule.Name}
 	}
-	objs, err := r.objectsOf(ctx, rule, reader, selector)
+	objs, err := r.objectsOf(ctx, reader, selector)
 	if err != nil {
 		return err
 	}
@@ -436,7 +436,7 @@ func (r *Reconciler) deleteObjects(ctx context.Context, rule *gatewayv1alpha1.AP
 
 // objectsOf lists the Istio objects of the kinds the controller writes
 // that selector picks (owns still decides which are the APIRule's).
-func (r *Reconciler) objectsOf(ctx context.Context, _ *gatewayv1alpha1.APIRule, reader client.Reader, selector client.ListOption) ([]client.Object, error) {
+func (r *Reconciler) objectsOf(ctx context.Context, reader client.Reader, selector client.ListOption) ([]client.Object, error) {
 	var objs []client.Object
 	vs := &networkingv1.VirtualServiceList{}
 	ap := &securityv1.AuthorizationPolicyList{}
@@ -473,7 +473,7 @@ func (r *Reconciler) finalize(ctx context.Context, rule *gatewayv1alpha1.APIRule
 // at again after releaseRetry.
 func (r *Reconciler) release(ctx context.Context, rule *gatewayv1alpha1.APIRule) (ctrl.Result, error) {
 	selector := client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: rule.Name}
-	objs, err := r.objectsOf(ctx, rule, r.Reader, selector)
+	objs, err := r.objectsOf(ctx, r.Reader, selector)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -483,7 +483,7 @@ func (r *Reconciler) release(ctx context.Context, rule *gatewayv1alpha1.APIRule)
 	}
 	if remaining == 0 && len(objs) > 0 {
 		// Deleted just now: gone, unless another's finalizer holds one.
-		if objs, err = r.objectsOf(ctx, rule, r.Reader, selector); err != nil {
+		if objs, err = r.objectsOf(ctx, r.Reader, selector); err != nil {
 			return ctrl.Result{}, err
 		}
 		for _, o := range objs {
