@@ -188,7 +188,7 @@ test-fuzz: ## Fuzz every fuzz target for FUZZ_TIME each (10s; FUZZ_TIME=10m for 
 
 .PHONY: test-e2e
 test-e2e: build ## Run the e2e suite on a local kwok control plane (fast: operator and controllers as host processes).
-	E2E_TARGET=local go test -tags e2e ./test/e2e/ -count=1 -timeout 15m -v -ginkgo.v
+	E2E_TARGET=local go test -tags e2e ./e2e/ -count=1 -timeout 15m -v -ginkgo.v
 
 E2E_NODE_CLUSTER := portico-e2e-node
 
@@ -197,12 +197,12 @@ test-e2e-node: ## Run the e2e suite on a real node (kubelet, containerd, kube-pr
 	hack/testbin.sh --node >/dev/null
 	@# The suite removes the node when it ends; `node.sh down` again catches
 	@# a suite killed before its AfterSuite (e.g. by go test's -timeout).
-	status=0; E2E_TARGET=node go test -tags e2e ./test/e2e/ -count=1 -timeout 30m -v -ginkgo.v -ginkgo.timeout 25m || status=$$?; \
+	status=0; E2E_TARGET=node go test -tags e2e ./e2e/ -count=1 -timeout 30m -v -ginkgo.v -ginkgo.timeout 25m || status=$$?; \
 		hack/node.sh down $(E2E_NODE_CLUSTER) || true; exit $$status
 
 .PHONY: test-e2e-kind
 test-e2e-kind: ## Run the e2e suite on kind with real images (needs Docker and kind).
-	E2E_TARGET=kind go test -tags e2e ./test/e2e/ -count=1 -timeout 30m -v -ginkgo.v
+	E2E_TARGET=kind go test -tags e2e ./e2e/ -count=1 -timeout 30m -v -ginkgo.v
 
 ##@ Benchmarks
 

@@ -120,11 +120,11 @@ kubectl wait --for=jsonpath='{.status.state}'=Ready apigateway/default --timeout
 	log "the APIGateway is not Ready yet: kubectl get apigw default -o yaml"
 
 # There is no Istio data plane here (Envoy is not a Go module): the e2e
-# suite's stand-in ingress gateway (test/e2e/agent) plays it. It serves the
+# suite's stand-in ingress gateway (e2e/agent) plays it. It serves the
 # Gateways that select it as Istio's would for what Portico writes: TLS with
 # the Secret a Gateway names, the HTTP-to-HTTPS redirect, VirtualService
 # routes. A demo backend answers for the samples' orders Service.
-log "running a stand-in ingress gateway (test/e2e/agent) in istio-system and a demo backend for shop/orders"
+log "running a stand-in ingress gateway (e2e/agent) in istio-system and a demo backend for shop/orders"
 agent=$(cd "$root" && go run ./hack/release test-images --registry "$registry" --tag run e2e-agent | awk '$1 == "e2e-agent" {print $2}')
 [[ -n "$agent" ]] || { log "no e2e-agent image"; exit 1; }
 kubectl apply --server-side --field-manager=portico-run -f - >/dev/null <<EOF

@@ -66,7 +66,7 @@ func ProductImages(root string) ([]Image, error) {
 func TestImages() []Image {
 	return []Image{
 		{Name: "pause", Package: "./hack/pause", Binary: "/pause"},
-		{Name: "e2e-agent", Package: "./test/e2e/agent", Binary: "/e2e-agent"},
+		{Name: "e2e-agent", Package: "./e2e/agent", Binary: "/e2e-agent"},
 	}
 }
 

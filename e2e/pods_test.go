@@ -26,7 +26,7 @@ import (
 
 // Helpers for the targets with real pods (node, kind).
 
-// agentImage is the e2e suite's own image (test/e2e/agent): backend, gateway and
+// agentImage is the e2e suite's own image (e2e/agent): backend, gateway and
 // client in one static binary.
 func agentImage() string { return agentRef }
 

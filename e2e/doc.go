@@ -18,7 +18,7 @@
 //     restricted Pod Security Standard. On top of the common specs it checks
 //     the controllers' probe endpoints, PodSecurity admission, and real
 //     traffic from a client pod routed by an APIRule's VirtualService (the
-//     e2e agent in test/e2e/agent stands in for Istio's ingress gateway). The
+//     e2e agent in e2e/agent stands in for Istio's ingress gateway). The
 //     suite removes the node with everything it made (hack/node.sh down).
 //   - kind (`make test-e2e-kind`, needs Docker and kind): a kind cluster, the
 //     same images loaded as archives, the chart installed, real pods.

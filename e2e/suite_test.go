@@ -123,7 +123,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	target, err = framework.TargetFromEnv()
 	Expect(err).NotTo(HaveOccurred())
 	root = testenv.RepoRoot()
-	artifacts = filepath.Join(root, "test", "e2e", "_artifacts")
+	artifacts = filepath.Join(root, "e2e", "_artifacts")
 	Expect(os.RemoveAll(artifacts)).To(Succeed())
 	Expect(os.MkdirAll(artifacts, 0o755)).To(Succeed())
 	out, err := framework.Run(ctx, root, "hack/testbin.sh")
