@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/test/framework"
 )
@@ -47,7 +48,7 @@ type bench struct {
 
 // kinds are the types the bench reads and writes.
 var kinds = []func(*runtime.Scheme) error{
-	corev1.AddToScheme, discoveryv1.AddToScheme, apiextensionsv1.AddToScheme, gatewayv1alpha1.AddToScheme,
+	corev1.AddToScheme, discoveryv1.AddToScheme, apiextensionsv1.AddToScheme, gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme,
 	networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
 }
 
@@ -154,6 +155,14 @@ func ignoreGone(err error) error {
 }
 
 func (b *bench) createNamespaces(ctx context.Context) error {
+	// The APIGateway that wants the controllers, as on a cluster with
+	// Portico: without one, a controller that stops retires (the apirule
+	// controller takes its finalizer off every APIRule, the ratelimit
+	// controller deletes its EnvoyFilters).
+	gw := &operatorv1alpha1.APIGateway{ObjectMeta: metav1.ObjectMeta{Name: operatorv1alpha1.SingletonName}}
+	if err := b.c.Create(ctx, gw); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the APIGateway: %w", err)
+	}
 	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: gatewayNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", gatewayNS, err)
 	}

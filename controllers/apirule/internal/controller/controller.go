@@ -581,11 +581,14 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, after *gatewayv1al
 	if equality.Semantic.DeepEqual(before.Status, after.Status) {
 		return nil
 	}
-	// With the resourceVersion the reconcile read: a status computed from a
-	// copy the cache still showed is never written onto a newer APIRule
-	// (above all not onto one deleted and re-created with the same name,
-	// whose objects it does not describe).
-	if err := r.Client.Status().Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+	// With the resourceVersion the reconcile read (or its own finalizer
+	// patch returned): a status computed from a copy the cache still showed
+	// is never written onto a newer APIRule (above all not onto one deleted
+	// and re-created with the same name, whose objects it does not
+	// describe). The patch carries the base's resourceVersion.
+	base := before.DeepCopy()
+	base.ResourceVersion = after.ResourceVersion
+	if err := r.Client.Status().Patch(ctx, after, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("write APIRule status: %w", err)
 	}
 	return nil
@@ -626,7 +629,7 @@ func (t *tombstones) has(uid types.UID) bool {
 }
 
 // retireWriters is how many finalizers Retire removes at once.
-const retireWriters = 16
+const retireWriters = 32
 
 // Retire takes the controller's finalizer off every APIRule. It runs when
 // the controller is disabled or Portico removed: with nobody left to delete
@@ -634,37 +637,51 @@ const retireWriters = 16
 // objects stay in force (the controller never removes a user's routes on
 // its way out); those in the APIRule's namespace go with it through their
 // owner references. Re-enabled, the controller puts the finalizer back on
-// its next reconcile of each.
+// its next reconcile of each. What it cannot do in time (the process has a
+// few seconds to stop) it reports in one error, with the way to finish.
 func Retire(ctx context.Context, c client.Client) error {
 	var rules gatewayv1alpha1.APIRuleList
 	if err := c.List(ctx, &rules); err != nil {
 		return fmt.Errorf("list APIRules: %w", err)
 	}
+	var held []*gatewayv1alpha1.APIRule
+	for i := range rules.Items {
+		if controllerutil.ContainsFinalizer(&rules.Items[i], Finalizer) {
+			held = append(held, &rules.Items[i])
+		}
+	}
 	work := make(chan *gatewayv1alpha1.APIRule)
 	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
+		mu       sync.Mutex
+		failed   int
+		firstErr error
+		wg       sync.WaitGroup
 	)
 	for range retireWriters {
 		wg.Go(func() {
 			for rule := range work {
 				updated := rule.DeepCopy()
 				controllerutil.RemoveFinalizer(updated, Finalizer)
-				if err := c.Patch(ctx, updated, client.MergeFromWithOptions(rule, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+				err := c.Patch(ctx, updated, client.MergeFromWithOptions(rule, client.MergeFromWithOptimisticLock{}))
+				if client.IgnoreNotFound(err) != nil {
 					mu.Lock()
-					errs = append(errs, fmt.Errorf("remove the finalizer of APIRule %s/%s: %w", rule.Namespace, rule.Name, err))
+					failed++
+					if firstErr == nil {
+						firstErr = fmt.Errorf("APIRule %s/%s: %w", rule.Namespace, rule.Name, err)
+					}
 					mu.Unlock()
 				}
 			}
 		})
 	}
-	for i := range rules.Items {
-		if controllerutil.ContainsFinalizer(&rules.Items[i], Finalizer) {
-			work <- &rules.Items[i]
-		}
+	for _, rule := range held {
+		work <- rule
 	}
 	close(work)
 	wg.Wait()
-	return errors.Join(errs...)
+	if failed > 0 {
+		return fmt.Errorf("%d of %d APIRules keep the finalizer %s (first error: %w); remove it by hand (kubectl patch) if you delete them while the controller is not running",
+			failed, len(held), Finalizer, firstErr)
+	}
+	return nil
 }
