@@ -11,12 +11,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
-// retireTimeout bounds the clean-up on the way out. The operator gives
-// controller pods 10 s to stop; the workers usually stop in well under a
-// second, so this fits.
-const retireTimeout = 5 * time.Second
+// retireTimeout bounds the clean-up on the way out: within the pod's
+// termination grace period (contract.TerminationGracePeriodSeconds), after
+// the workers stopped.
+const retireTimeout = contract.RetireSeconds * time.Second
 
 // Wanted reports whether the APIGateway still asks for the named controller:
 // it exists, is not being deleted, and does not disable it. Scaling to zero

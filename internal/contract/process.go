@@ -36,6 +36,16 @@ const (
 	// ratelimit controller (meshConfig.rootNamespace, istio-system by
 	// default); set it with spec.controllers[].env.
 	EnvIstioRootNamespace = "ISTIO_ROOT_NAMESPACE"
+
+	// TerminationGracePeriodSeconds is how long a controller pod may take
+	// to stop: its workers (up to --graceful-shutdown-timeout, 10 s) and,
+	// when the APIGateway no longer wants it, its retirement (up to
+	// RetireSeconds: the apirule controller takes its finalizer off every
+	// APIRule, thousands at ~300 a second). A process that is not retiring
+	// stops in well under a second, so rollouts do not wait for it.
+	TerminationGracePeriodSeconds = 60
+	// RetireSeconds bounds a controller's retirement.
+	RetireSeconds = 45
 )
 
 // Flag renders a flag with its value as the operator passes it.

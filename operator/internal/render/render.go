@@ -132,7 +132,7 @@ func podTemplate(in Input, labels map[string]string) *corev1ac.PodTemplateSpecAp
 	podSpec := corev1ac.PodSpec().
 		WithServiceAccountName(in.Entry.Binary()).
 		WithAutomountServiceAccountToken(true).
-		WithTerminationGracePeriodSeconds(10).
+		WithTerminationGracePeriodSeconds(contract.TerminationGracePeriodSeconds).
 		WithSecurityContext(corev1ac.PodSecurityContext().
 			WithRunAsNonRoot(true).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
