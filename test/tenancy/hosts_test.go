@@ -138,19 +138,26 @@ func expectWildcardRefused(t *testing.T, claim *gatewayv1alpha1.APIRule, covered
 // namespaces on the APIGateway, until the test ends.
 func grantWildcard(t *testing.T, host string, namespaces ...string) {
 	t.Helper()
-	gw := &operatorv1alpha1.APIGateway{ObjectMeta: metav1.ObjectMeta{Name: operatorv1alpha1.SingletonName}}
-	update(t, admin, gw, func(gw *operatorv1alpha1.APIGateway) {
-		if gw.Spec.APIRules == nil {
-			gw.Spec.APIRules = &operatorv1alpha1.APIRulesSpec{}
-		}
-		gw.Spec.APIRules.WildcardHosts = append(gw.Spec.APIRules.WildcardHosts, operatorv1alpha1.WildcardHostGrant{Host: host, Namespaces: namespaces})
+	changeGrants(t, func(s *operatorv1alpha1.APIRulesSpec) {
+		s.WildcardHosts = append(s.WildcardHosts, operatorv1alpha1.WildcardHostGrant{Host: host, Namespaces: namespaces})
+	}, func(s *operatorv1alpha1.APIRulesSpec) {
+		s.WildcardHosts = slices.DeleteFunc(s.WildcardHosts, func(g operatorv1alpha1.WildcardHostGrant) bool { return g.Host == host })
 	})
-	t.Cleanup(func() {
+}
+
+// changeGrants is the administrator editing the APIGateway's
+// spec.apiRules with grant, and with revoke when the test ends.
+func changeGrants(t *testing.T, grant, revoke func(*operatorv1alpha1.APIRulesSpec)) {
+	t.Helper()
+	gw := &operatorv1alpha1.APIGateway{ObjectMeta: metav1.ObjectMeta{Name: operatorv1alpha1.SingletonName}}
+	edit := func(f func(*operatorv1alpha1.APIRulesSpec)) {
 		update(t, admin, gw, func(gw *operatorv1alpha1.APIGateway) {
 			if gw.Spec.APIRules == nil {
-				return
+				gw.Spec.APIRules = &operatorv1alpha1.APIRulesSpec{}
 			}
-			gw.Spec.APIRules.WildcardHosts = slices.DeleteFunc(gw.Spec.APIRules.WildcardHosts, func(g operatorv1alpha1.WildcardHostGrant) bool { return g.Host == host })
+			f(gw.Spec.APIRules)
 		})
-	})
+	}
+	edit(grant)
+	t.Cleanup(func() { edit(revoke) })
 }

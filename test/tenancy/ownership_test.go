@@ -204,23 +204,12 @@ func TestOwnedHostsCannotBeSquatted(t *testing.T) {
 // the test ends.
 func giveHosts(t *testing.T, namespace string, names ...string) {
 	t.Helper()
-	gw := &operatorv1alpha1.APIGateway{ObjectMeta: metav1.ObjectMeta{Name: operatorv1alpha1.SingletonName}}
-	update(t, admin, gw, func(gw *operatorv1alpha1.APIGateway) {
-		if gw.Spec.APIRules == nil {
-			gw.Spec.APIRules = &operatorv1alpha1.APIRulesSpec{}
-		}
+	changeGrants(t, func(s *operatorv1alpha1.APIRulesSpec) {
 		for _, n := range names {
-			gw.Spec.APIRules.OwnedHosts = append(gw.Spec.APIRules.OwnedHosts, operatorv1alpha1.HostOwnership{Host: n, Namespaces: []string{namespace}})
+			s.OwnedHosts = append(s.OwnedHosts, operatorv1alpha1.HostOwnership{Host: n, Namespaces: []string{namespace}})
 		}
-	})
-	t.Cleanup(func() {
-		update(t, admin, gw, func(gw *operatorv1alpha1.APIGateway) {
-			if gw.Spec.APIRules != nil {
-				gw.Spec.APIRules.OwnedHosts = slices.DeleteFunc(gw.Spec.APIRules.OwnedHosts, func(o operatorv1alpha1.HostOwnership) bool {
-					return slices.Contains(names, o.Host)
-				})
-			}
-		})
+	}, func(s *operatorv1alpha1.APIRulesSpec) {
+		s.OwnedHosts = slices.DeleteFunc(s.OwnedHosts, func(o operatorv1alpha1.HostOwnership) bool { return slices.Contains(names, o.Host) })
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -650,35 +651,25 @@ func Retire(ctx context.Context, c client.Client) error {
 			held = append(held, &rules.Items[i])
 		}
 	}
-	work := make(chan *gatewayv1alpha1.APIRule)
 	var (
 		mu       sync.Mutex
 		failed   int
 		firstErr error
-		wg       sync.WaitGroup
 	)
-	for range retireWriters {
-		wg.Go(func() {
-			for rule := range work {
-				updated := rule.DeepCopy()
-				controllerutil.RemoveFinalizer(updated, Finalizer)
-				err := c.Patch(ctx, updated, client.MergeFromWithOptions(rule, client.MergeFromWithOptimisticLock{}))
-				if client.IgnoreNotFound(err) != nil {
-					mu.Lock()
-					failed++
-					if firstErr == nil {
-						firstErr = fmt.Errorf("APIRule %s/%s: %w", rule.Namespace, rule.Name, err)
-					}
-					mu.Unlock()
-				}
+	workqueue.ParallelizeUntil(ctx, retireWriters, len(held), func(i int) {
+		rule := held[i]
+		updated := rule.DeepCopy()
+		controllerutil.RemoveFinalizer(updated, Finalizer)
+		err := c.Patch(ctx, updated, client.MergeFromWithOptions(rule, client.MergeFromWithOptimisticLock{}))
+		if client.IgnoreNotFound(err) != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			failed++
+			if firstErr == nil {
+				firstErr = fmt.Errorf("APIRule %s/%s: %w", rule.Namespace, rule.Name, err)
 			}
-		})
-	}
-	for _, rule := range held {
-		work <- rule
-	}
-	close(work)
-	wg.Wait()
+		}
+	})
 	if failed > 0 {
 		return fmt.Errorf("%d of %d APIRules keep the finalizer %s (first error: %w); remove it by hand (kubectl patch) if you delete them while the controller is not running",
 			failed, len(held), Finalizer, firstErr)

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -112,7 +113,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 	for _, ef := range out.EnvoyFilters {
 		wanted[ef.Namespace+"/"+ef.Name] = true
 	}
-	inParallel(tenantsOf(out.EnvoyFilters, limits), tenantWriters, func(t *tenant) {
+	inParallel(ctx, tenantsOf(out.EnvoyFilters, limits), tenantWriters, func(t *tenant) {
 		failed := map[string]error{}
 		for _, ef := range t.filters {
 			key := ef.Namespace + "/" + ef.Name
@@ -219,23 +220,10 @@ const (
 	statusWriters = 4
 )
 
-// inParallel calls fn for every item, from n goroutines, starting the
-// items in order.
-func inParallel[T any](items []T, n int, fn func(T)) {
-	work := make(chan T)
-	var wg sync.WaitGroup
-	for range min(n, len(items)) {
-		wg.Go(func() {
-			for item := range work {
-				fn(item)
-			}
-		})
-	}
-	for _, item := range items {
-		work <- item
-	}
-	close(work)
-	wg.Wait()
+// inParallel calls fn for every item from n goroutines, starting the items
+// in order.
+func inParallel[T any](ctx context.Context, items []T, n int, fn func(T)) {
+	workqueue.ParallelizeUntil(ctx, n, len(items), func(i int) { fn(items[i]) })
 }
 
 // writeStatuses writes the statuses of a tenant's RateLimits that
@@ -245,7 +233,7 @@ func (r *Reconciler) writeStatuses(ctx context.Context, limits []*gatewayv1alpha
 		mu   sync.Mutex
 		errs []error
 	)
-	inParallel(limits, statusWriters, func(limit *gatewayv1alpha1.RateLimit) {
+	inParallel(ctx, limits, statusWriters, func(limit *gatewayv1alpha1.RateLimit) {
 		if err := r.writeStatus(ctx, limit, verdicts, failed); err != nil {
 			mu.Lock()
 			errs = append(errs, err)
