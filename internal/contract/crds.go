@@ -38,6 +38,15 @@ var (
 	AuthorizationPolicies  = CRD{Name: "authorizationpolicies.security.istio.io", Version: "v1"}
 	RequestAuthentications = CRD{Name: "requestauthentications.security.istio.io", Version: "v1"}
 
+	// The Gateway API's (sigs.k8s.io/gateway-api, standard channel): the
+	// Gateways an APIRule or a RateLimit may name, the HTTPRoutes the
+	// apirule controller writes for them, and the ReferenceGrants by which
+	// another namespace consents to be routed to. ReferenceGrant is read at
+	// v1beta1, which every Gateway API release since v0.6 serves.
+	GatewayAPIGateways = CRD{Name: "gateways.gateway.networking.k8s.io", Version: "v1"}
+	HTTPRoutes         = CRD{Name: "httproutes.gateway.networking.k8s.io", Version: "v1"}
+	ReferenceGrants    = CRD{Name: "referencegrants.gateway.networking.k8s.io", Version: "v1beta1"}
+
 	// cert-manager's Certificate (the gateway's certManager source).
 	Certificates = CRD{Name: "certificates.cert-manager.io", Version: "v1"}
 )

@@ -19,9 +19,10 @@ import (
 type Options struct {
 	// CRDs are installed beside the project's (config/crd/bases).
 	CRDs []*apiextensionsv1.CustomResourceDefinition
-	// Istio and CertManager install the real CRDs of Istio and of
-	// cert-manager (IstioCRDs, CertManagerCRDs) too.
-	Istio, CertManager bool
+	// Istio, CertManager and GatewayAPI install the real CRDs of Istio, of
+	// cert-manager and of the Gateway API's standard channel (IstioCRDs,
+	// CertManagerCRDs, GatewayAPICRDs) too.
+	Istio, CertManager, GatewayAPI bool
 	// WithoutProjectCRDs leaves the project's CRDs out: only CRDs are
 	// installed (and Istio's, cert-manager's).
 	WithoutProjectCRDs bool
@@ -106,7 +107,7 @@ func extraCRDs(o Options) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	for _, extra := range []struct {
 		want bool
 		read func() ([]*apiextensionsv1.CustomResourceDefinition, error)
-	}{{o.Istio, IstioCRDs}, {o.CertManager, CertManagerCRDs}} {
+	}{{o.Istio, IstioCRDs}, {o.CertManager, CertManagerCRDs}, {o.GatewayAPI, GatewayAPICRDs}} {
 		if !extra.want {
 			continue
 		}

@@ -126,6 +126,25 @@ func CertManagerCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return crds, nil
 }
 
+// GatewayAPICRDs returns the real Gateway API CRDs of the standard channel
+// (Gateways, GatewayClasses, HTTPRoutes, ReferenceGrants: the kinds Portico
+// reads or writes), shipped in the sigs.k8s.io/gateway-api module.
+func GatewayAPICRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	dir, err := ModuleDir("sigs.k8s.io/gateway-api")
+	if err != nil {
+		return nil, err
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, kind := range []string{"gatewayclasses", "gateways", "httproutes", "referencegrants"} {
+		c, err := ReadCRDs(filepath.Join(dir, "config", "crd", "standard", "gateway.networking.k8s.io_"+kind+".yaml"))
+		if err != nil {
+			return nil, err
+		}
+		crds = append(crds, c...)
+	}
+	return crds, nil
+}
+
 // ProjectCRDPaths are the CRDs generated into config/crd/bases.
 func ProjectCRDPaths() []string {
 	return []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}
