@@ -162,8 +162,55 @@ type Rule struct {
 	JWT *JWTAuthentication `json:"jwt,omitempty"`
 }
 
+// GatewayAPIGroup is the API group of the Kubernetes Gateway API.
+const GatewayAPIGroup = "gateway.networking.k8s.io"
+
+// ParentReference names the Gateway API Gateway that serves an APIRule in
+// HTTPRoute mode, as a Gateway API route's parentRef does.
+type ParentReference struct {
+	// group of the parent: gateway.networking.k8s.io, the Gateway API.
+	// +optional
+	// +kubebuilder:default=gateway.networking.k8s.io
+	// +kubebuilder:validation:Enum=gateway.networking.k8s.io
+	Group string `json:"group,omitempty"`
+
+	// kind of the parent: Gateway.
+	// +optional
+	// +kubebuilder:default=Gateway
+	// +kubebuilder:validation:Enum=Gateway
+	Kind string `json:"kind,omitempty"`
+
+	// namespace of the Gateway; defaults to the APIRule's namespace. A
+	// Gateway of another namespace accepts the route only if its listener's
+	// allowedRoutes admit the APIRule's namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace,omitempty"`
+
+	// name of the Gateway.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// sectionName is the name of one listener of the Gateway; empty
+	// attaches the route to every listener that admits it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	SectionName string `json:"sectionName,omitempty"`
+}
+
+// MaxHTTPRouteRules is the most rules an APIRule in HTTPRoute mode may have:
+// each becomes one rule of its HTTPRoute, which the Gateway API limits to 16.
+const MaxHTTPRouteRules = 16
+
 // APIRuleSpec is the desired exposure of a Service.
 // +kubebuilder:validation:XValidation:rule="has(self.service) || self.rules.all(r, has(r.service))",message="set spec.service, or a service on every rule"
+// +kubebuilder:validation:XValidation:rule="!(has(self.gateway) && has(self.parentRef))",message="set gateway (an Istio Gateway) or parentRef (a Gateway API Gateway), not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.parentRef) || self.rules.size() <= 16",message="an APIRule with parentRef has at most 16 rules: each becomes one rule of an HTTPRoute, which the Gateway API limits to 16"
 type APIRuleSpec struct {
 	// hosts the API is served on. A host has one owner cluster-wide: the
 	// oldest APIRule that claims it, exactly or through a wildcard
@@ -192,6 +239,18 @@ type APIRuleSpec struct {
 	// +kubebuilder:validation:MaxLength=317
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="gateway must be <namespace>/<name> of an Istio Gateway"
 	Gateway string `json:"gateway,omitempty"`
+
+	// parentRef names a Gateway API Gateway (gateway.networking.k8s.io)
+	// that serves the hosts instead of an Istio Gateway: HTTPRoute mode.
+	// The controller then writes one HTTPRoute named like the APIRule
+	// instead of the VirtualService, with the same access policies on the
+	// backends, and the APIRule is Ready only once every parent of the route
+	// reports it Accepted with its references resolved. A backend Service in
+	// another namespace needs a ReferenceGrant of that namespace (from
+	// HTTPRoutes of the APIRule's namespace to the Service). At most 16
+	// rules. Exclusive with gateway.
+	// +optional
+	ParentRef *ParentReference `json:"parentRef,omitempty"`
 
 	// service receives the requests of every rule that names no service.
 	// +optional
