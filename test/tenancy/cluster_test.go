@@ -115,6 +115,7 @@ func tenantRoles() []*rbacv1.ClusterRole {
 			{APIGroups: []string{"networking.istio.io"}, Verbs: crud, Resources: []string{
 				"virtualservices", "gateways", "serviceentries", "destinationrules", "sidecars", "workloadentries", "workloadgroups", "envoyfilters", "proxyconfigs"}},
 			{APIGroups: []string{"security.istio.io"}, Verbs: crud, Resources: []string{"authorizationpolicies", "requestauthentications", "peerauthentications"}},
+			{APIGroups: []string{"gateway.networking.k8s.io"}, Verbs: crud, Resources: []string{"gateways", "httproutes", "grpcroutes", "referencegrants"}},
 		},
 	}, {
 		ObjectMeta: metav1.ObjectMeta{Name: "portico-tenant-status"},

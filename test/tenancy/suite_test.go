@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
@@ -51,6 +53,7 @@ func scheme() *runtime.Scheme {
 		corev1.AddToScheme, discoveryv1.AddToScheme, rbacv1.AddToScheme,
 		gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme,
 		networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
+		gatewayapiv1.Install, gatewayapiv1beta1.Install,
 	)
 }
 
@@ -73,8 +76,8 @@ func run(m *testing.M) (int, error) {
 	if workDir, err = os.MkdirTemp("", "portico-tenancy-"); err != nil {
 		return 0, err
 	}
-	// Portico's CRDs and the real Istio CRDs.
-	env, err := testenv.Start(testenv.Options{Istio: true, Scheme: scheme()})
+	// Portico's CRDs, the real Istio CRDs and the Gateway API's.
+	env, err := testenv.Start(testenv.Options{Istio: true, GatewayAPI: true, Scheme: scheme()})
 	if err != nil {
 		return 0, err
 	}
