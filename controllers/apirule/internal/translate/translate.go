@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
@@ -48,11 +49,17 @@ type Input struct {
 	// gateway the controller resolved for an APIRule that names none. When
 	// empty, the APIRule's spec.gateway.
 	Gateway string
+	// Parent is the Gateway API Gateway the HTTPRoute attaches to: the
+	// APIRule's parentRef (Parent) in HTTPRoute mode. When set, the output
+	// has an HTTPRoute instead of a VirtualService.
+	Parent *gatewayv1alpha1.ParentReference
 }
 
-// Output holds the desired Istio objects.
+// Output holds the desired objects: the route (a VirtualService, or an
+// HTTPRoute in HTTPRoute mode) and the access control of the backends.
 type Output struct {
-	VirtualService *networkingv1.VirtualService
+	VirtualService *networkingv1.VirtualService `json:"VirtualService,omitempty"`
+	HTTPRoute      *gatewayapiv1.HTTPRoute      `json:"HTTPRoute,omitempty"`
 	// Workloads has the access control of every backend in the APIRule's
 	// own namespace, in the order of Backends. Backends of other namespaces
 	// get routes only: their namespace's own policies decide who may call
@@ -75,9 +82,18 @@ type Object interface {
 	runtime.Object
 }
 
-// Objects returns every desired object, the VirtualService first.
+// Route is the object that routes requests: the HTTPRoute in HTTPRoute
+// mode, else the VirtualService.
+func (o Output) Route() Object {
+	if o.HTTPRoute != nil {
+		return o.HTTPRoute
+	}
+	return o.VirtualService
+}
+
+// Objects returns every desired object, the route first.
 func (o Output) Objects() []Object {
-	objs := []Object{o.VirtualService}
+	objs := []Object{o.Route()}
 	for _, w := range o.Workloads {
 		objs = append(objs, w.AuthorizationPolicy)
 		if w.RequestAuthentication != nil {
@@ -202,14 +218,22 @@ func Translate(in Input) (Output, error) {
 	if err := checkCoveredRules(r, in.Selectors); err != nil {
 		return Output{}, err
 	}
-	gateway := in.Gateway
-	if gateway == "" {
-		gateway = r.Spec.Gateway
+	var out Output
+	if in.Parent != nil {
+		if err := checkHTTPRoute(r); err != nil {
+			return Output{}, err
+		}
+		out.HTTPRoute = httpRoute(r, in.Parent)
+	} else {
+		gateway := in.Gateway
+		if gateway == "" {
+			gateway = r.Spec.Gateway
+		}
+		if gateway == "" {
+			return Output{}, fmt.Errorf("the APIRule names no gateway and no default gateway was given")
+		}
+		out.VirtualService = virtualService(r, gateway, in.ClusterDomain)
 	}
-	if gateway == "" {
-		return Output{}, fmt.Errorf("the APIRule names no gateway and no default gateway was given")
-	}
-	out := Output{VirtualService: virtualService(r, gateway, in.ClusterDomain)}
 	names := map[types.NamespacedName]types.NamespacedName{}
 	for _, b := range backends {
 		if b.Namespace != r.Namespace {

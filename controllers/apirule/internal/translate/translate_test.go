@@ -90,9 +90,24 @@ func TestTranslateGolden(t *testing.T) {
 		}),
 	}
 	for name, rule := range tests {
+		checkGolden(t, name, rule)
+		// The same APIRule on a Gateway API Gateway: an HTTPRoute instead
+		// of the VirtualService, the same access policies.
+		onGateway := rule.DeepCopy()
+		onGateway.Spec.Gateway = ""
+		onGateway.Spec.ParentRef = &gatewayv1alpha1.ParentReference{Namespace: "infra", Name: "public", SectionName: "https"}
+		checkGolden(t, name+".httproute", onGateway)
+	}
+}
+
+// checkGolden compares an APIRule's translation with testdata/<name>.golden.yaml.
+func checkGolden(t *testing.T, name string, rule *gatewayv1alpha1.APIRule) {
+	t.Helper()
+	{
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			out, err := Translate(Input{APIRule: rule, Selectors: selectors})
+			in := Input{APIRule: rule, Selectors: selectors, Parent: Parent(rule)}
+			out, err := Translate(in)
 			g.Expect(err).NotTo(HaveOccurred())
 			got, err := yaml.Marshal(out)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -104,7 +119,7 @@ func TestTranslateGolden(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred(), "run go test -update to create %s", path)
 			g.Expect(string(got)).To(Equal(string(want)))
 
-			again, _ := yaml.Marshal(must(Translate(Input{APIRule: rule, Selectors: selectors})))
+			again, _ := yaml.Marshal(must(Translate(in)))
 			g.Expect(string(again)).To(Equal(string(got)), "translation is deterministic")
 		})
 	}
