@@ -4,7 +4,9 @@
 // optional CRDs: with Istio's Gateway an APIRule naming a missing Gateway is
 // reported instead of applied; with ServiceEntries or WorkloadEntries a
 // backend they would divert is refused; the APIGateway holds the wildcard
-// host grants and the default gateway.
+// host grants and the default gateway; with the Gateway API's HTTPRoute and
+// ReferenceGrant CRDs, APIRules naming a Gateway API Gateway become
+// HTTPRoutes (HTTPRoute mode).
 package main
 
 import (
@@ -16,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/controller"
@@ -28,19 +32,27 @@ func main() {
 		Contract: contract.APIRule,
 		Short:    "Exposes Services through Istio according to APIRules",
 		Cache: func(opts *cache.Options, env harness.Environment) {
-			controller.ConfigureCache(opts, env.HasOptional(contract.ServiceEntries), env.HasOptional(contract.WorkloadEntries))
+			controller.ConfigureCache(opts, env.HasOptional(contract.ServiceEntries), env.HasOptional(contract.WorkloadEntries), gatewayAPI(env))
 		},
 		AddToScheme: []func(*runtime.Scheme) error{
 			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme, discoveryv1.AddToScheme,
+			gatewayapiv1.Install, gatewayapiv1beta1.Install,
 		},
 		Setup: func(mgr ctrl.Manager, env harness.Environment) error {
 			r := &controller.Reconciler{
 				Client: mgr.GetClient(), CheckGateways: env.HasOptional(contract.IstioGateways), CheckServiceEntries: env.HasOptional(contract.ServiceEntries),
 				CheckWorkloadEntries: env.HasOptional(contract.WorkloadEntries), ReadGrants: env.HasOptional(contract.APIGateways),
+				GatewayAPI: gatewayAPI(env), CheckGatewayAPIGateways: env.HasOptional(contract.GatewayAPIGateways),
 			}
 			return r.SetupWithManager(context.Background(), mgr)
 		},
 		// Disabled or removed: APIRules must stay deletable.
 		Retire: controller.Retire,
 	})
+}
+
+// gatewayAPI reports whether HTTPRoute mode works: the HTTPRoutes it
+// writes and the ReferenceGrants it reads are there.
+func gatewayAPI(env harness.Environment) bool {
+	return env.HasOptional(contract.HTTPRoutes) && env.HasOptional(contract.ReferenceGrants)
 }

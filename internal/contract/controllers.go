@@ -49,12 +49,14 @@ var (
 	// APIRule turns APIRules into VirtualServices, AuthorizationPolicies and
 	// RequestAuthentications. Optional: Istio Gateways (an APIRule naming a
 	// missing one is reported), ServiceEntries and WorkloadEntries (backends
-	// they would divert are refused) and the APIGateway (wildcard host
-	// grants and the default gateway).
+	// they would divert are refused), the APIGateway (wildcard host grants
+	// and the default gateway), and the Gateway API's HTTPRoutes and
+	// ReferenceGrants (HTTPRoute mode, for APIRules naming a Gateway API
+	// Gateway) and Gateways (one that is missing is reported).
 	APIRule = Controller{
 		Name:     operatorv1alpha1.ControllerAPIRule,
 		Required: []CRD{APIRules, VirtualServices, AuthorizationPolicies, RequestAuthentications},
-		Optional: []CRD{IstioGateways, ServiceEntries, WorkloadEntries, APIGateways},
+		Optional: []CRD{IstioGateways, ServiceEntries, WorkloadEntries, APIGateways, HTTPRoutes, ReferenceGrants, GatewayAPIGateways},
 	}
 	// RateLimit computes one EnvoyFilter per gateway workload from the
 	// RateLimits. Optional: the kinds a RateLimit may target.

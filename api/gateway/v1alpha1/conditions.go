@@ -69,6 +69,35 @@ const (
 	// up the policies of a workload, so nothing is written; the live Istio
 	// objects stay as they were.
 	ReasonAccessConflict = "AccessConflict"
+	// ReasonGatewayAPINotInstalled (False): the APIRule names a Gateway API
+	// Gateway (spec.parentRef), but the Gateway API's HTTPRoute or
+	// ReferenceGrant CRD is not installed. The APIRule waits for them; its
+	// objects stay as they were.
+	ReasonGatewayAPINotInstalled = "GatewayAPINotInstalled"
+	// ReasonRoutePending (False): the HTTPRoute is written, and the
+	// controller of its Gateway has not yet reported on this version of it
+	// (no Accepted condition for its generation).
+	ReasonRoutePending = "RoutePending"
+	// ReasonRouteNotAccepted (False): the Gateway's controller did not
+	// accept the HTTPRoute, or could not resolve its references; the message
+	// gives the Gateway's reason and message. The objects stay in place: the
+	// Gateway may accept the route once its listeners allow it.
+	ReasonRouteNotAccepted = "RouteNotAccepted"
+)
+
+// ConditionHostShared is an APIRule condition in HTTPRoute mode: True when
+// an HTTPRoute that Portico did not write claims one of the APIRule's hosts
+// on the same Gateway. The Gateway merges the rules of every route of a
+// host, so requests to the host may be served by the other route.
+const ConditionHostShared = "HostShared"
+
+// ConditionHostShared reasons.
+const (
+	// ReasonForeignRoute (True): another HTTPRoute claims a host of the
+	// APIRule on its Gateway.
+	ReasonForeignRoute = "ForeignRoute"
+	// ReasonNoForeignRoute (False): no other HTTPRoute does.
+	ReasonNoForeignRoute = "NoForeignRoute"
 )
 
 // RateLimit's Ready condition reasons.

@@ -23,6 +23,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
@@ -56,6 +57,8 @@ const (
 // +kubebuilder:rbac:groups=networking.istio.io,resources=virtualservices,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=security.istio.io,resources=authorizationpolicies;requestauthentications,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.istio.io,resources=gateways,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;referencegrants,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.istio.io,resources=serviceentries;workloadentries,verbs=get;list;watch
@@ -83,6 +86,13 @@ type Reconciler struct {
 	// possible while its CRD is installed (else no wildcard is granted and
 	// there is no default gateway).
 	ReadGrants bool
+	// GatewayAPI enables HTTPRoute mode: the Gateway API's HTTPRoute and
+	// ReferenceGrant CRDs are installed. Without them an APIRule naming a
+	// Gateway API Gateway waits (reason GatewayAPINotInstalled).
+	GatewayAPI bool
+	// CheckGatewayAPIGateways verifies that the Gateway API Gateway an
+	// APIRule names exists; only possible while its CRD is installed.
+	CheckGatewayAPIGateways bool
 
 	// cache is the manager's cache, with the indexes of SetupWithManager,
 	// that Client reads.
@@ -125,6 +135,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if reason != "" {
 		return r.refuse(ctx, rule, reason, msg)
 	}
+	parent := translate.Parent(rule)
+	if parent != nil && !r.GatewayAPI {
+		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonGatewayAPINotInstalled, fmt.Sprintf(
+			"the APIRule names a Gateway API Gateway (spec.parentRef), but the Gateway API's CRDs %s and %s are not installed; it is applied once they are, its objects are left unchanged",
+			contract.HTTPRoutes, contract.ReferenceGrants))
+		return ctrl.Result{}, nil
+	}
 	var grants *operatorv1alpha1.APIRulesSpec
 	if apiGateway != nil {
 		grants = apiGateway.Spec.APIRules
@@ -137,7 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if reason != "" {
 		return r.refuse(ctx, rule, reason, msg)
 	}
-	selectors, reason, msg := r.checkReferences(ctx, rule, gateway)
+	selectors, reason, msg := r.checkReferences(ctx, rule, gateway, parent)
 	if reason != "" {
 		if withdraws(reason) {
 			return r.refuse(ctx, rule, reason, msg)
@@ -145,9 +162,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		setReady(rule, metav1.ConditionFalse, reason, msg)
 		return ctrl.Result{}, nil
 	}
-	out, err := translate.Translate(translate.Input{APIRule: rule, Selectors: selectors, Gateway: gateway})
+	out, err := translate.Translate(translate.Input{APIRule: rule, Selectors: selectors, Gateway: gateway, Parent: parent})
 	if err != nil {
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonInvalidRule, err.Error()+"; the Istio objects were left unchanged")
+		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonInvalidRule, err.Error()+"; the objects were left unchanged")
 		return ctrl.Result{}, nil
 	}
 	if msg, err := r.checkAccess(ctx, rule, out); err != nil || msg != "" {
@@ -169,17 +186,53 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			" and was not created for this APIRule: it is left untouched, and nothing is written until it is removed or renamed")
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
+	// The route is the last object written; a live route that needs no
+	// write carries the Gateway's answer about the current version.
+	route, _ := live[len(live)-1].(*gatewayapiv1.HTTPRoute)
+	if route != nil && !upToDate(desired[len(desired)-1], route) {
+		route = nil
+	}
 	if err := r.converge(ctx, rule, desired, live); err != nil {
+		if reason, msg, ok := invalidRoute(err); ok {
+			setReady(rule, metav1.ConditionFalse, reason, msg)
+			return ctrl.Result{}, nil
+		}
 		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, err
+	}
+	if out.HTTPRoute != nil {
+		reason, msg := gatewayv1alpha1.ReasonRoutePending, fmt.Sprintf(
+			"HTTPRoute %s/%s is written; waiting for the controller of Gateway %s/%s to accept it", out.HTTPRoute.Namespace, out.HTTPRoute.Name, parent.Namespace, parent.Name)
+		if route != nil {
+			reason, msg = routeReadiness(route, parent)
+		}
+		if reason != "" {
+			// Not an error: the route's status change starts the next reconcile.
+			setReady(rule, metav1.ConditionFalse, reason, msg)
+			return ctrl.Result{}, nil
+		}
 	}
 	setReady(rule, metav1.ConditionTrue, gatewayv1alpha1.ReasonApplied, appliedMessage(desired))
 	return ctrl.Result{}, nil
 }
 
+// invalidRoute turns the API server's refusal of an HTTPRoute (its CRD's
+// validation, which Translate does not repeat in full) into InvalidRule:
+// the APIRule asks for something the Gateway API cannot say, which no
+// retry will change.
+func invalidRoute(err error) (string, string, bool) {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || !apierrors.IsInvalid(err) || status.Status().Details == nil ||
+		status.Status().Details.Kind != "HTTPRoute" {
+		return "", "", false
+	}
+	return gatewayv1alpha1.ReasonInvalidRule, "the API server refused the APIRule's HTTPRoute: " + err.Error() +
+		"; change the APIRule so that its HTTPRoute is valid; the objects were left unchanged", true
+}
+
 // desiredObjects orders the objects for writing: access control before the
-// VirtualService, so that a new route never reaches pods before their
-// policies are in place.
+// route (the VirtualService or HTTPRoute), so that a new route never
+// reaches pods before their policies are in place.
 func desiredObjects(out translate.Output) []client.Object {
 	var objs []client.Object
 	for _, w := range out.Workloads {
@@ -188,23 +241,28 @@ func desiredObjects(out translate.Output) []client.Object {
 		}
 		objs = append(objs, w.AuthorizationPolicy)
 	}
-	return append(objs, out.VirtualService)
+	return append(objs, out.Route().(client.Object))
 }
 
 // checkReferences returns the pod selector of every backend Service, or the
 // reason and message of a reference that cannot be followed: a Service, or
 // the Istio Gateway (as <namespace>/<name>) that serves the APIRule.
-func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.APIRule, gateway string) (map[types.NamespacedName]map[string]string, string, string) {
+func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.APIRule, gateway string, parent *gatewayv1alpha1.ParentReference) (map[types.NamespacedName]map[string]string, string, string) {
 	selectors := map[types.NamespacedName]map[string]string{}
 	for _, ref := range translate.Backends(rule) {
 		svc := &corev1.Service{}
 		err := r.Client.Get(ctx, ref, svc)
-		if ref.Namespace != rule.Namespace && (apierrors.IsNotFound(err) || (err == nil && !permits(svc, rule.Namespace))) {
-			// One message for both: the APIRule's author learns nothing
-			// about Services of other namespaces that do not consent.
-			return nil, gatewayv1alpha1.ReasonReferenceNotPermitted, fmt.Sprintf(
-				"service %s does not exist or does not allow APIRules of namespace %s (its annotation %s must list %s, or be \"*\"); the APIRule's Istio objects were removed",
-				ref, rule.Namespace, gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces, rule.Namespace)
+		if ref.Namespace != rule.Namespace {
+			consents, how, cerr := r.consents(ctx, rule, parent, svc, err)
+			if cerr != nil {
+				return nil, gatewayv1alpha1.ReasonApplyFailed, cerr.Error()
+			}
+			if !consents {
+				// One message for both: the APIRule's author learns nothing
+				// about Services of other namespaces that do not consent.
+				return nil, gatewayv1alpha1.ReasonReferenceNotPermitted, fmt.Sprintf(
+					"service %s does not exist or does not allow APIRules of namespace %s (%s); the APIRule's objects were removed", ref, rule.Namespace, how)
+			}
 		}
 		if apierrors.IsNotFound(err) {
 			return nil, gatewayv1alpha1.ReasonServiceNotFound,
@@ -222,6 +280,12 @@ func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.
 				"service %s %s, so traffic routed to it would not land on the pods the access rules protect; the APIRule's Istio objects were removed", ref, alias)
 		}
 		selectors[ref] = svc.Spec.Selector
+	}
+	if parent != nil {
+		if reason, msg := r.checkParent(ctx, parent); reason != "" {
+			return nil, reason, msg
+		}
+		return selectors, "", ""
 	}
 	if r.CheckGateways {
 		ns, name := splitGateway(gateway)
@@ -310,7 +374,7 @@ func (r *Reconciler) converge(ctx context.Context, rule *gatewayv1alpha1.APIRule
 	}
 	var errs []error
 	for i, d := range desired {
-		if _, isVS := d.(*networkingv1.VirtualService); isVS && len(errs) > 0 {
+		if i == len(desired)-1 && len(errs) > 0 {
 			// Never route to pods whose access control could not be written.
 			break
 		}
@@ -364,8 +428,7 @@ func (r *Reconciler) write(ctx context.Context, desired, live client.Object) err
 		}
 		updated.SetOwnerReferences(append(refs, ref))
 	}
-	proto.Reset(specOf(updated))
-	proto.Merge(specOf(updated), specOf(desired))
+	setSpec(updated, desired)
 	if err := r.Client.Update(ctx, updated, client.FieldOwner(FieldManager)); err != nil {
 		return fmt.Errorf("update %s %s: %w", kindOf(desired), client.ObjectKeyFromObject(desired), err)
 	}
@@ -388,7 +451,21 @@ func upToDate(desired, live client.Object) bool {
 			return false
 		}
 	}
+	if d, ok := desired.(*gatewayapiv1.HTTPRoute); ok {
+		l, ok := live.(*gatewayapiv1.HTTPRoute)
+		return ok && equality.Semantic.DeepEqual(d.Spec, l.Spec)
+	}
 	return proto.Equal(specOf(desired), specOf(live))
+}
+
+// setSpec makes dst's spec a copy of src's.
+func setSpec(dst, src client.Object) {
+	if d, ok := dst.(*gatewayapiv1.HTTPRoute); ok {
+		d.Spec = *src.(*gatewayapiv1.HTTPRoute).Spec.DeepCopy()
+		return
+	}
+	proto.Reset(specOf(dst))
+	proto.Merge(specOf(dst), specOf(src))
 }
 
 // deleteUnwanted deletes the objects of rule, read through reader, that
@@ -455,6 +532,15 @@ func (r *Reconciler) objectsOf(ctx context.Context, reader client.Reader, select
 	}
 	for _, o := range ra.Items {
 		objs = append(objs, o)
+	}
+	if r.GatewayAPI {
+		routes := &gatewayapiv1.HTTPRouteList{}
+		if err := reader.List(ctx, routes, selector); err != nil {
+			return nil, fmt.Errorf("list the HTTPRoutes of the APIRule: %w", err)
+		}
+		for i := range routes.Items {
+			objs = append(objs, &routes.Items[i])
+		}
 	}
 	return objs, nil
 }
@@ -533,6 +619,8 @@ func kindOf(obj client.Object) string {
 		return "AuthorizationPolicy"
 	case *securityv1.RequestAuthentication:
 		return "RequestAuthentication"
+	case *gatewayapiv1.HTTPRoute:
+		return "HTTPRoute"
 	}
 	return fmt.Sprintf("%T", obj)
 }

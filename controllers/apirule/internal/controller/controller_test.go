@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
@@ -43,7 +45,7 @@ func testScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, discoveryv1.AddToScheme, gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme,
-		networkingv1.AddToScheme, securityv1.AddToScheme,
+		networkingv1.AddToScheme, securityv1.AddToScheme, gatewayapiv1.Install, gatewayapiv1beta1.Install,
 	} {
 		if err := add(s); err != nil {
 			panic(err)
@@ -65,7 +67,11 @@ func run(m *testing.M) int {
 	if err != nil {
 		panic(err)
 	}
-	env.CRDs = istio
+	gatewayAPI, err := testenv.GatewayAPICRDs()
+	if err != nil {
+		panic(err)
+	}
+	env.CRDs = append(istio, gatewayAPI...)
 	cfg, err := env.Start()
 	if err != nil {
 		panic(err)
@@ -93,7 +99,7 @@ func run(m *testing.M) int {
 	}
 
 	cacheOpts := cache.Options{}
-	ConfigureCache(&cacheOpts, true, true)
+	ConfigureCache(&cacheOpts, true, true, true)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testScheme(),
 		Cache:                  cacheOpts,
@@ -104,7 +110,8 @@ func run(m *testing.M) int {
 	if err != nil {
 		panic(err)
 	}
-	if err := (&Reconciler{Client: mgr.GetClient(), CheckGateways: true, CheckServiceEntries: true, CheckWorkloadEntries: true, ReadGrants: true}).SetupWithManager(ctx, mgr); err != nil {
+	if err := (&Reconciler{Client: mgr.GetClient(), CheckGateways: true, CheckServiceEntries: true, CheckWorkloadEntries: true, ReadGrants: true,
+		GatewayAPI: true, CheckGatewayAPIGateways: true}).SetupWithManager(ctx, mgr); err != nil {
 		panic(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()

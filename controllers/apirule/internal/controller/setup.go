@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
@@ -21,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
@@ -43,6 +46,9 @@ const (
 	// accessConflictIndex finds the APIRules in AccessConflict, by
 	// namespace.
 	accessConflictIndex = "apirule.accessConflict"
+	// backendNamespaceIndex finds the APIRules by the other namespaces
+	// their backends are in.
+	backendNamespaceIndex = "apirule.backendNamespaces"
 	// ownerIndex finds the Istio objects the controller labelled by the
 	// name of their APIRule.
 	ownerIndex = "apirule.owner"
@@ -51,7 +57,7 @@ const (
 // ConfigureCache narrows what the controller caches: of the Istio kinds it
 // writes, only the objects it labelled. Others' objects are read past the
 // cache, only when they hold a name the controller needs.
-func ConfigureCache(opts *cache.Options, serviceEntries, workloadEntries bool) {
+func ConfigureCache(opts *cache.Options, serviceEntries, workloadEntries, gatewayAPI bool) {
 	if opts.ByObject == nil {
 		opts.ByObject = map[client.Object]cache.ByObject{}
 	}
@@ -66,6 +72,42 @@ func ConfigureCache(opts *cache.Options, serviceEntries, workloadEntries bool) {
 	if workloadEntries {
 		opts.ByObject[&networkingv1.WorkloadEntry{}] = cache.ByObject{Transform: stripWorkloadEntry}
 	}
+	if gatewayAPI {
+		// Every HTTPRoute, as others' routes may share an APIRule's host
+		// on its Gateway (HostShared); of those, only what that check reads.
+		opts.ByObject[&gatewayapiv1.HTTPRoute{}] = cache.ByObject{Transform: stripForeignRoute}
+		opts.ByObject[&gatewayapiv1beta1.ReferenceGrant{}] = cache.ByObject{Transform: stripReferenceGrant}
+	}
+}
+
+// stripForeignRoute keeps the whole of an HTTPRoute the controller
+// labelled (it compares and updates them) and, of any other, its identity,
+// parents and hostnames.
+func stripForeignRoute(obj any) (any, error) {
+	route, ok := obj.(*gatewayapiv1.HTTPRoute)
+	if !ok {
+		return obj, nil
+	}
+	route.ManagedFields = nil
+	if route.Labels[translate.LabelManagedBy] == translate.ManagedBy {
+		return route, nil
+	}
+	out := &gatewayapiv1.HTTPRoute{TypeMeta: route.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: route.Name, Namespace: route.Namespace, ResourceVersion: route.ResourceVersion, UID: route.UID,
+	}}
+	out.Spec.ParentRefs, out.Spec.Hostnames = route.Spec.ParentRefs, route.Spec.Hostnames
+	return out, nil
+}
+
+// stripReferenceGrant keeps a ReferenceGrant's identity and spec.
+func stripReferenceGrant(obj any) (any, error) {
+	g, ok := obj.(*gatewayapiv1beta1.ReferenceGrant)
+	if !ok {
+		return obj, nil
+	}
+	return &gatewayapiv1beta1.ReferenceGrant{TypeMeta: g.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: g.Name, Namespace: g.Namespace, ResourceVersion: g.ResourceVersion, UID: g.UID,
+	}, Spec: g.Spec}, nil
 }
 
 // stripEndpointSlice keeps what the alias check reads: the slice's
@@ -116,7 +158,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if r.Reader == nil {
 		r.Reader = mgr.GetAPIReader()
 	}
-	if err := registerIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := registerIndexes(ctx, mgr.GetFieldIndexer(), r.GatewayAPI); err != nil {
 		return err
 	}
 	r.cache = mgr.GetCache()
@@ -150,6 +192,19 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 			}},
 		)))
 	}
+	if r.GatewayAPI {
+		// The route's status is the Gateway's answer (readiness); a grant
+		// concerns the APIRules routing into its namespace.
+		b = b.Watches(&gatewayapiv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(m.routes)).
+			Watches(&gatewayapiv1beta1.ReferenceGrant{}, handler.EnqueueRequestsFromMapFunc(m.byNamespaceIndex(backendNamespaceIndex)))
+	}
+	if r.CheckGatewayAPIGateways {
+		gw := &metav1.PartialObjectMetadata{}
+		gw.SetGroupVersionKind(gatewayapiv1.SchemeGroupVersion.WithKind("Gateway"))
+		b = b.Watches(gw, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return requests(m.list(ctx, client.MatchingFields{gatewayIndex: gatewayAPIKey(o.GetNamespace(), o.GetName())}), nil)
+		}))
+	}
 	if r.CheckGateways {
 		// A Gateway that appears ends a GatewayNotFound (the default
 		// gateway's, above all, which its controller may create after the
@@ -174,7 +229,7 @@ const maxConcurrentReconciles = 16
 
 // registerIndexes adds the cache indexes the reconciler and the mapper
 // read.
-func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+func registerIndexes(ctx context.Context, indexer client.FieldIndexer, gatewayAPI bool) error {
 	rule := func(f func(*gatewayv1alpha1.APIRule) []string) client.IndexerFunc {
 		return func(o client.Object) []string { return f(o.(*gatewayv1alpha1.APIRule)) }
 	}
@@ -190,7 +245,19 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 			}
 			return keys
 		})},
+		{&gatewayv1alpha1.APIRule{}, backendNamespaceIndex, rule(func(a *gatewayv1alpha1.APIRule) []string {
+			var keys []string
+			for _, s := range translate.Backends(a) {
+				if s.Namespace != a.Namespace && !slices.Contains(keys, s.Namespace) {
+					keys = append(keys, s.Namespace)
+				}
+			}
+			return keys
+		})},
 		{&gatewayv1alpha1.APIRule{}, gatewayIndex, rule(func(a *gatewayv1alpha1.APIRule) []string {
+			if p := translate.Parent(a); p != nil {
+				return []string{gatewayAPIKey(p.Namespace, p.Name)}
+			}
 			if a.Spec.Gateway != "" {
 				return []string{a.Spec.Gateway}
 			}
@@ -206,12 +273,22 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		{&networkingv1.VirtualService{}, ownerIndex, ownerKey},
 		{&securityv1.AuthorizationPolicy{}, ownerIndex, ownerKey},
 		{&securityv1.RequestAuthentication{}, ownerIndex, ownerKey},
+		{&gatewayapiv1.HTTPRoute{}, ownerIndex, ownerKey},
 	} {
+		if _, isRoute := index.obj.(*gatewayapiv1.HTTPRoute); isRoute && !gatewayAPI {
+			continue
+		}
 		if err := indexer.IndexField(ctx, index.obj, index.name, index.keys); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// gatewayAPIKey is gatewayIndex's key of a Gateway API Gateway: the group
+// keeps it apart from an Istio Gateway's <namespace>/<name>.
+func gatewayAPIKey(namespace, name string) string {
+	return gatewayv1alpha1.GatewayAPIGroup + "/" + namespace + "/" + name
 }
 
 // ownerKey is ownerIndex's key of an object the controller labelled: the
@@ -300,6 +377,19 @@ func (m mapper) byIndex(index string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		return requests(m.list(ctx, client.MatchingFields{index: o.GetNamespace() + "/" + o.GetName()}), nil)
 	}
+}
+
+// byNamespaceIndex maps an object to the APIRules whose index names its
+// namespace.
+func (m mapper) byNamespaceIndex(index string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		return requests(m.list(ctx, client.MatchingFields{index: o.GetNamespace()}), nil)
+	}
+}
+
+// routes maps an HTTPRoute the controller labelled to its APIRule.
+func (m mapper) routes(_ context.Context, o client.Object) []reconcile.Request {
+	return toAPIRuleRequests(o)
 }
 
 // overlappingHosts maps an APIRule to its hosts' other claimants: when one

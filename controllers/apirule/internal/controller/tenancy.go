@@ -143,6 +143,9 @@ func (r *Reconciler) apiGateway(ctx context.Context) (*operatorv1alpha1.APIGatew
 // named or not, every host must be directly under its domain and not its
 // health host. Otherwise it returns the reason and message of the refusal.
 func gatewayOf(rule *gatewayv1alpha1.APIRule, gw *operatorv1alpha1.APIGateway) (gateway, reason, msg string) {
+	if rule.Spec.ParentRef != nil {
+		return "", "", "" // HTTPRoute mode: no Istio Gateway
+	}
 	def, domain, ok := gw.DefaultGateway()
 	gateway = rule.Spec.Gateway
 	if gateway == "" {

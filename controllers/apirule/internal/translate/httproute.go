@@ -89,7 +89,7 @@ func httpRoute(r *gatewayv1alpha1.APIRule, parent *gatewayv1alpha1.ParentReferen
 		backend := gatewayapiv1.HTTPBackendRef{BackendRef: gatewayapiv1.BackendRef{BackendObjectReference: gatewayapiv1.BackendObjectReference{
 			Group: ptr.To(gatewayapiv1.Group("")), Kind: ptr.To(gatewayapiv1.Kind("Service")),
 			Name: gatewayapiv1.ObjectName(svc.Name), Port: ptr.To(gatewayapiv1.PortNumber(svc.Port)),
-		}}}
+		}, Weight: ptr.To(int32(1))}}
 		if svc.Namespace != r.Namespace {
 			backend.Namespace = ptr.To(gatewayapiv1.Namespace(svc.Namespace))
 		}
@@ -157,6 +157,9 @@ func gatewayDuration(d time.Duration) string {
 	return b.String()
 }
 
+// defaultCORSMaxAge is the Gateway API's default CORS maxAge, in seconds.
+const defaultCORSMaxAge = 5
+
 // corsFilter is the APIRule's CORS policy as a Gateway API CORS filter.
 func corsFilter(c *gatewayv1alpha1.CORSPolicy) *gatewayapiv1.HTTPCORSFilter {
 	if c == nil {
@@ -181,6 +184,9 @@ func corsFilter(c *gatewayv1alpha1.CORSPolicy) *gatewayapiv1.HTTPCORSFilter {
 	for _, h := range c.ExposeHeaders {
 		f.ExposeHeaders = append(f.ExposeHeaders, gatewayapiv1.HTTPHeaderName(h))
 	}
+	// The API server's default, written out so the live route compares
+	// equal.
+	f.MaxAge = defaultCORSMaxAge
 	if c.MaxAge != nil {
 		f.MaxAge = int32(c.MaxAge.Duration / time.Second)
 	}

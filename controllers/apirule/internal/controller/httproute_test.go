@@ -1,0 +1,232 @@
+package controller
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+	"sigs.k8s.io/yaml"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+)
+
+// The golden HTTPRoutes of the translation are what the controller writes:
+// the real Gateway API CRDs (their schemas and CEL rules) must admit them.
+func TestGoldenHTTPRoutesAreAdmitted(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("..", "translate", "testdata", "*.httproute.golden.yaml"))
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	NewWithT(t).Expect(paths).NotTo(BeEmpty())
+	for _, path := range paths {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			g := NewWithT(t)
+			raw, err := os.ReadFile(path)
+			g.Expect(err).NotTo(HaveOccurred())
+			var golden struct {
+				HTTPRoute *gatewayapiv1.HTTPRoute
+				Workloads []struct {
+					AuthorizationPolicy   *securityv1.AuthorizationPolicy
+					RequestAuthentication *securityv1.RequestAuthentication
+				}
+			}
+			g.Expect(yaml.Unmarshal(raw, &golden)).To(Succeed())
+			g.Expect(golden.HTTPRoute).NotTo(BeNil())
+			objs := []client.Object{golden.HTTPRoute}
+			for _, w := range golden.Workloads {
+				objs = append(objs, w.AuthorizationPolicy)
+				if w.RequestAuthentication != nil {
+					objs = append(objs, w.RequestAuthentication)
+				}
+			}
+			for _, obj := range objs {
+				obj.SetOwnerReferences(nil) // the golden owner does not exist
+				g.Expect(k8sClient.Create(context.Background(), obj, client.DryRunAll)).To(Succeed(), "%T %s", obj, obj.GetName())
+			}
+		})
+	}
+}
+
+func createGatewayAPIGateway(t *testing.T, name string) {
+	t.Helper()
+	gw := &gatewayapiv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: gatewayapiv1.GatewaySpec{GatewayClassName: "e2e", Listeners: []gatewayapiv1.Listener{{
+			Name: "http", Port: 80, Protocol: gatewayapiv1.HTTPProtocolType,
+		}}},
+	}
+	NewWithT(t).Expect(k8sClient.Create(context.Background(), gw)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), gw) })
+}
+
+func createRouteAPIRule(t *testing.T, name, service, gateway string, rules ...gatewayv1alpha1.Rule) {
+	t.Helper()
+	r := &gatewayv1alpha1.APIRule{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: gatewayv1alpha1.APIRuleSpec{
+			Hosts:     []gatewayv1alpha1.Hostname{gatewayv1alpha1.Hostname(name + ".example.com")},
+			ParentRef: &gatewayv1alpha1.ParentReference{Name: gateway},
+			Service:   &gatewayv1alpha1.ServiceReference{Name: service, Port: 8080},
+			Rules:     rules,
+		},
+	}
+	NewWithT(t).Expect(k8sClient.Create(context.Background(), r)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), r) })
+}
+
+// answer writes the route status a Gateway's controller would: one parent
+// entry for the route's parentRef with Accepted and ResolvedRefs.
+func answer(g Gomega, name string, accepted metav1.ConditionStatus, reason string) {
+	route := &gatewayapiv1.HTTPRoute{}
+	get(g, name, route)
+	cond := func(t string, s metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: t, Status: s, Reason: reason, Message: "by the test's gateway", ObservedGeneration: route.Generation, LastTransitionTime: metav1.Now()}
+	}
+	route.Status.Parents = []gatewayapiv1.RouteParentStatus{{
+		ParentRef: route.Spec.ParentRefs[0], ControllerName: "example.com/test-gateway",
+		Conditions: []metav1.Condition{cond("Accepted", accepted, reason), cond("ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs")},
+	}}
+	g.Expect(k8sClient.Status().Update(context.Background(), route)).To(Succeed())
+}
+
+func TestHTTPRouteMode(t *testing.T) {
+	g := NewWithT(t)
+	createService(t, "catalog")
+	createGatewayAPIGateway(t, "edge")
+	createRouteAPIRule(t, "catalog", "catalog", "edge", health)
+
+	// The route and the access policy are written; no VirtualService. The
+	// APIRule waits for the Gateway's answer.
+	g.Eventually(func(g Gomega) {
+		route := &gatewayapiv1.HTTPRoute{}
+		get(g, "catalog", route)
+		g.Expect(route.Spec.Hostnames).To(ConsistOf(gatewayapiv1.Hostname("catalog.example.com")))
+		g.Expect(route.Spec.ParentRefs).To(HaveLen(1))
+		g.Expect(string(route.Spec.ParentRefs[0].Name)).To(Equal("edge"))
+		get(g, "catalog", &securityv1.AuthorizationPolicy{})
+		c := readyCondition(g, "catalog")
+		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonRoutePending), c.Message)
+	}, eventually).Should(Succeed())
+	g.Expect(gone("catalog", &networkingv1.VirtualService{})()).To(BeTrue())
+
+	// Accepted: Ready, from the route's status change alone.
+	answer(g, "catalog", metav1.ConditionTrue, "Accepted")
+	g.Eventually(func(g Gomega) {
+		c := readyCondition(g, "catalog")
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), c.Message)
+		g.Expect(c.Message).To(ContainSubstring("HTTPRoute shop/catalog"))
+	}, eventually).Should(Succeed())
+
+	// Refused by the Gateway: the APIRule says who and why.
+	answer(g, "catalog", metav1.ConditionFalse, "NotAllowedByListeners")
+	g.Eventually(func(g Gomega) {
+		c := readyCondition(g, "catalog")
+		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonRouteNotAccepted))
+		g.Expect(c.Message).To(And(ContainSubstring("shop/edge"), ContainSubstring("NotAllowedByListeners"), ContainSubstring("example.com/test-gateway")))
+	}, eventually).Should(Succeed())
+
+	// A spec change makes the answer stale: pending until the Gateway
+	// answers for the new generation.
+	answer(g, "catalog", metav1.ConditionTrue, "Accepted")
+	g.Eventually(func(g Gomega) { g.Expect(readyCondition(g, "catalog").Status).To(Equal(metav1.ConditionTrue)) }, eventually).Should(Succeed())
+	updateAPIRule(t, "catalog", func(r *gatewayv1alpha1.APIRule) { r.Spec.Timeout = &metav1.Duration{Duration: 3e9} })
+	g.Eventually(func(g Gomega) {
+		route := &gatewayapiv1.HTTPRoute{}
+		get(g, "catalog", route)
+		g.Expect(route.Spec.Rules[0].Timeouts).NotTo(BeNil())
+		g.Expect(readyCondition(g, "catalog").Reason).To(Equal(gatewayv1alpha1.ReasonRoutePending))
+	}, eventually).Should(Succeed())
+	route := &gatewayapiv1.HTTPRoute{}
+	get(g, "catalog", route)
+	generation := route.Generation
+
+	// Back to an Istio Gateway: the HTTPRoute goes, the VirtualService comes.
+	updateAPIRule(t, "catalog", func(r *gatewayv1alpha1.APIRule) {
+		r.Spec.ParentRef, r.Spec.Gateway = nil, "istio-system/public"
+	})
+	g.Eventually(func(g Gomega) {
+		get(g, "catalog", &networkingv1.VirtualService{})
+		g.Expect(gone("catalog", &gatewayapiv1.HTTPRoute{})()).To(BeTrue())
+		g.Expect(readyCondition(g, "catalog").Status).To(Equal(metav1.ConditionTrue))
+	}, eventually).Should(Succeed())
+	g.Expect(generation).To(Equal(int64(2)), "one spec update for one APIRule change: the controller writes the route as the API server keeps it")
+}
+
+func TestHTTPRouteModeGatewayNotFound(t *testing.T) {
+	g := NewWithT(t)
+	createService(t, "basket")
+	createRouteAPIRule(t, "basket", "basket", "nowhere", health)
+	g.Eventually(func(g Gomega) {
+		c := readyCondition(g, "basket")
+		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonGatewayNotFound))
+		g.Expect(c.Message).To(ContainSubstring("Gateway API Gateway shop/nowhere"))
+	}, eventually).Should(Succeed())
+	createGatewayAPIGateway(t, "nowhere")
+	g.Eventually(func(g Gomega) {
+		g.Expect(readyCondition(g, "basket").Reason).To(Equal(gatewayv1alpha1.ReasonRoutePending), readyMessage(t, "basket"))
+	}, eventually).Should(Succeed())
+}
+
+// In HTTPRoute mode another namespace consents with a ReferenceGrant; the
+// Service annotation of Istio mode does not count, and a grant withdrawn
+// removes the route.
+func TestHTTPRouteModeReferenceGrant(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	createServiceIn(t, otherNS, "ledger", map[string]string{gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces: ns})
+	createGatewayAPIGateway(t, "ledger-edge")
+	createRouteAPIRule(t, "ledger", "ledger", "ledger-edge", gatewayv1alpha1.Rule{
+		Path: "/entries", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "ledger", Namespace: otherNS, Port: 8080},
+	})
+	notPermitted := func(g Gomega) {
+		c := readyCondition(g, "ledger")
+		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonReferenceNotPermitted))
+		g.Expect(c.Message).To(ContainSubstring("ReferenceGrant"))
+		g.Expect(gone("ledger", &gatewayapiv1.HTTPRoute{})()).To(BeTrue())
+	}
+	g.Eventually(notPermitted, eventually).Should(Succeed())
+
+	grant := func(from, service string) *gatewayapiv1beta1.ReferenceGrant {
+		rg := &gatewayapiv1beta1.ReferenceGrant{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "grant-", Namespace: otherNS},
+			Spec: gatewayapiv1beta1.ReferenceGrantSpec{
+				From: []gatewayapiv1beta1.ReferenceGrantFrom{{Group: gatewayapiv1.GroupName, Kind: "HTTPRoute", Namespace: gatewayapiv1.Namespace(from)}},
+				To:   []gatewayapiv1beta1.ReferenceGrantTo{{Group: "", Kind: "Service", Name: ptr.To(gatewayapiv1.ObjectName(service))}},
+			},
+		}
+		g.Expect(k8sClient.Create(ctx, rg)).To(Succeed())
+		t.Cleanup(func() { _ = k8sClient.Delete(ctx, rg) })
+		return rg
+	}
+	// A grant for another namespace, or another Service, is not consent.
+	grant("someone-else", "ledger")
+	grant(ns, "other-service")
+	g.Consistently(notPermitted, "2s").Should(Succeed())
+
+	rg := grant(ns, "ledger")
+	g.Eventually(func(g Gomega) {
+		route := &gatewayapiv1.HTTPRoute{}
+		get(g, "ledger", route)
+		g.Expect(route.Spec.Rules[0].BackendRefs[0].Namespace).To(Equal(ptr.To(gatewayapiv1.Namespace(otherNS))))
+		g.Expect(readyCondition(g, "ledger").Reason).To(Equal(gatewayv1alpha1.ReasonRoutePending))
+	}, eventually).Should(Succeed())
+
+	g.Expect(k8sClient.Delete(ctx, rg)).To(Succeed())
+	g.Eventually(notPermitted, eventually).Should(Succeed())
+}
+
+func readyMessage(t *testing.T, name string) string {
+	r := &gatewayv1alpha1.APIRule{}
+	_ = k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, r)
+	for _, c := range r.Status.Conditions {
+		return c.Message
+	}
+	return ""
+}
