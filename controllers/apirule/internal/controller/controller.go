@@ -117,7 +117,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 
 	before := rule.DeepCopy()
 	defer func() {
-		retErr = errors.Join(retErr, r.writeStatus(ctx, before, rule))
+		// Left to right: the HostShared condition, then the status write.
+		retErr = errors.Join(retErr, r.setHostShared(ctx, rule, translate.Parent(rule)), r.writeStatus(ctx, before, rule))
 	}()
 
 	// One read of the administrator's configuration serves the gateway
@@ -175,6 +176,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonAccessConflict, msg)
 		return ctrl.Result{}, nil
 	}
+	return r.apply(ctx, rule, out, parent)
+}
+
+// apply writes the desired objects of a translated APIRule and reports
+// the outcome: Applied, or in HTTPRoute mode the Gateway's answer.
+func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, out translate.Output, parent *gatewayv1alpha1.ParentReference) (ctrl.Result, error) {
 	desired := desiredObjects(out)
 	live, conflicts, err := r.liveObjects(ctx, rule, desired)
 	if err != nil {

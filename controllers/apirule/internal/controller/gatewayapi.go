@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
@@ -71,7 +72,7 @@ func (r *Reconciler) checkParent(ctx context.Context, parent *gatewayv1alpha1.Pa
 		return "", ""
 	}
 	gw := &metav1.PartialObjectMetadata{}
-	gw.SetGroupVersionKind(gatewayapiv1.SchemeGroupVersion.WithKind("Gateway"))
+	gw.SetGroupVersionKind(schema.GroupVersionKind{Group: gatewayapiv1.GroupName, Version: "v1", Kind: "Gateway"})
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: parent.Namespace, Name: parent.Name}, gw); apierrors.IsNotFound(err) {
 		return gatewayv1alpha1.ReasonGatewayNotFound, fmt.Sprintf(
 			"Gateway API Gateway %s/%s not found; the objects were left unchanged", parent.Namespace, parent.Name)

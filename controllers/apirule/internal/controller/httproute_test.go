@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -229,4 +230,76 @@ func readyMessage(t *testing.T, name string) string {
 		return c.Message
 	}
 	return ""
+}
+
+// An HTTPRoute that Portico did not write, claiming an APIRule's host on
+// its Gateway, is reported on the APIRule (HostShared), and the report
+// ends when the route goes.
+func TestHTTPRouteModeReportsForeignRoutes(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	createService(t, "wishlist")
+	createGatewayAPIGateway(t, "shared-edge")
+	createRouteAPIRule(t, "wishlist", "wishlist", "shared-edge", health)
+	shared := func(g Gomega) *metav1.Condition {
+		r := &gatewayv1alpha1.APIRule{}
+		get(g, "wishlist", r)
+		c := meta.FindStatusCondition(r.Status.Conditions, gatewayv1alpha1.ConditionHostShared)
+		g.Expect(c).NotTo(BeNil())
+		return c
+	}
+	g.Eventually(func(g Gomega) { g.Expect(shared(g).Status).To(Equal(metav1.ConditionFalse)) }, eventually).Should(Succeed())
+
+	foreign := func(name string, hostnames []gatewayapiv1.Hostname, gateway string) *gatewayapiv1.HTTPRoute {
+		route := &gatewayapiv1.HTTPRoute{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: gatewayapiv1.HTTPRouteSpec{
+				CommonRouteSpec: gatewayapiv1.CommonRouteSpec{ParentRefs: []gatewayapiv1.ParentReference{{Name: gatewayapiv1.ObjectName(gateway)}}},
+				Hostnames:       hostnames,
+			},
+		}
+		g.Expect(k8sClient.Create(ctx, route)).To(Succeed())
+		t.Cleanup(func() { _ = k8sClient.Delete(ctx, route) })
+		return route
+	}
+	// Another host, or the same host on another Gateway: nothing shared.
+	foreign("elsewhere", []gatewayapiv1.Hostname{"wishlist.example.com"}, "other-edge")
+	foreign("other-host", []gatewayapiv1.Hostname{"basket.example.com"}, "shared-edge")
+	g.Consistently(func(g Gomega) { g.Expect(shared(g).Status).To(Equal(metav1.ConditionFalse)) }, "2s").Should(Succeed())
+
+	// A wildcard over the host on the same Gateway: reported, by name.
+	wildcard := foreign("catch-all", []gatewayapiv1.Hostname{"*.example.com"}, "shared-edge")
+	g.Eventually(func(g Gomega) {
+		c := shared(g)
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonForeignRoute))
+		g.Expect(c.Message).To(And(ContainSubstring("catch-all"), ContainSubstring("shop/shared-edge")))
+	}, eventually).Should(Succeed())
+	g.Expect(k8sClient.Delete(ctx, wildcard)).To(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(shared(g).Status).To(Equal(metav1.ConditionFalse)) }, eventually).Should(Succeed())
+
+	// A route without hostnames serves every host of the Gateway.
+	foreign("no-hostnames", nil, "shared-edge")
+	g.Eventually(func(g Gomega) { g.Expect(shared(g).Message).To(ContainSubstring("no-hostnames")) }, eventually).Should(Succeed())
+}
+
+// What the Gateway API's CRD refuses in the HTTPRoute (a CORS header name
+// with a space, which an APIRule admits) is InvalidRule, not a retry loop.
+func TestHTTPRouteModeInvalidRoute(t *testing.T) {
+	g := NewWithT(t)
+	createService(t, "reviews")
+	createGatewayAPIGateway(t, "reviews-edge")
+	createRouteAPIRule(t, "reviews", "reviews", "reviews-edge", health)
+	g.Eventually(func(g Gomega) { g.Expect(readyCondition(g, "reviews").Reason).To(Equal(gatewayv1alpha1.ReasonRoutePending)) }, eventually).Should(Succeed())
+	updateAPIRule(t, "reviews", func(r *gatewayv1alpha1.APIRule) {
+		r.Spec.CORS = &gatewayv1alpha1.CORSPolicy{AllowOrigins: []string{"https://shop.example.com"}, AllowHeaders: []string{"X Bad Header"}}
+	})
+	g.Eventually(func(g Gomega) {
+		c := readyCondition(g, "reviews")
+		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonInvalidRule), c.Message)
+		g.Expect(c.Message).To(ContainSubstring("allowHeaders"))
+	}, eventually).Should(Succeed())
+	route := &gatewayapiv1.HTTPRoute{}
+	get(g, "reviews", route)
+	g.Expect(route.Spec.Rules[0].Filters).To(BeEmpty(), "the route was left as it was")
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -200,7 +201,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	if r.CheckGatewayAPIGateways {
 		gw := &metav1.PartialObjectMetadata{}
-		gw.SetGroupVersionKind(gatewayapiv1.SchemeGroupVersion.WithKind("Gateway"))
+		gw.SetGroupVersionKind(schema.GroupVersionKind{Group: gatewayapiv1.GroupName, Version: "v1", Kind: "Gateway"})
 		b = b.Watches(gw, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return requests(m.list(ctx, client.MatchingFields{gatewayIndex: gatewayAPIKey(o.GetNamespace(), o.GetName())}), nil)
 		}))
@@ -274,6 +275,7 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer, gatewayAP
 		{&securityv1.AuthorizationPolicy{}, ownerIndex, ownerKey},
 		{&securityv1.RequestAuthentication{}, ownerIndex, ownerKey},
 		{&gatewayapiv1.HTTPRoute{}, ownerIndex, ownerKey},
+		{&gatewayapiv1.HTTPRoute{}, routeHostIndex, routeHostKeys},
 	} {
 		if _, isRoute := index.obj.(*gatewayapiv1.HTTPRoute); isRoute && !gatewayAPI {
 			continue
@@ -385,11 +387,6 @@ func (m mapper) byNamespaceIndex(index string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		return requests(m.list(ctx, client.MatchingFields{index: o.GetNamespace()}), nil)
 	}
-}
-
-// routes maps an HTTPRoute the controller labelled to its APIRule.
-func (m mapper) routes(_ context.Context, o client.Object) []reconcile.Request {
-	return toAPIRuleRequests(o)
 }
 
 // overlappingHosts maps an APIRule to its hosts' other claimants: when one

@@ -88,7 +88,7 @@ func httpRoute(r *gatewayv1alpha1.APIRule, parent *gatewayv1alpha1.ParentReferen
 		svc := serviceOf(r, rule)
 		backend := gatewayapiv1.HTTPBackendRef{BackendRef: gatewayapiv1.BackendRef{BackendObjectReference: gatewayapiv1.BackendObjectReference{
 			Group: ptr.To(gatewayapiv1.Group("")), Kind: ptr.To(gatewayapiv1.Kind("Service")),
-			Name: gatewayapiv1.ObjectName(svc.Name), Port: ptr.To(gatewayapiv1.PortNumber(svc.Port)),
+			Name: gatewayapiv1.ObjectName(svc.Name), Port: ptr.To(svc.Port),
 		}, Weight: ptr.To(int32(1))}}
 		if svc.Namespace != r.Namespace {
 			backend.Namespace = ptr.To(gatewayapiv1.Namespace(svc.Namespace))
