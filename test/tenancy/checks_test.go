@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/test/tenancy/judge"
@@ -85,12 +86,12 @@ func expectNoLeak(t *testing.T, obj client.Object, names ...string) {
 	}
 }
 
-// writtenFor names every Istio object written for an APIRule, in any
+// writtenFor names every Istio object (and HTTPRoute) written for an APIRule, in any
 // namespace: labelled for it, or owned by it.
 func writtenFor(g Gomega, rule client.Object) []string {
 	ctx := context.Background()
 	var names []string
-	lists := []client.ObjectList{&networkingv1.VirtualServiceList{}, &securityv1.AuthorizationPolicyList{}, &securityv1.RequestAuthenticationList{}}
+	lists := []client.ObjectList{&networkingv1.VirtualServiceList{}, &securityv1.AuthorizationPolicyList{}, &securityv1.RequestAuthenticationList{}, &gatewayapiv1.HTTPRouteList{}}
 	for _, list := range lists {
 		g.Expect(admin.List(ctx, list)).To(Succeed())
 		g.Expect(meta.EachListItem(list, func(o runtime.Object) error {

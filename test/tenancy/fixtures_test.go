@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
@@ -41,11 +42,13 @@ func create(t *testing.T, as client.Client, obj client.Object) {
 	})
 }
 
-// istioKinds are the kinds the apirule controller writes.
+// istioKinds are the kinds the apirule controller writes (Istio's, and
+// the Gateway API's HTTPRoute).
 var istioKinds = []schema.GroupVersionKind{
 	networkingv1.SchemeGroupVersion.WithKind("VirtualService"),
 	securityv1.SchemeGroupVersion.WithKind("AuthorizationPolicy"),
 	securityv1.SchemeGroupVersion.WithKind("RequestAuthentication"),
+	{Group: gatewayapiv1.GroupName, Version: "v1", Kind: "HTTPRoute"},
 }
 
 // collectGarbage deletes what was written for a deleted APIRule, as the
