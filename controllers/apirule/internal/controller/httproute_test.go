@@ -290,7 +290,9 @@ func TestHTTPRouteModeInvalidRoute(t *testing.T) {
 	createService(t, "reviews")
 	createGatewayAPIGateway(t, "reviews-edge")
 	createRouteAPIRule(t, "reviews", "reviews", "reviews-edge", health)
-	g.Eventually(func(g Gomega) { g.Expect(readyCondition(g, "reviews").Reason).To(Equal(gatewayv1alpha1.ReasonRoutePending)) }, eventually).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(readyCondition(g, "reviews").Reason).To(Equal(gatewayv1alpha1.ReasonRoutePending))
+	}, eventually).Should(Succeed())
 	updateAPIRule(t, "reviews", func(r *gatewayv1alpha1.APIRule) {
 		r.Spec.CORS = &gatewayv1alpha1.CORSPolicy{AllowOrigins: []string{"https://shop.example.com"}, AllowHeaders: []string{"X Bad Header"}}
 	})
