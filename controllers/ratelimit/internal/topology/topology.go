@@ -98,7 +98,7 @@ type Input struct {
 	Gateways           []Gateway
 	GatewayAPIGateways []GatewayAPIGateway
 	APIRules           []APIRule
-	Policies []Policy
+	Policies           []Policy
 	// Pods are the pods gateways select; pods no gateway selects may be left
 	// out, and pods with the same namespace and labels may be passed once.
 	Pods []Pod
