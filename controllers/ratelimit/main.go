@@ -34,7 +34,7 @@ func main() {
 		Retire: controller.Retire,
 		Setup: func(mgr ctrl.Manager, env harness.Environment) error {
 			r := &controller.Reconciler{
-				Client:        mgr.GetClient(),
+				Client:                  mgr.GetClient(),
 				GatewaysKnown:           env.HasOptional(contract.IstioGateways),
 				GatewayAPIGatewaysKnown: env.HasOptional(contract.GatewayAPIGateways),
 				APIRulesKnown:           env.HasOptional(contract.APIRules),
