@@ -36,7 +36,7 @@ const GatewayNameLabel = "gateway.networking.k8s.io/gateway-name"
 
 // TargetReference names the object a RateLimit applies to, in the
 // RateLimit's namespace.
-// +kubebuilder:validation:XValidation:rule="!has(self.group) || self.group == '' || (self.kind == 'APIRule' ? self.group == 'gateway.portico.dev' : self.group != 'gateway.portico.dev')",message="group does not match kind: an APIRule is of group gateway.portico.dev; a Gateway of networking.istio.io (Istio's) or gateway.networking.k8s.io (the Gateway API's)"
+// +kubebuilder:validation:XValidation:rule="!has(self.group) || size(self.group) == 0 || (self.kind == 'APIRule' ? self.group == 'gateway.portico.dev' : self.group != 'gateway.portico.dev')",message="group does not match kind: an APIRule is of group gateway.portico.dev; a Gateway of networking.istio.io (Istio's) or gateway.networking.k8s.io (the Gateway API's)"
 // +kubebuilder:validation:XValidation:rule="!has(self.group) || self.group != 'gateway.networking.k8s.io' || size(self.name) <= 63",message="a Gateway API Gateway's name has at most 63 characters here: Istio labels the Gateway's pods with it (gateway.networking.k8s.io/gateway-name), and a label value has at most 63"
 type TargetReference struct {
 	// group of the target. For kind Gateway: empty or networking.istio.io
