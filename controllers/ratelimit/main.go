@@ -1,5 +1,6 @@
-// Command ratelimit-controller computes one EnvoyFilter per Istio gateway
-// workload and RateLimit namespace from the RateLimits that reach it. The
+// Command ratelimit-controller computes one EnvoyFilter per gateway workload
+// (of an Istio Gateway, or of a Gateway API Gateway that Istio runs) and
+// RateLimit namespace from the RateLimits that reach it. The
 // Portico operator runs it while the CRDs it needs are installed
 // (contract.RateLimit). Without an optional CRD the targets of that kind
 // cannot be resolved and RateLimits naming them report TargetNotFound.
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/harness"
@@ -26,16 +28,17 @@ func main() {
 		Contract: contract.RateLimit,
 		Short:    "Enforces RateLimits with one EnvoyFilter per Istio gateway workload and namespace",
 		AddToScheme: []func(*runtime.Scheme) error{
-			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, networkingv1alpha3.AddToScheme,
+			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, gatewayapiv1.Install,
 		},
 		Cache:  func(opts *cache.Options, _ harness.Environment) { controller.ConfigureCache(opts) },
 		Retire: controller.Retire,
 		Setup: func(mgr ctrl.Manager, env harness.Environment) error {
 			r := &controller.Reconciler{
-				Client:        mgr.GetClient(),
-				GatewaysKnown: env.HasOptional(contract.IstioGateways),
-				APIRulesKnown: env.HasOptional(contract.APIRules),
-				RootNamespace: os.Getenv(contract.EnvIstioRootNamespace),
+				Client:                  mgr.GetClient(),
+				GatewaysKnown:           env.HasOptional(contract.IstioGateways),
+				GatewayAPIGatewaysKnown: env.HasOptional(contract.GatewayAPIGateways),
+				APIRulesKnown:           env.HasOptional(contract.APIRules),
+				RootNamespace:           os.Getenv(contract.EnvIstioRootNamespace),
 			}
 			return r.SetupWithManager(mgr)
 		},

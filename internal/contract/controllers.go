@@ -63,7 +63,7 @@ var (
 	RateLimit = Controller{
 		Name:     operatorv1alpha1.ControllerRateLimit,
 		Required: []CRD{RateLimits, EnvoyFilters},
-		Optional: []CRD{IstioGateways, APIRules},
+		Optional: []CRD{IstioGateways, GatewayAPIGateways, APIRules},
 	}
 	// Gateway runs the default gateway of spec.gateway. Optional:
 	// cert-manager's Certificate (the certManager source) and APIRules

@@ -3,6 +3,19 @@ package v1alpha1
 // ConditionReady is the Ready condition of APIRules and RateLimits.
 const ConditionReady = "Ready"
 
+// The RateLimit's conditions after the Gateway API's policy conventions
+// (GEP-713), beside Ready.
+const (
+	// ConditionAccepted tells whether the RateLimit's target accepts it:
+	// True with ReasonAccepted; False with ReasonTargetNotFound,
+	// ReasonConflicted or ReasonInvalid.
+	ConditionAccepted = "Accepted"
+	// ConditionEnforced tells whether an accepted RateLimit is in force:
+	// True with ReasonEnforced; False with ReasonNotEnforced (also while
+	// the RateLimit is not accepted) or ReasonEnvoyFilterFailed.
+	ConditionEnforced = "Enforced"
+)
+
 // APIRule's Ready condition reasons.
 const (
 	// ReasonApplied (True): the VirtualService and, for every backend
@@ -100,7 +113,22 @@ const (
 	ReasonNoForeignRoute = "NoForeignRoute"
 )
 
-// RateLimit's Ready condition reasons.
+// RateLimit's Accepted condition reasons of its own (GEP-713's
+// TargetNotFound and Conflicted are ReasonTargetNotFound and
+// ReasonConflicted below).
+const (
+	// ReasonAccepted (Accepted True): the target exists and no older
+	// RateLimit holds the scope this one limits.
+	ReasonAccepted = "Accepted"
+	// ReasonInvalid (Accepted False, and Ready False): the RateLimit names
+	// its target in a way the controller cannot act on, which admission
+	// could not check (a RateLimit admitted before a rule existed).
+	ReasonInvalid = "Invalid"
+)
+
+// RateLimit's Ready condition reasons; Enforced, NotEnforced and
+// EnvoyFilterFailed are the Enforced condition's reasons too, TargetNotFound
+// and Conflicted the Accepted condition's.
 const (
 	// ReasonEnforced (True): the limit is part of the EnvoyFilter(s) written
 	// where its gateway's pods run.
@@ -108,9 +136,14 @@ const (
 	// ReasonNotEnforced (False): an EnvoyFilter would limit nothing or too
 	// much, so none is written: no pod matches the gateway's selector (the
 	// message names it), the gateway has no selector, or a gateway-wide
-	// limit's pods also serve gateways of other namespaces.
+	// limit's pods also serve gateways of other namespaces. For a Gateway
+	// API Gateway, no pod labelled gateway.networking.k8s.io/gateway-name
+	// with its name runs (Istio deploys none for a Gateway of another
+	// implementation, or one given an existing address).
 	ReasonNotEnforced = "NotEnforced"
-	// ReasonTargetNotFound (False): the target APIRule or Gateway does not exist.
+	// ReasonTargetNotFound (False): the target APIRule or Gateway (or an
+	// APIRule's gateway) does not exist, or the CRD of its kind is not
+	// installed.
 	ReasonTargetNotFound = "TargetNotFound"
 	// ReasonConflicted (False): an older RateLimit, named in the message,
 	// already limits the same scope of the same gateway pods (the same route,

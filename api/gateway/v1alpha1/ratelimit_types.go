@@ -12,14 +12,44 @@ type TargetKind string
 const (
 	// TargetAPIRule limits the paths of an APIRule on its gateway.
 	TargetAPIRule TargetKind = "APIRule"
-	// TargetGateway limits every request through an Istio Gateway's workload.
+	// TargetGateway limits every request through a gateway's workload: an
+	// Istio Gateway, or a Gateway API Gateway (targetRef.group
+	// gateway.networking.k8s.io).
 	TargetGateway TargetKind = "Gateway"
 )
 
+// The API groups a targetRef may name.
+const (
+	// IstioNetworkingGroup is the API group of Istio's Gateway; an empty
+	// targetRef.group means it for kind Gateway.
+	IstioNetworkingGroup = "networking.istio.io"
+	// PorticoGatewayGroup is the API group of APIRules; an empty
+	// targetRef.group means it for kind APIRule.
+	PorticoGatewayGroup = "gateway.portico.dev"
+)
+
+// GatewayNameLabel is the label Istio puts on the pods it deploys for a
+// Gateway API Gateway, with the Gateway's name as value (Istio 1.21 and
+// later; earlier releases used istio.io/gateway-name). The ratelimit
+// controller selects those pods by it.
+const GatewayNameLabel = "gateway.networking.k8s.io/gateway-name"
+
 // TargetReference names the object a RateLimit applies to, in the
 // RateLimit's namespace.
+// +kubebuilder:validation:XValidation:rule="!has(self.group) || size(self.group) == 0 || (self.kind == 'APIRule' ? self.group == 'gateway.portico.dev' : self.group != 'gateway.portico.dev')",message="group does not match kind: an APIRule is of group gateway.portico.dev; a Gateway of networking.istio.io (Istio's) or gateway.networking.k8s.io (the Gateway API's)"
+// +kubebuilder:validation:XValidation:rule="!has(self.group) || self.group != 'gateway.networking.k8s.io' || size(self.name) <= 63",message="a Gateway API Gateway's name has at most 63 characters here: Istio labels the Gateway's pods with it (gateway.networking.k8s.io/gateway-name), and a label value has at most 63"
 type TargetReference struct {
-	// kind of the target: APIRule or Gateway (an Istio networking Gateway).
+	// group of the target. For kind Gateway: empty or networking.istio.io
+	// for an Istio Gateway, gateway.networking.k8s.io for a Gateway API
+	// Gateway (whose pods Istio deploys and labels
+	// gateway.networking.k8s.io/gateway-name). For kind APIRule: empty or
+	// gateway.portico.dev.
+	// +optional
+	// +kubebuilder:validation:Enum="";networking.istio.io;gateway.networking.k8s.io;gateway.portico.dev
+	Group string `json:"group,omitempty"`
+
+	// kind of the target: APIRule, or Gateway (Istio's, or the Gateway
+	// API's as group says).
 	// +required
 	Kind TargetKind `json:"kind"`
 
@@ -28,6 +58,16 @@ type TargetReference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
+}
+
+// IsGatewayAPIGateway reports whether the target is a Gateway API Gateway.
+func (t TargetReference) IsGatewayAPIGateway() bool {
+	return t.Kind == TargetGateway && t.Group == GatewayAPIGroup
+}
+
+// IsIstioGateway reports whether the target is an Istio Gateway.
+func (t TargetReference) IsIstioGateway() bool {
+	return t.Kind == TargetGateway && (t.Group == "" || t.Group == IstioNetworkingGroup)
 }
 
 // TokenBucket is a local (per-proxy) token bucket.
@@ -90,7 +130,8 @@ type Descriptor struct {
 
 // RateLimitSpec is the desired limit.
 type RateLimitSpec struct {
-	// targetRef is the APIRule or Istio Gateway the limit applies to.
+	// targetRef is the APIRule, Istio Gateway or Gateway API Gateway the
+	// limit applies to, in the RateLimit's namespace.
 	// +required
 	TargetRef TargetReference `json:"targetRef"`
 
@@ -129,7 +170,15 @@ type RateLimitStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions of the RateLimit; Ready carries one of the documented reasons.
+	// conditions of the RateLimit, about its one target: Accepted and
+	// Enforced follow the Gateway API's policy conventions (GEP-713):
+	// Accepted is True (reason Accepted) when the target is found and no
+	// older RateLimit holds the same scope, else False with reason
+	// TargetNotFound, Conflicted or Invalid; Enforced is True (reason
+	// Enforced) when the limit is in an EnvoyFilter written where the
+	// target's pods run, else False with reason NotEnforced or
+	// EnvoyFilterFailed. Ready sums both up with the one reason that
+	// matters (Enforced, or why not).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -146,14 +195,18 @@ type RateLimitStatus struct {
 	EnvoyFilters []string `json:"envoyFilters,omitempty"`
 }
 
-// RateLimit applies local token-bucket rate limits to an Istio Gateway's
-// workload or to an APIRule's paths. The ratelimit controller writes one
+// RateLimit applies local token-bucket rate limits to the workload of an
+// Istio Gateway or of a Gateway API Gateway that Istio runs, or to an
+// APIRule's paths (on an Istio Gateway, or in HTTPRoute mode on a Gateway
+// API Gateway). The ratelimit controller writes one
 // EnvoyFilter per gateway workload and RateLimit namespace, so the
 // RateLimits of one namespace never share a filter with another's: another
 // namespace cannot stop, stale or remove them. A gateway-wide limit
 // (targetRef.kind Gateway) acts only on the pods the Gateway selects in the
 // RateLimit's namespace, so a tenant throttles only its own pods; with none
-// there it reports NotEnforced. A filter over the controller's
+// there it reports NotEnforced. The pods of a Gateway API Gateway are those
+// labelled gateway.networking.k8s.io/gateway-name: <name>, as Istio
+// deploys them in the Gateway's namespace. A filter over the controller's
 // size budget (768 KiB) is not written, and the RateLimits of its
 // namespace report EnvoyFilterFailed.
 //
@@ -162,6 +215,7 @@ type RateLimitStatus struct {
 // +kubebuilder:resource:categories=portico
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.targetRef.name`
 // +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.targetRef.kind`
+// +kubebuilder:printcolumn:name="Group",type=string,JSONPath=`.spec.targetRef.group`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

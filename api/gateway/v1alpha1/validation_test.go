@@ -229,6 +229,33 @@ func TestRateLimitValidation(t *testing.T) {
 			mutate:  func(r *gatewayv1alpha1.RateLimit) { r.Spec.TargetRef.Kind = "Service" },
 			wantErr: `Unsupported value: "Service"`,
 		},
+		"an APIRule of group gateway.portico.dev": {mutate: func(r *gatewayv1alpha1.RateLimit) { r.Spec.TargetRef.Group = gatewayv1alpha1.PorticoGatewayGroup }},
+		"an Istio Gateway of group networking.istio.io": {mutate: func(r *gatewayv1alpha1.RateLimit) {
+			r.Spec.TargetRef = gatewayv1alpha1.TargetReference{Group: gatewayv1alpha1.IstioNetworkingGroup, Kind: gatewayv1alpha1.TargetGateway, Name: "public"}
+		}},
+		"a Gateway API Gateway": {mutate: func(r *gatewayv1alpha1.RateLimit) {
+			r.Spec.TargetRef = gatewayv1alpha1.TargetReference{Group: gatewayv1alpha1.GatewayAPIGroup, Kind: gatewayv1alpha1.TargetGateway, Name: strings.Repeat("g", 63)}
+		}},
+		"an APIRule of the Gateway API's group": {
+			mutate:  func(r *gatewayv1alpha1.RateLimit) { r.Spec.TargetRef.Group = gatewayv1alpha1.GatewayAPIGroup },
+			wantErr: "group does not match kind",
+		},
+		"a Gateway of Portico's group": {
+			mutate: func(r *gatewayv1alpha1.RateLimit) {
+				r.Spec.TargetRef = gatewayv1alpha1.TargetReference{Group: gatewayv1alpha1.PorticoGatewayGroup, Kind: gatewayv1alpha1.TargetGateway, Name: "public"}
+			},
+			wantErr: "group does not match kind",
+		},
+		"an unknown group": {
+			mutate:  func(r *gatewayv1alpha1.RateLimit) { r.Spec.TargetRef.Group = "apps" },
+			wantErr: `Unsupported value: "apps"`,
+		},
+		"a Gateway API Gateway name too long for a label": {
+			mutate: func(r *gatewayv1alpha1.RateLimit) {
+				r.Spec.TargetRef = gatewayv1alpha1.TargetReference{Group: gatewayv1alpha1.GatewayAPIGroup, Kind: gatewayv1alpha1.TargetGateway, Name: strings.Repeat("g", 64)}
+			},
+			wantErr: "a Gateway API Gateway's name has at most 63 characters",
+		},
 		"empty descriptor": {
 			mutate:  func(r *gatewayv1alpha1.RateLimit) { r.Spec.Descriptors = []gatewayv1alpha1.Descriptor{{}} },
 			wantErr: "a descriptor needs a path, a header or both",

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -30,13 +31,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/harness"
 	"github.com/portico-dev/portico/controllers/harness/fairqueue"
 	"github.com/portico-dev/portico/controllers/ratelimit/internal/topology"
-	"github.com/portico-dev/portico/internal/contract"
 )
 
 // FieldManager is the ratelimit controller's server-side apply identity.
@@ -46,6 +47,7 @@ const FieldManager = "ratelimit-controller"
 // +kubebuilder:rbac:groups=gateway.portico.dev,resources=ratelimits/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=gateway.portico.dev,resources=apirules,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.istio.io,resources=gateways,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.istio.io,resources=envoyfilters,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways,verbs=get
@@ -69,10 +71,11 @@ type Reconciler struct {
 	// the controller does not manage. SetupWithManager defaults it to the
 	// manager's API reader.
 	Reader client.Reader
-	// GatewaysKnown and APIRulesKnown are true while those CRDs are installed
-	// (and so watched).
-	GatewaysKnown bool
-	APIRulesKnown bool
+	// GatewaysKnown, GatewayAPIGatewaysKnown and APIRulesKnown are true while
+	// those CRDs are installed (and so watched).
+	GatewaysKnown           bool
+	GatewayAPIGatewaysKnown bool
+	APIRulesKnown           bool
 	// RootNamespace is Istio's root namespace (topology.DefaultRootNamespace
 	// when empty).
 	RootNamespace string
@@ -260,7 +263,8 @@ func (r *Reconciler) defaultGateway(ctx context.Context) (string, error) {
 }
 
 func (r *Reconciler) read(ctx context.Context) (topology.Input, []gatewayv1alpha1.RateLimit, error) {
-	in := topology.Input{GatewaysKnown: r.GatewaysKnown, APIRulesKnown: r.APIRulesKnown, RootNamespace: r.rootNamespace()}
+	in := topology.Input{GatewaysKnown: r.GatewaysKnown, GatewayAPIGatewaysKnown: r.GatewayAPIGatewaysKnown, APIRulesKnown: r.APIRulesKnown,
+		RootNamespace: r.rootNamespace()}
 	// The world is only read here (statuses are patched from copies), so the
 	// lists share the cache's objects instead of deep-copying thousands.
 	var limits gatewayv1alpha1.RateLimitList
@@ -274,47 +278,123 @@ func (r *Reconciler) read(ctx context.Context) (topology.Input, []gatewayv1alpha
 		}
 		in.Policies = append(in.Policies, topology.Policy{Namespace: l.Namespace, Name: l.Name, UID: l.UID, Created: l.CreationTimestamp.Time, Spec: l.Spec})
 	}
-	if r.GatewaysKnown {
-		var gateways networkingv1.GatewayList
-		if err := r.Client.List(ctx, &gateways, client.UnsafeDisableDeepCopy); err != nil {
-			return in, nil, fmt.Errorf("list Gateways: %w", err)
-		}
-		for _, g := range gateways.Items {
-			in.Gateways = append(in.Gateways, topology.Gateway{Namespace: g.Namespace, Name: g.Name, Selector: g.Spec.Selector})
-		}
-		if in.Pods, err = r.gatewayPods(ctx, in.Gateways); err != nil {
-			return in, nil, err
-		}
+	if in.Gateways, err = r.istioGateways(ctx); err != nil {
+		return in, nil, err
 	}
-	if r.APIRulesKnown {
-		var rules gatewayv1alpha1.APIRuleList
-		if err := r.Client.List(ctx, &rules, client.UnsafeDisableDeepCopy); err != nil {
-			return in, nil, fmt.Errorf("list APIRules: %w", err)
-		}
-		// APIRules that name no gateway use the APIGateway's default one.
-		defaultGateway, err := r.defaultGateway(ctx)
-		if err != nil {
-			return in, nil, err
-		}
-		for _, a := range rules.Items {
-			gateway := a.Spec.Gateway
-			if gateway == "" {
-				gateway = defaultGateway
-			}
-			in.APIRules = append(in.APIRules, topology.APIRule{Namespace: a.Namespace, Name: a.Name, Gateway: gateway, Rules: a.Spec.Rules})
-		}
+	if in.GatewayAPIGateways, err = r.gatewayAPIGateways(ctx); err != nil {
+		return in, nil, err
+	}
+	selectors := make([]map[string]string, 0, len(in.Gateways)+len(in.GatewayAPIGateways))
+	for _, g := range in.Gateways {
+		selectors = append(selectors, g.Selector)
+	}
+	for _, g := range in.GatewayAPIGateways {
+		selectors = append(selectors, g.Selector())
+	}
+	if in.Pods, err = r.gatewayPods(ctx, selectors); err != nil {
+		return in, nil, err
+	}
+	if in.APIRules, err = r.apiRules(ctx); err != nil {
+		return in, nil, err
 	}
 	return in, limits.Items, nil
 }
 
+// istioGateways lists Istio's Gateways, none while their CRD is absent.
+func (r *Reconciler) istioGateways(ctx context.Context) ([]topology.Gateway, error) {
+	if !r.GatewaysKnown {
+		return nil, nil
+	}
+	var gateways networkingv1.GatewayList
+	if err := r.Client.List(ctx, &gateways, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list Istio Gateways: %w", err)
+	}
+	out := make([]topology.Gateway, 0, len(gateways.Items))
+	for _, g := range gateways.Items {
+		out = append(out, topology.Gateway{Namespace: g.Namespace, Name: g.Name, Selector: g.Spec.Selector})
+	}
+	return out, nil
+}
+
+// gatewayAPIGateways lists the Gateway API's Gateways with the ports of
+// their HTTP and HTTPS listeners, none while their CRD is absent. Names
+// longer than a label value are left out: no pod can carry them, and the
+// RateLimits naming them are Invalid.
+func (r *Reconciler) gatewayAPIGateways(ctx context.Context) ([]topology.GatewayAPIGateway, error) {
+	if !r.GatewayAPIGatewaysKnown {
+		return nil, nil
+	}
+	var gateways gatewayapiv1.GatewayList
+	if err := r.Client.List(ctx, &gateways, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list Gateway API Gateways: %w", err)
+	}
+	out := make([]topology.GatewayAPIGateway, 0, len(gateways.Items))
+	for _, g := range gateways.Items {
+		if len(validation.IsValidLabelValue(g.Name)) > 0 {
+			continue
+		}
+		out = append(out, topology.GatewayAPIGateway{Namespace: g.Namespace, Name: g.Name, Ports: httpPorts(g.Spec.Listeners)})
+	}
+	return out, nil
+}
+
+// httpPorts are the distinct ports of the HTTP and HTTPS listeners, in
+// order.
+func httpPorts(listeners []gatewayapiv1.Listener) []int32 {
+	var ports []int32
+	for _, l := range listeners {
+		if l.Protocol == gatewayapiv1.HTTPProtocolType || l.Protocol == gatewayapiv1.HTTPSProtocolType {
+			ports = append(ports, l.Port)
+		}
+	}
+	slices.Sort(ports)
+	return slices.Compact(ports)
+}
+
+// apiRules lists the APIRules with their gateway: the Istio Gateway they
+// name or the APIGateway's default one, or in HTTPRoute mode their parent
+// Gateway API Gateway.
+func (r *Reconciler) apiRules(ctx context.Context) ([]topology.APIRule, error) {
+	if !r.APIRulesKnown {
+		return nil, nil
+	}
+	var rules gatewayv1alpha1.APIRuleList
+	if err := r.Client.List(ctx, &rules, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list APIRules: %w", err)
+	}
+	// APIRules that name no gateway use the APIGateway's default one.
+	defaultGateway, err := r.defaultGateway(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]topology.APIRule, 0, len(rules.Items))
+	for _, a := range rules.Items {
+		rule := topology.APIRule{Namespace: a.Namespace, Name: a.Name, Gateway: a.Spec.Gateway, Rules: a.Spec.Rules}
+		if p := a.Spec.ParentRef; p != nil {
+			parent := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+			if parent.Namespace == "" {
+				parent.Namespace = a.Namespace
+			}
+			rule.ParentRef = &parent
+			for _, h := range a.Spec.Hosts {
+				rule.Hosts = append(rule.Hosts, string(h))
+			}
+		} else if rule.Gateway == "" {
+			rule.Gateway = defaultGateway
+		}
+		out = append(out, rule)
+	}
+	return out, nil
+}
+
 // gatewayPods returns where the pods that gateways select run: one entry
 // per namespace and label set, as replicas share their labels.
-func (r *Reconciler) gatewayPods(ctx context.Context, gateways []topology.Gateway) ([]topology.Pod, error) {
+func (r *Reconciler) gatewayPods(ctx context.Context, selectors []map[string]string) ([]topology.Pod, error) {
 	var pods []topology.Pod
 	seenSelector, seenPod := map[string]bool{}, map[string]bool{}
-	for _, g := range gateways {
-		selector := labels.SelectorFromSet(g.Selector)
-		if len(g.Selector) == 0 || seenSelector[selector.String()] {
+	for _, set := range selectors {
+		selector := labels.SelectorFromSet(set)
+		if len(set) == 0 || seenSelector[selector.String()] {
 			continue
 		}
 		seenSelector[selector.String()] = true
@@ -374,26 +454,18 @@ func (r *Reconciler) writeStatus(ctx context.Context, limit *gatewayv1alpha1.Rat
 	if !ok {
 		return nil // being deleted
 	}
-	status := metav1.ConditionFalse
-	reason, msg := v.Reason, v.Message
-	if v.Enforced() {
-		status = metav1.ConditionTrue
-		var errs []error
-		for _, ef := range v.EnvoyFilters {
-			if err := failed[ef]; err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if len(errs) > 0 {
-			status, reason, msg = metav1.ConditionFalse, gatewayv1alpha1.ReasonEnvoyFilterFailed, contract.Truncate(errors.Join(errs...).Error(), contract.MessageMaxLength)
+	var errs []error
+	for _, ef := range v.EnvoyFilters {
+		if err := failed[ef]; err != nil {
+			errs = append(errs, err)
 		}
 	}
 	updated := limit.DeepCopy()
 	updated.Status.ObservedGeneration = limit.Generation
 	updated.Status.EnvoyFilters = v.EnvoyFilters
-	meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{
-		Type: gatewayv1alpha1.ConditionReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: limit.Generation,
-	})
+	for _, c := range Conditions(v, errors.Join(errs...), limit.Generation) {
+		meta.SetStatusCondition(&updated.Status.Conditions, c)
+	}
 	if equality.Semantic.DeepEqual(limit.Status, updated.Status) {
 		return nil
 	}
@@ -441,6 +513,14 @@ func StripPod(obj any) (any, error) {
 // own event reconciles, and the pod is in the cache by then.
 func (r *Reconciler) gatewayPodEvents() predicate.Predicate {
 	selected := func(o client.Object) bool {
+		if _, ok := o.GetLabels()[gatewayv1alpha1.GatewayNameLabel]; ok && r.GatewayAPIGatewaysKnown {
+			// Istio's label on a Gateway API Gateway's pods: any such pod may
+			// be a Gateway's, or look like one of another namespace.
+			return true
+		}
+		if !r.GatewaysKnown {
+			return false
+		}
 		var gateways networkingv1.GatewayList
 		if err := r.Client.List(context.Background(), &gateways, client.UnsafeDisableDeepCopy); err != nil {
 			return true // cannot tell: let the reconcile decide
@@ -482,9 +562,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&gatewayv1alpha1.RateLimit{}, toWorld).
 		Watches(&networkingv1alpha3.EnvoyFilter{}, toWorld, builder.WithPredicates(managed))
 	if r.GatewaysKnown {
+		b = b.Watches(&networkingv1.Gateway{}, toWorld)
+	}
+	if r.GatewayAPIGatewaysKnown {
+		b = b.Watches(&gatewayapiv1.Gateway{}, toWorld)
+	}
+	if r.GatewaysKnown || r.GatewayAPIGatewaysKnown {
 		// Pods matter only through gateways' selectors.
-		b = b.Watches(&networkingv1.Gateway{}, toWorld).
-			Watches(podMetadata(), toWorld, builder.WithPredicates(r.gatewayPodEvents()))
+		b = b.Watches(podMetadata(), toWorld, builder.WithPredicates(r.gatewayPodEvents()))
 	}
 	if r.APIRulesKnown {
 		b = b.Watches(&gatewayv1alpha1.APIRule{}, toWorld)

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
@@ -40,7 +41,8 @@ var (
 )
 
 func testScheme() *runtime.Scheme {
-	return testenv.Scheme(corev1.AddToScheme, gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme, networkingv1.AddToScheme, networkingv1alpha3.AddToScheme)
+	return testenv.Scheme(corev1.AddToScheme, gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme, networkingv1.AddToScheme, networkingv1alpha3.AddToScheme,
+		gatewayapiv1.Install)
 }
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -48,6 +50,7 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 func run(m *testing.M) int {
 	env, err := testenv.Start(testenv.Options{
 		Istio:      true,
+		GatewayAPI: true,
 		Scheme:     testScheme(),
 		Namespaces: []string{"shop", "istio-system", "bookinfo", "gateways", "edge", "team-a", "team-b"},
 	})
@@ -67,7 +70,8 @@ func run(m *testing.M) int {
 	if err != nil {
 		panic(err)
 	}
-	if err := (&Reconciler{Client: mgr.GetClient(), GatewaysKnown: true, APIRulesKnown: true, RootNamespace: topology.DefaultRootNamespace}).SetupWithManager(mgr); err != nil {
+	r := &Reconciler{Client: mgr.GetClient(), GatewaysKnown: true, GatewayAPIGatewaysKnown: true, APIRulesKnown: true, RootNamespace: topology.DefaultRootNamespace}
+	if err := r.SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()

@@ -1,9 +1,20 @@
 // Package topology computes, from the whole state of the world, the
-// EnvoyFilters that enforce Portico's RateLimits: it links Istio Gateways ←
+// EnvoyFilters that enforce Portico's RateLimits: it links gateways ←
 // APIRules ← RateLimits and the pods the gateways select, renders one
 // EnvoyFilter per gateway workload (pod selector) and RateLimit namespace,
 // and gives a verdict for every RateLimit (enforced, conflicted, not
-// enforced, target not found).
+// enforced, target not found, invalid).
+//
+// A gateway is an Istio Gateway, whose selector names its pods, or a
+// Gateway API Gateway, whose pods Istio runs in the Gateway's namespace
+// labelled gateway.networking.k8s.io/gateway-name: <name>; that label is
+// the filter's workload selector, and the Gateway's pods are those of its
+// own namespace (a same-named Gateway elsewhere has pods labelled alike).
+// Istio names the Envoy routes of an APIRule's VirtualService by RouteName,
+// unique on a gateway; in HTTPRoute mode it names them by the HTTPRoute
+// rule's name alone (Istio 1.24 and later), which any HTTPRoute may use, so
+// there a route limit is bound to the APIRule's virtual hosts
+// (<host>:<listener port>) as well.
 //
 // Tenants are namespaces, and no filter mixes them: an EnvoyFilter holds
 // the claims of one namespace's RateLimits and inserts an HTTP filter of its

@@ -132,16 +132,21 @@ func virtualHostPatch(c *claim) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjec
 }
 
 // routePatch gives one APIRule route its own bucket (and descriptor actions)
-// in the filter named name.
+// in the filter named name: the routes of that name, in the claim's virtual
+// host when it has one.
 func routePatch(name string, c claim) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch {
 	value := map[string]any{"typed_per_filter_config": map[string]any{name: typed(localRateLimit(c.spec))}}
 	if len(c.spec.Descriptors) > 0 {
 		value["route"] = map[string]any{"rate_limits": rateLimitActions(c.spec)}
 	}
 	p := gatewayPatch(networkingv1alpha3.EnvoyFilter_HTTP_ROUTE, networkingv1alpha3.EnvoyFilter_Patch_MERGE, value)
+	// The virtual host is matched by name (<host>:<port>), which every Istio
+	// release supports; matching its domain instead needs Istio 1.26, and an
+	// older one would drop the field and match the route name everywhere.
 	p.Match.ObjectTypes = &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectMatch_RouteConfiguration{RouteConfiguration: &networkingv1alpha3.EnvoyFilter_RouteConfigurationMatch{
 		Vhost: &networkingv1alpha3.EnvoyFilter_RouteConfigurationMatch_VirtualHostMatch{
-			Route: &networkingv1alpha3.EnvoyFilter_RouteConfigurationMatch_RouteMatch{Name: c.route},
+			Name:  c.route.vhost,
+			Route: &networkingv1alpha3.EnvoyFilter_RouteConfigurationMatch_RouteMatch{Name: c.route.name},
 		},
 	}}
 	return p

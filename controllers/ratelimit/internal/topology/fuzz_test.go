@@ -50,10 +50,16 @@ var (
 		{"app": "gw"},
 		{"istio": "ingressgateway", "app": "gw"},
 		{"istio": "internal"},
+		// Istio's label on the pods of the Gateway API Gateways "public" and
+		// "orders".
+		{gatewayv1alpha1.GatewayNameLabel: "public"},
+		{gatewayv1alpha1.GatewayNameLabel: "orders"},
 	}
 	fuzzNames   = []string{"public", "internal", "orders", "payments"}
 	fuzzPaths   = []string{"/", "/orders/*", "/health", "/a/{*}/b"}
 	fuzzMethods = []gatewayv1alpha1.HTTPMethod{"GET", "POST", "DELETE"}
+	fuzzHosts   = []string{"a.example", "b.example"}
+	fuzzPorts   = []int32{80, 443}
 	// headerChars are the characters the RateLimit CRD allows in a header name.
 	headerChars = "abcXYZ019!#$%&'*+-.^_|~"
 )
@@ -143,7 +149,7 @@ func (b *fuzzBytes) descriptor() gatewayv1alpha1.Descriptor {
 // specs that pass the CRDs' validation.
 func decodeWorld(data []byte) Input {
 	b := &fuzzBytes{data: data}
-	in := Input{GatewaysKnown: b.next()%8 != 0, APIRulesKnown: b.next()%8 != 0}
+	in := Input{GatewaysKnown: b.next()%8 != 0, APIRulesKnown: b.next()%8 != 0, GatewayAPIGatewaysKnown: b.next()%8 != 0}
 	if b.bit() {
 		in.RootNamespace = DefaultRootNamespace
 	}
@@ -175,8 +181,25 @@ func decodeWorld(data []byte) Input {
 			in.Gateways = append(in.Gateways, g)
 		}
 	}
+	for range b.intn(4) {
+		g := GatewayAPIGateway{Namespace: b.pick(fuzzNamespaces), Name: b.pick(fuzzNames)}
+		for _, port := range fuzzPorts {
+			if b.bit() {
+				g.Ports = append(g.Ports, port)
+			}
+		}
+		if unique("gatewayapi", g.Namespace, g.Name) {
+			in.GatewayAPIGateways = append(in.GatewayAPIGateways, g)
+		}
+	}
 	for range b.intn(5) {
 		r := APIRule{Namespace: b.pick(fuzzNamespaces), Name: b.pick(fuzzNames), Gateway: b.pick(fuzzNamespaces) + "/" + b.pick(fuzzNames)}
+		if b.bit() {
+			// HTTPRoute mode; hosts may overlap, as the apirule controller
+			// (not this package) decides who owns one.
+			r.Gateway, r.ParentRef = "", &types.NamespacedName{Namespace: b.pick(fuzzNamespaces), Name: b.pick(fuzzNames)}
+			r.Hosts = []string{b.pick(fuzzHosts)}
+		}
 		for range b.intn(4) {
 			rule := gatewayv1alpha1.Rule{Path: b.pick(fuzzPaths), NoAuth: ptr.To(true)}
 			for _, m := range fuzzMethods {
@@ -194,8 +217,11 @@ func decodeWorld(data []byte) Input {
 		p := Policy{Namespace: b.pick(fuzzNamespaces), Name: fmt.Sprintf("limit-%d", i), Created: t0.Add(time.Duration(b.intn(3)) * time.Minute)}
 		p.UID = types.UID("uid-" + p.Namespace + "-" + p.Name)
 		p.Spec.TargetRef = gatewayv1alpha1.TargetReference{Kind: gatewayv1alpha1.TargetGateway, Name: b.pick(fuzzNames)}
-		if b.bit() {
+		switch b.intn(4) {
+		case 0, 1:
 			p.Spec.TargetRef.Kind = gatewayv1alpha1.TargetAPIRule
+		case 2:
+			p.Spec.TargetRef.Group = gatewayv1alpha1.GatewayAPIGroup
 		}
 		p.Spec.Local = b.bucket()
 		p.Spec.Enforce = b.optionalBool()
@@ -214,6 +240,8 @@ func reversed(in Input) Input {
 	out := in
 	out.Gateways = slices.Clone(in.Gateways)
 	slices.Reverse(out.Gateways)
+	out.GatewayAPIGateways = slices.Clone(in.GatewayAPIGateways)
+	slices.Reverse(out.GatewayAPIGateways)
 	out.APIRules = slices.Clone(in.APIRules)
 	slices.Reverse(out.APIRules)
 	out.Policies = slices.Clone(in.Policies)
@@ -238,7 +266,8 @@ func readFilter(ef *networkingv1alpha3client.EnvoyFilter) filterFacts {
 			cfg := cp.GetPatch().GetValue().AsMap()["typed_config"].(map[string]any)["value"].(map[string]any)
 			_, facts.gatewayWide = cfg["token_bucket"]
 		case networkingv1alpha3.EnvoyFilter_HTTP_ROUTE:
-			facts.routes = append(facts.routes, cp.GetMatch().GetRouteConfiguration().GetVhost().GetRoute().GetName())
+			vhost := cp.GetMatch().GetRouteConfiguration().GetVhost()
+			facts.routes = append(facts.routes, vhost.GetName()+"|"+vhost.GetRoute().GetName())
 		}
 	}
 	return facts
@@ -407,7 +436,14 @@ func checkGatewayWide(g Gomega, in Input, policies map[types.NamespacedName]Poli
 				g.Expect(pods[i].namespace).To(Equal(key.Namespace), "%s throttles pods of another namespace", key)
 			}
 		}
-		for _, gw := range in.Gateways {
+		gateways := in.Gateways
+		if p.Spec.TargetRef.IsGatewayAPIGateway() {
+			gateways = nil
+			for _, gw := range in.GatewayAPIGateways {
+				gateways = append(gateways, Gateway{Namespace: gw.Namespace, Name: gw.Name, Selector: gw.Selector()})
+			}
+		}
+		for _, gw := range gateways {
 			if gw.Namespace != key.Namespace || gw.Name != p.Spec.TargetRef.Name {
 				continue
 			}

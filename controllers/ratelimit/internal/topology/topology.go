@@ -42,13 +42,36 @@ type Gateway struct {
 	Selector  map[string]string
 }
 
+// GatewayAPIGateway is a Gateway API Gateway: where it lives and the ports
+// of its HTTP and HTTPS listeners. Istio runs its pods in its namespace,
+// labelled gatewayv1alpha1.GatewayNameLabel with its name.
+type GatewayAPIGateway struct {
+	Namespace string
+	Name      string
+	// Ports are the ports of its HTTP and HTTPS listeners: Istio names the
+	// virtual hosts of a gateway's routes <host>:<listener port>.
+	Ports []int32
+}
+
+// Selector is the workload selector of the Gateway's pods.
+func (g GatewayAPIGateway) Selector() map[string]string {
+	return map[string]string{gatewayv1alpha1.GatewayNameLabel: g.Name}
+}
+
 // APIRule is the part of an APIRule the topology needs.
 type APIRule struct {
 	Namespace string
 	Name      string
-	// Gateway is the Istio Gateway as <namespace>/<name>.
+	// Gateway is the Istio Gateway as <namespace>/<name>; empty in HTTPRoute
+	// mode.
 	Gateway string
-	Rules   []gatewayv1alpha1.Rule
+	// ParentRef is the Gateway API Gateway of an APIRule in HTTPRoute mode
+	// (spec.parentRef, its namespace defaulted), nil otherwise.
+	ParentRef *types.NamespacedName
+	// Hosts of the APIRule: in HTTPRoute mode its route limits are bound to
+	// their virtual hosts.
+	Hosts []string
+	Rules []gatewayv1alpha1.Rule
 }
 
 // Policy is one RateLimit.
@@ -72,19 +95,22 @@ type Pod struct {
 
 // Input is the state of the world.
 type Input struct {
-	Gateways []Gateway
-	APIRules []APIRule
-	Policies []Policy
+	Gateways           []Gateway
+	GatewayAPIGateways []GatewayAPIGateway
+	APIRules           []APIRule
+	Policies           []Policy
 	// Pods are the pods gateways select; pods no gateway selects may be left
 	// out, and pods with the same namespace and labels may be passed once.
 	Pods []Pod
 	// RootNamespace is Istio's root namespace: an EnvoyFilter there reaches
 	// matching pods in every namespace. Empty means there is none.
 	RootNamespace string
-	// GatewaysKnown and APIRulesKnown are false while the CRD of that kind is
-	// not installed, so targets of that kind cannot be resolved.
-	GatewaysKnown bool
-	APIRulesKnown bool
+	// GatewaysKnown, GatewayAPIGatewaysKnown and APIRulesKnown are false
+	// while the CRD of that kind is not installed, so targets of that kind
+	// cannot be resolved.
+	GatewaysKnown           bool
+	GatewayAPIGatewaysKnown bool
+	APIRulesKnown           bool
 }
 
 // Verdict is a RateLimit's outcome.
@@ -98,6 +124,13 @@ type Verdict struct {
 
 // Enforced reports whether the limit is in an EnvoyFilter.
 func (v Verdict) Enforced() bool { return v.Reason == gatewayv1alpha1.ReasonEnforced }
+
+// Accepted reports whether the target accepts the limit (GEP-713's
+// Accepted condition): it was found, is valid and no older limit holds its
+// scope, whether or not an EnvoyFilter enforces it.
+func (v Verdict) Accepted() bool {
+	return v.Reason == gatewayv1alpha1.ReasonEnforced || v.Reason == gatewayv1alpha1.ReasonNotEnforced
+}
 
 // Output is the desired world.
 type Output struct {
@@ -131,10 +164,29 @@ func (w *workload) filterRef() string  { return w.namespace + "/" + w.filterName
 // gatewayTarget is a gateway and the pods its selector matches.
 type gatewayTarget struct {
 	Gateway
-	pods []int // pod groups matched, in every namespace, ascending
+	// gatewayAPI marks a Gateway API Gateway, whose selector is Istio's
+	// gateway-name label.
+	gatewayAPI bool
+	ports      []int32 // a Gateway API Gateway's HTTP(S) listener ports
+	// pods are the pod groups the gateway's limits act on, ascending: for an
+	// Istio Gateway every pod its selector matches, in every namespace; for
+	// a Gateway API Gateway those of its own namespace, where Istio runs
+	// them (the label names the Gateway, not its namespace).
+	pods []int
+	// reach is every pod group the selector matches, in every namespace:
+	// what a filter with it reaches from Istio's root namespace.
+	reach []int
 }
 
 func (g *gatewayTarget) ref() string { return g.Namespace + "/" + g.Name }
+
+// String names the gateway in messages.
+func (g *gatewayTarget) String() string {
+	if g.gatewayAPI {
+		return "Gateway API gateway " + g.ref()
+	}
+	return "Istio gateway " + g.ref()
+}
 
 func selectorKey(s map[string]string) string {
 	var parts []string
@@ -182,10 +234,32 @@ func HTTPFilterName(namespace, tenant string, selector map[string]string) string
 	return "portico.local_ratelimit." + WorkloadID(namespace, tenant, selector)
 }
 
+// route is one Envoy route a claim limits: its name and, when the name is
+// not unique on the gateway, the virtual host it is in.
+type route struct {
+	// name of the Envoy route: RouteName for an APIRule's VirtualService,
+	// the HTTPRoute rule's name (HTTPRouteRuleName) in HTTPRoute mode.
+	name string
+	// vhost is the virtual host, <host>:<port>, or empty for any. Istio
+	// names an HTTPRoute rule's Envoy routes by the rule name alone, which
+	// other HTTPRoutes on the gateway may use too, so in HTTPRoute mode a
+	// limit is bound to the APIRule's own virtual hosts.
+	vhost string
+}
+
+func (r route) key() string { return r.vhost + "|" + r.name }
+
+func (r route) String() string {
+	if r.vhost == "" {
+		return r.name
+	}
+	return r.name + " (virtual host " + r.vhost + ")"
+}
+
 // claim is one rate-limited scope of a workload.
 type claim struct {
 	policy types.NamespacedName
-	route  string // empty for the gateway-wide scope
+	route  route // zero for the gateway-wide scope
 	spec   gatewayv1alpha1.RateLimitSpec
 }
 
@@ -195,34 +269,54 @@ type target struct {
 	gateway     *gatewayTarget
 	via         string // "Istio gateway a/b" or "APIRule a/b on Istio gateway c/d"
 	gatewayWide bool
-	routes      []string
+	routes      []route
 }
 
 // snapshot is the Input indexed for Compute.
 type snapshot struct {
-	in       Input
-	pods     []podGroup
-	gateways map[string]*gatewayTarget // by namespace/name
-	apiRules map[string]APIRule        // by namespace/name
+	in          Input
+	pods        []podGroup
+	gateways    map[string]*gatewayTarget // Istio Gateways by namespace/name
+	gatewayAPIs map[string]*gatewayTarget // Gateway API Gateways by namespace/name
+	apiRules    map[string]APIRule        // by namespace/name
 	// workloads by namespace/tenant/selectorKey.
 	workloads map[string]*workload
 }
 
 func newSnapshot(in Input) *snapshot {
-	w := &snapshot{in: in, pods: podGroups(in.Pods), gateways: map[string]*gatewayTarget{}, apiRules: map[string]APIRule{}, workloads: map[string]*workload{}}
+	w := &snapshot{in: in, pods: podGroups(in.Pods), gateways: map[string]*gatewayTarget{}, gatewayAPIs: map[string]*gatewayTarget{},
+		apiRules: map[string]APIRule{}, workloads: map[string]*workload{}}
 	for _, g := range in.Gateways {
 		t := &gatewayTarget{Gateway: g}
-		for i := range w.pods {
-			if selects(g.Selector, w.pods[i].labels) {
+		t.reach = w.selected(g.Selector)
+		t.pods = t.reach
+		w.gateways[t.ref()] = t
+	}
+	for _, g := range in.GatewayAPIGateways {
+		t := &gatewayTarget{Gateway: Gateway{Namespace: g.Namespace, Name: g.Name, Selector: g.Selector()}, gatewayAPI: true, ports: g.Ports}
+		t.reach = w.selected(t.Selector)
+		for _, i := range t.reach {
+			if w.pods[i].namespace == g.Namespace {
 				t.pods = append(t.pods, i)
 			}
 		}
-		w.gateways[t.ref()] = t
+		w.gatewayAPIs[t.ref()] = t
 	}
 	for _, r := range in.APIRules {
 		w.apiRules[r.Namespace+"/"+r.Name] = r
 	}
 	return w
+}
+
+// selected returns the pod groups a selector matches, ascending.
+func (w *snapshot) selected(selector map[string]string) []int {
+	var out []int
+	for i := range w.pods {
+		if selects(selector, w.pods[i].labels) {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // podGroups deduplicates pods by namespace and labels, sorted.
@@ -257,7 +351,7 @@ func (w *snapshot) actsOn(t target, namespace string) []int {
 	}
 	if namespace == w.in.RootNamespace {
 		// A filter there reaches the look-alike pods of every namespace too.
-		if !w.runsIn(t.gateway, namespace) {
+		if !w.allRunIn(t.gateway.reach, namespace) {
 			return nil
 		}
 		return t.gateway.pods
@@ -271,9 +365,14 @@ func (w *snapshot) actsOn(t target, namespace string) []int {
 	return own
 }
 
-// runsIn reports whether every pod the gateway selects runs in namespace.
+// runsIn reports whether every pod of the gateway runs in namespace.
 func (w *snapshot) runsIn(g *gatewayTarget, namespace string) bool {
-	for _, i := range g.pods {
+	return w.allRunIn(g.pods, namespace)
+}
+
+// allRunIn reports whether every pod group of pods runs in namespace.
+func (w *snapshot) allRunIn(pods []int, namespace string) bool {
+	for _, i := range pods {
 		if w.pods[i].namespace != namespace {
 			return false
 		}
@@ -430,34 +529,92 @@ func verdict(reason, format string, args ...any) *Verdict {
 // resolve finds a policy's gateway and the routes it limits, or says why
 // its target cannot be found.
 func (w *snapshot) resolve(p Policy) (target, *Verdict) {
-	switch p.Spec.TargetRef.Kind {
-	case gatewayv1alpha1.TargetGateway:
-		g, v := w.gateway(p.Namespace+"/"+p.Spec.TargetRef.Name, "")
+	ref := p.Spec.TargetRef
+	switch {
+	case ref.IsIstioGateway():
+		g, v := w.gateway(p.Namespace+"/"+ref.Name, "")
 		if v != nil {
 			return target{}, v
 		}
-		return target{gateway: g, via: "Istio gateway " + g.ref(), gatewayWide: true}, nil
-	case gatewayv1alpha1.TargetAPIRule:
-		if !w.in.APIRulesKnown {
-			return target{}, notFound("the APIRule CRD (%s) is not installed", contract.APIRules.Name)
+		return target{gateway: g, via: g.String(), gatewayWide: true}, nil
+	case ref.IsGatewayAPIGateway():
+		if len(ref.Name) > maxLabelValue {
+			return target{}, verdict(gatewayv1alpha1.ReasonInvalid, "the Gateway API gateway's name %q is longer than %d characters, so Istio cannot label its pods with it (%s)",
+				ref.Name, maxLabelValue, gatewayv1alpha1.GatewayNameLabel)
 		}
-		rule, ok := w.apiRules[p.Namespace+"/"+p.Spec.TargetRef.Name]
-		if !ok {
-			return target{}, notFound("APIRule %s/%s not found", p.Namespace, p.Spec.TargetRef.Name)
-		}
-		g, v := w.gateway(rule.Gateway, fmt.Sprintf(" of APIRule %s/%s", rule.Namespace, rule.Name))
+		g, v := w.gatewayAPI(p.Namespace+"/"+ref.Name, "")
 		if v != nil {
 			return target{}, v
 		}
-		var routes []string
-		for _, r := range rule.Rules {
-			routes = append(routes, gatewayv1alpha1.RouteName(rule.Namespace, rule.Name, r))
-		}
-		slices.Sort(routes)
-		routes = slices.Compact(routes)
-		return target{gateway: g, routes: routes, via: fmt.Sprintf("APIRule %s/%s on Istio gateway %s", rule.Namespace, rule.Name, g.ref())}, nil
+		return target{gateway: g, via: g.String(), gatewayWide: true}, nil
+	case ref.Kind == gatewayv1alpha1.TargetAPIRule && (ref.Group == "" || ref.Group == gatewayv1alpha1.PorticoGatewayGroup):
+		return w.resolveAPIRule(p)
 	}
-	return target{}, notFound("unknown target kind %q", p.Spec.TargetRef.Kind)
+	return target{}, verdict(gatewayv1alpha1.ReasonInvalid, "unknown target: kind %q of group %q", ref.Kind, ref.Group)
+}
+
+// maxLabelValue is the longest label value Kubernetes accepts.
+const maxLabelValue = 63
+
+// resolveAPIRule finds the gateway of the APIRule a policy targets and the
+// Envoy routes of its rules there.
+func (w *snapshot) resolveAPIRule(p Policy) (target, *Verdict) {
+	if !w.in.APIRulesKnown {
+		return target{}, notFound("the APIRule CRD (%s) is not installed", contract.APIRules.Name)
+	}
+	rule, ok := w.apiRules[p.Namespace+"/"+p.Spec.TargetRef.Name]
+	if !ok {
+		return target{}, notFound("APIRule %s/%s not found", p.Namespace, p.Spec.TargetRef.Name)
+	}
+	of := fmt.Sprintf(" of APIRule %s/%s", rule.Namespace, rule.Name)
+	if rule.ParentRef != nil {
+		g, v := w.gatewayAPI(rule.ParentRef.String(), of)
+		if v != nil {
+			return target{}, v
+		}
+		return target{gateway: g, routes: httpRouteRoutes(rule, g.ports), via: fmt.Sprintf("APIRule %s/%s on %s", rule.Namespace, rule.Name, g)}, nil
+	}
+	g, v := w.gateway(rule.Gateway, of)
+	if v != nil {
+		return target{}, v
+	}
+	var routes []route
+	for _, r := range rule.Rules {
+		routes = append(routes, route{name: gatewayv1alpha1.RouteName(rule.Namespace, rule.Name, r)})
+	}
+	return target{gateway: g, routes: sortedRoutes(routes), via: fmt.Sprintf("APIRule %s/%s on %s", rule.Namespace, rule.Name, g)}, nil
+}
+
+// httpRouteRoutes are the Envoy routes of an APIRule in HTTPRoute mode on
+// a gateway with listeners on ports: one per rule, host and port. Istio
+// (1.24 and later) names the Envoy routes of a named HTTPRoute rule by the
+// rule's name alone, the same for every HTTPRoute whose rule has the same
+// path and methods, so each is bound to the virtual host <host>:<port> that
+// Istio builds for the APIRule's host on that listener; a host has one owner
+// (the apirule controller's host rules), so those virtual hosts hold this
+// APIRule's routes.
+func httpRouteRoutes(rule APIRule, ports []int32) []route {
+	var routes []route
+	for _, host := range rule.Hosts {
+		for _, port := range ports {
+			for _, r := range rule.Rules {
+				routes = append(routes, route{name: gatewayv1alpha1.HTTPRouteRuleName(r), vhost: fmt.Sprintf("%s:%d", host, port)})
+			}
+		}
+	}
+	return sortedRoutes(routes)
+}
+
+func sortedRoutes(routes []route) []route {
+	slices.SortFunc(routes, compareRoutes)
+	return slices.Compact(routes)
+}
+
+func compareRoutes(a, b route) int {
+	if c := strings.Compare(a.name, b.name); c != 0 {
+		return c
+	}
+	return strings.Compare(a.vhost, b.vhost)
 }
 
 // gateway looks up an Istio gateway by namespace/name; of says, for the
@@ -473,6 +630,19 @@ func (w *snapshot) gateway(key, of string) (*gatewayTarget, *Verdict) {
 	return g, nil
 }
 
+// gatewayAPI looks up a Gateway API gateway by namespace/name; of says, for
+// the message, whose gateway it is.
+func (w *snapshot) gatewayAPI(key, of string) (*gatewayTarget, *Verdict) {
+	if !w.in.GatewayAPIGatewaysKnown {
+		return nil, notFound("the Gateway API's Gateway CRD (%s) is not installed", contract.GatewayAPIGateways.Name)
+	}
+	g, ok := w.gatewayAPIs[key]
+	if !ok {
+		return nil, notFound("Gateway API gateway %s%s not found", key, of)
+	}
+	return g, nil
+}
+
 // reach checks that an EnvoyFilter for the target would limit the policy's
 // traffic, and only where its tenant may: the gateway must select running
 // pods, a gateway-wide limit throttles only pods of the policy's own
@@ -482,18 +652,23 @@ func (w *snapshot) reach(p Policy, t target) *Verdict {
 	g := t.gateway
 	switch {
 	case len(g.Selector) == 0:
-		return notEnforced("Istio gateway %s has no selector; Portico only limits gateways that select their pods by label", g.ref())
+		return notEnforced("%s has no selector; Portico only limits gateways that select their pods by label", g)
+	case len(g.pods) == 0 && g.gatewayAPI:
+		return notEnforced("no pod labelled %s runs in namespace %s, where Istio runs the pods of %s (it runs none for a Gateway of another implementation, or one given an existing address), so no EnvoyFilter would limit anything; the limit applies once such pods run",
+			selectorKey(g.Selector), g.Namespace, g)
 	case len(g.pods) == 0:
-		return notEnforced("no pod matches the selector %s of Istio gateway %s, so no EnvoyFilter would limit anything; the limit applies once such pods run",
-			selectorKey(g.Selector), g.ref())
+		return notEnforced("no pod matches the selector %s of %s, so no EnvoyFilter would limit anything; the limit applies once such pods run",
+			selectorKey(g.Selector), g)
+	case !t.gatewayWide && g.gatewayAPI && len(g.ports) == 0:
+		return notEnforced("%s has no HTTP or HTTPS listener, so %s has no routes there to limit", g, t.via)
 	case !t.gatewayWide && len(t.routes) == 0:
 		return notEnforced("%s has no rules to limit", t.via)
-	case t.gatewayWide && p.Namespace == w.in.RootNamespace && !w.runsIn(g, p.Namespace):
-		return notEnforced("pods of other namespaces also match the selector %s of Istio gateway %s, and a gateway-wide limit in Istio's root namespace %s would throttle them too, so it is not applied",
-			selectorKey(g.Selector), g.ref(), p.Namespace)
+	case t.gatewayWide && p.Namespace == w.in.RootNamespace && !w.allRunIn(g.reach, p.Namespace):
+		return notEnforced("pods of other namespaces also match the selector %s of %s, and a gateway-wide limit in Istio's root namespace %s would throttle them too, so it is not applied",
+			selectorKey(g.Selector), g, p.Namespace)
 	case t.gatewayWide && len(w.actsOn(t, p.Namespace)) == 0:
-		return notEnforced("no pod that Istio gateway %s selects (%s) runs in namespace %s; a gateway-wide limit throttles every request through its pods, so it applies only to pods of the RateLimit's own namespace (limit APIRules' routes instead)",
-			g.ref(), selectorKey(g.Selector), p.Namespace)
+		return notEnforced("no pod that %s selects (%s) runs in namespace %s; a gateway-wide limit throttles every request through its pods, so it applies only to pods of the RateLimit's own namespace (limit APIRules' routes instead)",
+			g, selectorKey(g.Selector), p.Namespace)
 	case w.home(p.Namespace, g) == "":
 		return notEnforced("the pods of %s do not all run in namespace %s, and without Istio's root namespace no EnvoyFilter of this namespace can reach them", t.via, p.Namespace)
 	}
@@ -511,7 +686,7 @@ type holder struct {
 type owners struct {
 	gatewayWide map[int]holder    // pod group -> gateway-wide limit
 	anyRoute    map[int]holder    // pod group -> first route limit
-	route       map[string]holder // pod group|route -> route limit
+	route       map[string]holder // pod group|vhost|route -> route limit
 }
 
 // conflict finds the policy holding a scope the visit needs, in a
@@ -577,7 +752,7 @@ func (o owners) take(v visit) {
 	}
 }
 
-func routeScope(podGroup int, route string) string { return fmt.Sprintf("%d|%s", podGroup, route) }
+func routeScope(podGroup int, r route) string { return fmt.Sprintf("%d|%s", podGroup, r.key()) }
 
 // podsOf describes a pod group to a RateLimit of namespace viewer: the
 // namespace and labels of pods of another tenant's namespace are not its
@@ -596,13 +771,13 @@ func envoyFilter(w *workload, policies map[types.NamespacedName]Policy) *network
 	contributors := map[types.NamespacedName]bool{}
 	for i := range w.claims {
 		contributors[w.claims[i].policy] = true
-		if w.claims[i].route == "" {
+		if w.claims[i].route == (route{}) {
 			gatewayClaim = &w.claims[i]
 		} else {
 			routeClaims = append(routeClaims, w.claims[i])
 		}
 	}
-	slices.SortFunc(routeClaims, func(a, b claim) int { return strings.Compare(a.route, b.route) })
+	slices.SortFunc(routeClaims, func(a, b claim) int { return compareRoutes(a.route, b.route) })
 
 	ef := &networkingv1alpha3client.EnvoyFilter{
 		TypeMeta: metav1.TypeMeta{APIVersion: "networking.istio.io/v1alpha3", Kind: "EnvoyFilter"},
