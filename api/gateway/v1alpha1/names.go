@@ -16,17 +16,29 @@ func RouteName(namespace, apiRule string, rule Rule) string {
 }
 
 // HTTPRouteRuleName is the name of the HTTPRoute rule (a Gateway API
-// section name) that serves one rule of an APIRule in HTTPRoute mode:
-// "rule-" and the same hash of the rule's path and methods as RouteName,
-// so that a policy can address it.
-func HTTPRouteRuleName(rule Rule) string { return "rule-" + ruleHash(rule) }
+// section name) that serves one rule of an APIRule in HTTPRoute mode, so
+// that a policy can address it: "rule-" and 20 hex digits of a hash of the
+// APIRule's namespace and name and the rule's path and methods. Istio names
+// the Envoy routes of a named HTTPRoute rule by the bare rule name (since
+// 1.24), so the name carries the APIRule's identity: the rules of two
+// tenants' APIRules do not share a route name, and 80 bits keep a tenant
+// from crafting a collision.
+func HTTPRouteRuleName(namespace, apiRule string, rule Rule) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + apiRule + " " + rule.Path + " " + sortedMethods(rule)))
+	return "rule-" + hex.EncodeToString(sum[:])[:20]
+}
 
 func ruleHash(rule Rule) string {
+	sum := sha256.Sum256([]byte(rule.Path + " " + sortedMethods(rule)))
+	return hex.EncodeToString(sum[:])[:10]
+}
+
+// sortedMethods are a rule's methods, sorted and comma separated.
+func sortedMethods(rule Rule) string {
 	methods := make([]string, len(rule.Methods))
 	for i, m := range rule.Methods {
 		methods[i] = string(m)
 	}
 	slices.Sort(methods)
-	sum := sha256.Sum256([]byte(rule.Path + " " + strings.Join(methods, ",")))
-	return hex.EncodeToString(sum[:])[:10]
+	return strings.Join(methods, ",")
 }

@@ -94,7 +94,7 @@ func httpRoute(r *gatewayv1alpha1.APIRule, parent *gatewayv1alpha1.ParentReferen
 			backend.Namespace = ptr.To(gatewayapiv1.Namespace(svc.Namespace))
 		}
 		out := gatewayapiv1.HTTPRouteRule{
-			Name:        ptr.To(gatewayapiv1.SectionName(gatewayv1alpha1.HTTPRouteRuleName(rule))),
+			Name:        ptr.To(gatewayapiv1.SectionName(gatewayv1alpha1.HTTPRouteRuleName(r.Namespace, r.Name, rule))),
 			Matches:     pathMatches(rule),
 			BackendRefs: []gatewayapiv1.HTTPBackendRef{backend},
 		}

@@ -119,7 +119,7 @@ func TestAPIRuleInHTTPRouteModeTarget(t *testing.T) {
 		}
 		var want []string
 		for _, r := range rule.Spec.Rules {
-			want = append(want, string(rule.Spec.Hosts[0])+":80|"+gatewayv1alpha1.HTTPRouteRuleName(r))
+			want = append(want, string(rule.Spec.Hosts[0])+":80|"+gatewayv1alpha1.HTTPRouteRuleName(rule.Namespace, rule.Name, r))
 		}
 		g.Expect(routes).To(ConsistOf(want), "the rules' routes in the APIRule's virtual host on the HTTP listener")
 	}, eventually).Should(Succeed())

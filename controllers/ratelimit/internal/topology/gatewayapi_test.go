@@ -72,8 +72,8 @@ func TestGatewayAPITargets(t *testing.T) {
 	rootFilter := func(tenant string) string {
 		return "istio-system/" + EnvoyFilterName("istio-system", tenant, sharedSelector)
 	}
-	all, health := gatewayv1alpha1.HTTPRouteRuleName(edgeRule.Rules[0]), gatewayv1alpha1.HTTPRouteRuleName(edgeRule.Rules[1])
-	anyPath := gatewayv1alpha1.HTTPRouteRuleName(checkoutA.Rules[0])
+	all, health := gatewayv1alpha1.HTTPRouteRuleName(edgeRule.Namespace, edgeRule.Name, edgeRule.Rules[0]), gatewayv1alpha1.HTTPRouteRuleName(edgeRule.Namespace, edgeRule.Name, edgeRule.Rules[1])
+	anyPath := gatewayv1alpha1.HTTPRouteRuleName(checkoutA.Namespace, checkoutA.Name, checkoutA.Rules[0])
 	tests := map[string]struct {
 		in      Input
 		limit   types.NamespacedName

@@ -598,7 +598,7 @@ func httpRouteRoutes(rule APIRule, ports []int32) []route {
 	for _, host := range rule.Hosts {
 		for _, port := range ports {
 			for _, r := range rule.Rules {
-				routes = append(routes, route{name: gatewayv1alpha1.HTTPRouteRuleName(r), vhost: fmt.Sprintf("%s:%d", host, port)})
+				routes = append(routes, route{name: gatewayv1alpha1.HTTPRouteRuleName(rule.Namespace, rule.Name, r), vhost: fmt.Sprintf("%s:%d", host, port)})
 			}
 		}
 	}
