@@ -3,7 +3,9 @@
 // and a health VirtualService. The Portico operator runs it while the CRDs
 // it needs are installed (contract.Gateway). Of the optional CRDs,
 // cert-manager's Certificate serves the certManager source, and APIRules
-// keep a disabled gateway until none uses it.
+// keep a disabled gateway until none uses it; with the Gateway API's
+// Gateway and HTTPRoute CRDs, spec.gateway.gatewayAPI makes the default
+// gateway a Gateway API Gateway with an HTTP-to-HTTPS redirect route.
 package main
 
 import (
@@ -13,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/gateway/internal/controller"
@@ -25,10 +28,10 @@ func main() {
 		Contract: contract.Gateway,
 		Short:    "Runs the default gateway: an Istio Gateway for *.<domain> with its TLS certificate",
 		AddToScheme: []func(*runtime.Scheme) error{
-			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, cmv1.AddToScheme,
+			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, cmv1.AddToScheme, gatewayapiv1.Install,
 		},
 		Cache: func(opts *cache.Options, env harness.Environment) {
-			controller.ConfigureCache(opts, env.HasOptional(contract.Certificates))
+			controller.ConfigureCache(opts, env.HasOptional(contract.Certificates), gatewayAPI(env))
 		},
 		Setup: func(mgr ctrl.Manager, env harness.Environment) error {
 			r := &controller.Reconciler{
@@ -37,8 +40,15 @@ func main() {
 				Clock:       clock.RealClock{},
 				CertManager: env.HasOptional(contract.Certificates),
 				APIRules:    env.HasOptional(contract.APIRules),
+				GatewayAPI:  gatewayAPI(env),
 			}
 			return r.SetupWithManager(mgr)
 		},
 	})
+}
+
+// gatewayAPI reports whether the default gateway may be a Gateway API
+// Gateway: its Gateway and HTTPRoute CRDs are there.
+func gatewayAPI(env harness.Environment) bool {
+	return env.HasOptional(contract.GatewayAPIGateways) && env.HasOptional(contract.HTTPRoutes)
 }

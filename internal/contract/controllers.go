@@ -66,12 +66,14 @@ var (
 		Optional: []CRD{IstioGateways, GatewayAPIGateways, APIRules},
 	}
 	// Gateway runs the default gateway of spec.gateway. Optional:
-	// cert-manager's Certificate (the certManager source) and APIRules
-	// (which keep a disabled gateway until none uses it).
+	// cert-manager's Certificate (the certManager source), APIRules (which
+	// keep a disabled gateway until none uses it), and the Gateway API's
+	// Gateways and HTTPRoutes (spec.gateway.gatewayAPI: the default gateway
+	// as a Gateway API Gateway with its redirect route).
 	Gateway = Controller{
 		Name:     operatorv1alpha1.ControllerGateway,
 		Required: []CRD{APIGateways, IstioGateways, VirtualServices},
-		Optional: []CRD{Certificates, APIRules},
+		Optional: []CRD{Certificates, APIRules, GatewayAPIGateways, HTTPRoutes},
 	}
 )
 

@@ -74,6 +74,52 @@ type GatewaySpec struct {
 	// +optional
 	// +kubebuilder:default={selfSigned: {}}
 	Certificate *GatewayCertificate `json:"certificate,omitempty"`
+
+	// gatewayAPI makes the default gateway a Gateway API Gateway
+	// (gateway.networking.k8s.io) instead of an Istio Gateway: the gateway
+	// controller writes the Gateway portico-gateway with an HTTPS listener
+	// "https" for *.<domain> (the same certificate sources) and an HTTP
+	// listener "http" whose only route, portico-gateway-redirect, redirects
+	// to HTTPS. The Gateway's controller (Istio for the class istio) runs
+	// its pods in the gateway's namespace, so selector does not apply.
+	// APIRules naming no gateway then become HTTPRoutes on its https
+	// listener. Needs the Gateway API's Gateway and HTTPRoute CRDs (the
+	// operator waits for them while this is set).
+	// +optional
+	GatewayAPI *DefaultGatewayAPI `json:"gatewayAPI,omitempty"`
+}
+
+// DefaultGatewayAPI configures the default gateway as a Gateway API Gateway.
+type DefaultGatewayAPI struct {
+	// gatewayClassName of the Gateway: the class of the implementation that
+	// runs it.
+	// +optional
+	// +kubebuilder:default=istio
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	GatewayClassName string `json:"gatewayClassName,omitempty"`
+
+	// routeNamespaces selects, by their labels, the namespaces whose
+	// HTTPRoutes (APIRules) may attach to the https listener; unset admits
+	// every namespace. A namespace it does not select gets its routes
+	// refused by the Gateway (the APIRule reports RouteNotAccepted).
+	// +optional
+	RouteNamespaces *metav1.LabelSelector `json:"routeNamespaces,omitempty"`
+}
+
+// DefaultGatewayListener is the section name of the default Gateway API
+// Gateway's HTTPS listener, which APIRules naming no gateway attach to.
+const DefaultGatewayListener = "https"
+
+// DefaultGatewayClassName is the default gatewayClassName of the default
+// Gateway API Gateway: Istio's.
+const DefaultGatewayClassName = "istio"
+
+// UsesGatewayAPI reports whether the enabled default gateway is a Gateway
+// API Gateway.
+func (g *GatewaySpec) UsesGatewayAPI() bool {
+	return g.IsEnabled() && g.GatewayAPI != nil
 }
 
 // GatewayCertificate is the source of the default gateway's certificate;
@@ -209,6 +255,11 @@ const (
 	// ReasonGatewayApplyFailed (Error): the API server refused a write; the
 	// message has its error.
 	ReasonGatewayApplyFailed = "ApplyFailed"
+	// ReasonGatewayNotProgrammed (Pending): spec.gateway.gatewayAPI: the
+	// Gateway API Gateway is written, and its controller has not (yet)
+	// reported it Programmed for its current generation; the message has
+	// what it said.
+	ReasonGatewayNotProgrammed = "GatewayNotProgrammed"
 )
 
 // GatewayStatus is the observed state of the default gateway, written by the
@@ -229,11 +280,17 @@ type GatewayStatus struct {
 	// +kubebuilder:validation:MaxLength=4096
 	Message string `json:"message,omitempty"`
 
-	// gateway is the Istio Gateway, as <namespace>/<name>, APIRules that
-	// name no gateway use.
+	// gateway is the Gateway, as <namespace>/<name>, APIRules that name no
+	// gateway use: an Istio Gateway, or a Gateway API Gateway when
+	// gatewayAPI is true.
 	// +optional
 	// +kubebuilder:validation:MaxLength=317
 	Gateway string `json:"gateway,omitempty"`
+
+	// gatewayAPI is true when gateway is a Gateway API Gateway
+	// (spec.gateway.gatewayAPI).
+	// +optional
+	GatewayAPI bool `json:"gatewayAPI,omitempty"`
 
 	// hosts the gateway serves.
 	// +optional
@@ -261,7 +318,20 @@ type GatewayStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
-// DefaultGateway returns the Istio Gateway, as <namespace>/<name>, that
+// DefaultGatewayAPI reports whether the default gateway DefaultGateway
+// returns is a Gateway API Gateway (APIRules on it become HTTPRoutes on its
+// https listener) rather than an Istio Gateway.
+func (gw *APIGateway) DefaultGatewayAPI() bool {
+	if gw == nil {
+		return false
+	}
+	if spec := gw.Spec.Gateway; spec.IsEnabled() && spec.Domain != "" {
+		return spec.GatewayAPI != nil
+	}
+	return gw.Status.Gateway != nil && gw.Status.Gateway.GatewayAPI
+}
+
+// DefaultGateway returns the Gateway, as <namespace>/<name>, that
 // APIRules naming no gateway use, and the domain under which their hosts
 // must be; ok is false when there is none. It is the gateway spec.gateway
 // enables or, once disabled, the one the gateway controller still keeps

@@ -93,9 +93,23 @@ var Builtin = Catalog{
 			CRD:    contract.Certificates,
 			When:   "spec.gateway.certificate.certManager is set",
 			Needed: func(spec *operatorv1alpha1.APIGatewaySpec) bool { return spec != nil && spec.Gateway.UsesCertManager() },
+		}, {
+			CRD:    contract.GatewayAPIGateways,
+			When:   "spec.gateway.gatewayAPI is set",
+			Needed: usesGatewayAPI,
+		}, {
+			CRD:    contract.HTTPRoutes,
+			When:   "spec.gateway.gatewayAPI is set",
+			Needed: usesGatewayAPI,
 		}},
 		ProgressDeadlineSeconds: 600,
 	},
+}
+
+// usesGatewayAPI reports whether the spec asks for the default gateway as a
+// Gateway API Gateway.
+func usesGatewayAPI(spec *operatorv1alpha1.APIGatewaySpec) bool {
+	return spec != nil && spec.Gateway.UsesGatewayAPI()
 }
 
 // allCRDs are every CRD the entry may need, whatever the spec.

@@ -127,7 +127,9 @@ func TestCRDNames(t *testing.T) {
 		"authorizationpolicies.security.istio.io",
 		"certificates.cert-manager.io", // only for spec.gateway.certificate.certManager, but always watched
 		"envoyfilters.networking.istio.io",
+		"gateways.gateway.networking.k8s.io", // only for spec.gateway.gatewayAPI
 		"gateways.networking.istio.io",
+		"httproutes.gateway.networking.k8s.io", // only for spec.gateway.gatewayAPI
 		"ratelimits.gateway.portico.dev",
 		"requestauthentications.security.istio.io",
 		"virtualservices.networking.istio.io",
@@ -159,10 +161,14 @@ func TestSpecCRDsDependOnTheSpec(t *testing.T) {
 		{"certManager", &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Domain: "example.com", Certificate: certManager}},
 			append(slices.Clone(always), "certificates.cert-manager.io/v1")},
 		{"certManager but disabled", &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Enabled: &off, Domain: "example.com", Certificate: certManager}}, always},
+		{"gatewayAPI", &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Domain: "example.com", GatewayAPI: &operatorv1alpha1.DefaultGatewayAPI{}}},
+			append(slices.Clone(always), "gateways.gateway.networking.k8s.io/v1", "httproutes.gateway.networking.k8s.io/v1")},
+		{"gatewayAPI but disabled", &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Enabled: &off, Domain: "example.com", GatewayAPI: &operatorv1alpha1.DefaultGatewayAPI{}}}, always},
 	} {
 		g.Expect(names(tc.spec)).To(Equal(tc.want), tc.name)
 	}
 	g.Expect(e.SpecReason(contract.Certificates)).To(ContainSubstring("certManager"))
+	g.Expect(e.SpecReason(contract.HTTPRoutes)).To(ContainSubstring("gatewayAPI"))
 	g.Expect(e.SpecReason(contract.IstioGateways)).To(BeEmpty())
 }
 

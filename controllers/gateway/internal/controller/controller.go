@@ -16,10 +16,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
@@ -51,6 +53,10 @@ type Reconciler struct {
 	CertManager bool
 	// APIRules is true while the APIRule CRD is usable.
 	APIRules bool
+	// GatewayAPI is true while the Gateway API's Gateway and HTTPRoute CRDs
+	// are usable: the default gateway can be a Gateway API Gateway
+	// (spec.gateway.gatewayAPI).
+	GatewayAPI bool
 }
 
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
@@ -59,6 +65,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=gateway.portico.dev,resources=apirules,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.istio.io,resources=gateways;virtualservices,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;httproutes,verbs=get;list;watch;create;update;patch;delete
 // Secrets and ConfigMaps only by the names it writes (any namespace: Istio's
 // may come after Portico); create cannot be limited by name, but creating
 // reads and overwrites nothing. A secretName Secret needs its name in the
@@ -113,7 +120,7 @@ type certificate struct {
 
 func (r *Reconciler) enabled(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config) (operatorv1alpha1.GatewayStatus, time.Duration, error) {
 	now := r.Clock.Now()
-	st := operatorv1alpha1.GatewayStatus{Gateway: c.GatewayRef(), Hosts: c.Hosts()}
+	st := operatorv1alpha1.GatewayStatus{Gateway: c.GatewayRef(), Hosts: c.Hosts(), GatewayAPI: c.GatewayAPI}
 	if err := r.Reader.Get(ctx, client.ObjectKey{Name: c.Namespace}, &corev1.Namespace{}); apierrors.IsNotFound(err) {
 		// Istio may come after Portico; its namespace's creation is not
 		// watched, so look again every Resync.
@@ -121,18 +128,27 @@ func (r *Reconciler) enabled(ctx context.Context, gw *operatorv1alpha1.APIGatewa
 		st.Message = fmt.Sprintf("namespace %s (spec.gateway.namespace) does not exist: install Istio's ingress gateway there, or name the namespace its pods run in", c.Namespace)
 		return st, Resync, nil
 	}
-	live := &networkingv1.Gateway{}
-	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: operatorv1alpha1.DefaultGatewayName}, live)
-	switch {
-	case apierrors.IsNotFound(err):
-		live = nil
-	case err != nil:
-		return failed(st, err), 0, err
-	case !metav1.IsControlledBy(live, gw):
-		return failed(st, &notOwnedError{"Istio Gateway", c.GatewayRef()}), Resync, nil
+	if c.GatewayAPI && !r.GatewayAPI {
+		st.State, st.Reason = operatorv1alpha1.GatewayError, operatorv1alpha1.ReasonGatewayApplyFailed
+		st.Message = fmt.Sprintf("spec.gateway.gatewayAPI is set but the Gateway API's CRDs %s and %s are not installed", contract.GatewayAPIGateways, contract.HTTPRoutes)
+		return st, 0, nil
+	}
+	var live *networkingv1.Gateway
+	if !c.GatewayAPI {
+		live = &networkingv1.Gateway{}
+		err := r.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: operatorv1alpha1.DefaultGatewayName}, live)
+		switch {
+		case apierrors.IsNotFound(err):
+			live = nil
+		case err != nil:
+			return failed(st, err), 0, err
+		case !metav1.IsControlledBy(live, gw):
+			return failed(st, &notOwnedError{"Istio Gateway", c.GatewayRef()}), Resync, nil
+		}
 	}
 
 	var cert certificate
+	var err error
 	switch c.Source {
 	case SourceSelfSigned:
 		cert, err = r.selfSigned(ctx, gw, c, now)
@@ -145,20 +161,13 @@ func (r *Reconciler) enabled(ctx context.Context, gw *operatorv1alpha1.APIGatewa
 		return failed(st, err), 0, ignoreNotOwned(err)
 	}
 
-	// The Gateway moves to the source's Secret only once it holds a valid
-	// certificate; until then it keeps serving the one it has, if that is
-	// still valid, so switching sources leaves no window without one.
-	credential := c.SecretName
-	kept := ""
-	if !cert.valid && live != nil {
-		if current := credentialOf(live); current != "" && current != c.SecretName && r.servable(ctx, c, current, now) {
-			credential, kept = current, current
-		}
+	credential, kept, pending := "", "", ""
+	if c.GatewayAPI {
+		credential, kept, pending, err = r.applyGatewayAPI(ctx, gw, c, cert)
+	} else {
+		credential, kept, err = r.applyIstio(ctx, gw, c, cert, live, now)
 	}
-	if err := r.apply(ctx, gw, live, DesiredGateway(gw, c, credential)); err != nil {
-		return failed(st, err), 0, ignoreNotOwned(err)
-	}
-	if err := r.applyHealth(ctx, gw, c); err != nil {
+	if err != nil {
 		return failed(st, err), 0, ignoreNotOwned(err)
 	}
 	if err := r.removeOtherSources(ctx, gw, c, credential); err != nil {
@@ -181,6 +190,8 @@ func (r *Reconciler) enabled(ctx context.Context, gw *operatorv1alpha1.APIGatewa
 		if kept != "" {
 			st.Message += fmt.Sprintf("; the Gateway keeps serving the certificate in Secret %s/%s until then", c.Namespace, kept)
 		}
+	case pending != "":
+		st.State, st.Reason, st.Message = operatorv1alpha1.GatewayPending, operatorv1alpha1.ReasonGatewayNotProgrammed, pending
 	case c.Source == SourceSecretName && cert.info.NotAfter.Sub(now) < ExpiryWarning:
 		st.State, st.Reason = operatorv1alpha1.GatewayWarning, operatorv1alpha1.ReasonCertificateExpiring
 		st.Message = fmt.Sprintf("the certificate in Secret %s/%s expires at %s; Portico does not renew a secretName certificate: replace it", c.Namespace, c.SecretName, cert.info.NotAfter.UTC().Format(time.RFC3339))
@@ -191,8 +202,34 @@ func (r *Reconciler) enabled(ctx context.Context, gw *operatorv1alpha1.APIGatewa
 	return st, requeueAt(now, cert.next), nil
 }
 
+// applyIstio writes the Istio Gateway and its health VirtualService and
+// removes the Gateway API mode's objects; it returns the credential served
+// and the one kept meanwhile ("" if none). The Gateway moves to the
+// source's Secret only once it holds a valid certificate; until then it
+// keeps serving the one it has, if that is still valid, so switching
+// sources leaves no window without one.
+func (r *Reconciler) applyIstio(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config, cert certificate, live *networkingv1.Gateway, now time.Time) (string, string, error) {
+	credential, kept := c.SecretName, ""
+	if !cert.valid && live != nil {
+		if current := credentialOf(live); current != "" && current != c.SecretName && r.servable(ctx, c, current, now) {
+			credential, kept = current, current
+		}
+	}
+	if err := r.apply(ctx, gw, live, DesiredGateway(gw, c, credential)); err != nil {
+		return "", "", err
+	}
+	if err := r.applyHealth(ctx, gw, c); err != nil {
+		return "", "", err
+	}
+	return credential, kept, r.removeGatewayAPIMode(ctx, gw, c.Namespace)
+}
+
 func readyMessage(c Config, info certs.Info) string {
-	msg := fmt.Sprintf("Istio Gateway %s serves *.%s over HTTPS (HTTP redirects) with the %s certificate in Secret %s/%s, valid until %s",
+	kind := "Istio Gateway"
+	if c.GatewayAPI {
+		kind = "Gateway API Gateway"
+	}
+	msg := fmt.Sprintf(kind+" %s serves *.%s over HTTPS (HTTP redirects) with the %s certificate in Secret %s/%s, valid until %s",
 		c.GatewayRef(), c.Domain, c.Source, c.Namespace, c.SecretName, info.NotAfter.UTC().Format(time.RFC3339))
 	if c.Source == SourceSelfSigned {
 		msg += fmt.Sprintf("; clients trust the CA in ConfigMap %s/%s-ca (key ca.crt)", c.Namespace, operatorv1alpha1.DefaultGatewayName)
@@ -522,14 +559,13 @@ func (r *Reconciler) deleteOwned(ctx context.Context, gw *operatorv1alpha1.APIGa
 // removeStale removes the default gateway the controller left in other
 // namespaces (spec.gateway.namespace changed), unless APIRules name it.
 func (r *Reconciler) removeStale(ctx context.Context, gw *operatorv1alpha1.APIGateway, keep string) error {
-	list := &networkingv1.GatewayList{}
-	if err := r.Client.List(ctx, list, client.MatchingLabels{LabelManagedBy: ManagedBy}); err != nil {
+	gateways, err := r.ownedGateways(ctx, gw)
+	if err != nil {
 		return err
 	}
 	var errs []error
-	for i := range list.Items {
-		g := list.Items[i]
-		if g.Namespace == keep || g.Name != operatorv1alpha1.DefaultGatewayName || !metav1.IsControlledBy(g, gw) {
+	for _, g := range gateways {
+		if g.Namespace == keep {
 			continue
 		}
 		users, err := r.users(ctx, g.Namespace+"/"+g.Name, false)
@@ -555,7 +591,51 @@ func (r *Reconciler) removeAll(ctx context.Context, gw *operatorv1alpha1.APIGate
 		errs = append(errs, r.deleteOwned(ctx, gw, &cmv1.Certificate{}, ns, operatorv1alpha1.DefaultGatewayName),
 			r.deleteOwned(ctx, gw, &corev1.Secret{}, ns, CertManagerSecret))
 	}
+	errs = append(errs, r.removeGatewayAPIMode(ctx, gw, ns))
 	return errors.Join(errs...)
+}
+
+// ownedGateway is a default gateway the controller wrote, of either kind.
+type ownedGateway struct {
+	types.NamespacedName
+	hosts      []string
+	secret     string
+	gatewayAPI bool
+}
+
+// ownedGateways lists the default gateways (Istio's and, with their CRD,
+// the Gateway API's) the controller wrote for gw, in any namespace.
+func (r *Reconciler) ownedGateways(ctx context.Context, gw *operatorv1alpha1.APIGateway) ([]ownedGateway, error) {
+	var out []ownedGateway
+	istio := &networkingv1.GatewayList{}
+	if err := r.Client.List(ctx, istio, client.MatchingLabels{LabelManagedBy: ManagedBy}); err != nil {
+		return nil, err
+	}
+	for _, g := range istio.Items {
+		if g.Name == operatorv1alpha1.DefaultGatewayName && metav1.IsControlledBy(g, gw) {
+			out = append(out, ownedGateway{NamespacedName: types.NamespacedName{Namespace: g.Namespace, Name: g.Name},
+				hosts: g.Spec.GetServers()[0].GetHosts(), secret: credentialOf(g)})
+		}
+	}
+	if !r.GatewayAPI {
+		return out, nil
+	}
+	api := &gatewayapiv1.GatewayList{}
+	if err := r.Client.List(ctx, api, client.MatchingLabels{LabelManagedBy: ManagedBy}); err != nil {
+		return nil, err
+	}
+	for i := range api.Items {
+		g := &api.Items[i]
+		if g.Name != operatorv1alpha1.DefaultGatewayName || !metav1.IsControlledBy(g, gw) {
+			continue
+		}
+		o := ownedGateway{NamespacedName: types.NamespacedName{Namespace: g.Namespace, Name: g.Name}, secret: gatewayAPICredential(g), gatewayAPI: true}
+		if len(g.Spec.Listeners) > 0 && g.Spec.Listeners[0].Hostname != nil {
+			o.hosts = []string{string(*g.Spec.Listeners[0].Hostname)}
+		}
+		out = append(out, o)
+	}
+	return out, nil
 }
 
 // users lists the APIRules, as namespace/name, that use gateway ref: name
@@ -570,7 +650,15 @@ func (r *Reconciler) users(ctx context.Context, ref string, withDefault bool) ([
 	}
 	var users []string
 	for _, rule := range list.Items {
-		if rule.Spec.Gateway == ref || (withDefault && rule.Spec.Gateway == "") {
+		parent := ""
+		if p := rule.Spec.ParentRef; p != nil {
+			ns := p.Namespace
+			if ns == "" {
+				ns = rule.Namespace
+			}
+			parent = ns + "/" + p.Name
+		}
+		if rule.Spec.Gateway == ref || parent == ref || (withDefault && rule.Spec.Gateway == "" && rule.Spec.ParentRef == nil) {
 			users = append(users, rule.Namespace+"/"+rule.Name)
 		}
 	}
@@ -579,16 +667,12 @@ func (r *Reconciler) users(ctx context.Context, ref string, withDefault bool) ([
 
 // disabled removes the default gateway once no APIRule uses it.
 func (r *Reconciler) disabled(ctx context.Context, gw *operatorv1alpha1.APIGateway) (operatorv1alpha1.GatewayStatus, error) {
-	list := &networkingv1.GatewayList{}
-	if err := r.Client.List(ctx, list, client.MatchingLabels{LabelManagedBy: ManagedBy}); err != nil {
+	gateways, err := r.ownedGateways(ctx, gw)
+	if err != nil {
 		return failed(operatorv1alpha1.GatewayStatus{}, err), err
 	}
 	var errs []error
-	for i := range list.Items {
-		g := list.Items[i]
-		if g.Name != operatorv1alpha1.DefaultGatewayName || !metav1.IsControlledBy(g, gw) {
-			continue
-		}
+	for _, g := range gateways {
 		ref := g.Namespace + "/" + g.Name
 		users, err := r.users(ctx, ref, true)
 		if err != nil {
@@ -596,8 +680,8 @@ func (r *Reconciler) disabled(ctx context.Context, gw *operatorv1alpha1.APIGatew
 		}
 		if len(users) > 0 {
 			return operatorv1alpha1.GatewayStatus{
-				State: operatorv1alpha1.GatewayWarning, Reason: operatorv1alpha1.ReasonGatewayInUse, Gateway: ref,
-				Hosts: g.Spec.GetServers()[0].GetHosts(), SecretName: credentialOf(g),
+				State: operatorv1alpha1.GatewayWarning, Reason: operatorv1alpha1.ReasonGatewayInUse, Gateway: ref, GatewayAPI: g.gatewayAPI,
+				Hosts: g.hosts, SecretName: g.secret,
 				Message: InUseMessage(ref, users, contract.MessageMaxLength),
 			}, nil
 		}

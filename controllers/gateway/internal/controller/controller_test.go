@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
@@ -35,8 +36,10 @@ func run(m *testing.M) int {
 	env, err := testenv.Start(testenv.Options{
 		Istio:       true,
 		CertManager: true,
+		GatewayAPI:  true,
 		Scheme: testenv.Scheme(
 			corev1.AddToScheme, gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme, networkingv1.AddToScheme, cmv1.AddToScheme,
+			gatewayapiv1.Install,
 		),
 		Namespaces: []string{ns},
 	})
@@ -52,7 +55,7 @@ func run(m *testing.M) int {
 var start = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
 func newReconciler(clk *clocktesting.FakeClock) *Reconciler {
-	return &Reconciler{Client: k8sClient, Reader: k8sClient, Clock: clk, CertManager: true, APIRules: true}
+	return &Reconciler{Client: k8sClient, Reader: k8sClient, Clock: clk, CertManager: true, APIRules: true, GatewayAPI: true}
 }
 
 func reconcileOnce(t *testing.T, r *Reconciler) operatorv1alpha1.GatewayStatus {

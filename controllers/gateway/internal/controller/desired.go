@@ -62,6 +62,12 @@ type Config struct {
 	IssuerRef operatorv1alpha1.IssuerReference
 	// Validity of the selfSigned serving certificate.
 	Validity metav1.Duration
+	// GatewayAPI makes the gateway a Gateway API Gateway of ClassName,
+	// admitting routes of the namespaces RouteNamespaces selects (all when
+	// nil) on its HTTPS listener.
+	GatewayAPI      bool
+	ClassName       string
+	RouteNamespaces *metav1.LabelSelector
 }
 
 // ConfigFor applies the API's defaults to an enabled spec (as the API
@@ -75,6 +81,12 @@ func ConfigFor(spec *operatorv1alpha1.GatewaySpec) Config {
 		c.Selector = map[string]string{"istio": "ingressgateway"}
 	}
 	c.Validity = metav1.Duration{Duration: 90 * 24 * time.Hour}
+	if g := spec.GatewayAPI; g != nil {
+		c.GatewayAPI, c.ClassName, c.RouteNamespaces = true, g.GatewayClassName, g.RouteNamespaces
+		if c.ClassName == "" {
+			c.ClassName = operatorv1alpha1.DefaultGatewayClassName
+		}
+	}
 	cert := spec.Certificate
 	switch {
 	case cert != nil && cert.CertManager != nil:

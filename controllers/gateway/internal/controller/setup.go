@@ -5,6 +5,7 @@ import (
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
@@ -25,7 +27,7 @@ import (
 // ConfigureCache narrows what the controller caches: of the kinds it
 // writes, only the objects it labelled, and of APIRules only their name and
 // spec.gateway.
-func ConfigureCache(opts *cache.Options, certManager bool) {
+func ConfigureCache(opts *cache.Options, certManager, gatewayAPI bool) {
 	if opts.ByObject == nil {
 		opts.ByObject = map[client.Object]cache.ByObject{}
 	}
@@ -34,6 +36,10 @@ func ConfigureCache(opts *cache.Options, certManager bool) {
 	opts.ByObject[&networkingv1.VirtualService{}] = managed
 	if certManager {
 		opts.ByObject[&cmv1.Certificate{}] = managed
+	}
+	if gatewayAPI {
+		opts.ByObject[&gatewayapiv1.Gateway{}] = managed
+		opts.ByObject[&gatewayapiv1.HTTPRoute{}] = managed
 	}
 	opts.ByObject[&gatewayv1alpha1.APIRule{}] = cache.ByObject{Transform: stripAPIRule}
 }
@@ -46,7 +52,7 @@ func stripAPIRule(obj any) (any, error) {
 	}
 	return &gatewayv1alpha1.APIRule{TypeMeta: r.TypeMeta, ObjectMeta: metav1.ObjectMeta{
 		Name: r.Name, Namespace: r.Namespace, UID: r.UID, ResourceVersion: r.ResourceVersion,
-	}, Spec: gatewayv1alpha1.APIRuleSpec{Gateway: r.Spec.Gateway}}, nil
+	}, Spec: gatewayv1alpha1.APIRuleSpec{Gateway: r.Spec.Gateway, ParentRef: r.Spec.ParentRef}}, nil
 }
 
 // SetupWithManager registers the controller: the APIGateway named default
@@ -67,10 +73,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.CertManager {
 		b = b.Watches(&cmv1.Certificate{}, toDefault)
 	}
+	if r.GatewayAPI {
+		// Its own Gateway's status (Programmed) and its redirect route.
+		b = b.Watches(&gatewayapiv1.Gateway{}, toDefault).Watches(&gatewayapiv1.HTTPRoute{}, toDefault)
+	}
 	if r.APIRules {
 		b = b.Watches(&gatewayv1alpha1.APIRule{}, toDefault, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool {
-				return e.ObjectOld.(*gatewayv1alpha1.APIRule).Spec.Gateway != e.ObjectNew.(*gatewayv1alpha1.APIRule).Spec.Gateway
+				before, after := e.ObjectOld.(*gatewayv1alpha1.APIRule), e.ObjectNew.(*gatewayv1alpha1.APIRule)
+				return before.Spec.Gateway != after.Spec.Gateway || !equality.Semantic.DeepEqual(before.Spec.ParentRef, after.Spec.ParentRef)
 			},
 		}))
 	}

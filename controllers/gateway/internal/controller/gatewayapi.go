@@ -1,0 +1,220 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
+)
+
+// RedirectRoute is the HTTPRoute of the default Gateway API Gateway that
+// redirects its HTTP listener to HTTPS.
+const RedirectRoute = operatorv1alpha1.DefaultGatewayName + "-redirect"
+
+// httpListener is the section name of the default Gateway API Gateway's
+// HTTP listener, which only the redirect route may use.
+const httpListener = "http"
+
+// DesiredGatewayAPIGateway is the default gateway as a Gateway API
+// Gateway: an HTTPS listener "https" for *.<domain> with the credential
+// (routes of the namespaces RouteNamespaces selects, all without it), and
+// an HTTP listener "http" for *.<domain> that admits routes of the
+// gateway's own namespace only: the redirect. Every field the API server
+// would default is written out, so the live Gateway compares equal.
+func DesiredGatewayAPIGateway(gw *operatorv1alpha1.APIGateway, c Config, credential string) *gatewayapiv1.Gateway {
+	host := gatewayapiv1.Hostname("*." + c.Domain)
+	https := &gatewayapiv1.RouteNamespaces{From: ptr.To(gatewayapiv1.NamespacesFromAll)}
+	if c.RouteNamespaces != nil {
+		https = &gatewayapiv1.RouteNamespaces{From: ptr.To(gatewayapiv1.NamespacesFromSelector), Selector: c.RouteNamespaces.DeepCopy()}
+	}
+	return &gatewayapiv1.Gateway{
+		TypeMeta:   metav1.TypeMeta{APIVersion: gatewayapiv1.GroupVersion.String(), Kind: "Gateway"},
+		ObjectMeta: objectMeta(gw, c.Namespace, operatorv1alpha1.DefaultGatewayName),
+		Spec: gatewayapiv1.GatewaySpec{
+			GatewayClassName: gatewayapiv1.ObjectName(c.ClassName),
+			Listeners: []gatewayapiv1.Listener{{
+				Name: operatorv1alpha1.DefaultGatewayListener, Hostname: &host, Port: 443, Protocol: gatewayapiv1.HTTPSProtocolType,
+				TLS: &gatewayapiv1.ListenerTLSConfig{Mode: ptr.To(gatewayapiv1.TLSModeTerminate), CertificateRefs: []gatewayapiv1.SecretObjectReference{{
+					Group: ptr.To(gatewayapiv1.Group("")), Kind: ptr.To(gatewayapiv1.Kind("Secret")), Name: gatewayapiv1.ObjectName(credential),
+				}}},
+				AllowedRoutes: &gatewayapiv1.AllowedRoutes{Namespaces: https},
+			}, {
+				Name: httpListener, Hostname: &host, Port: 80, Protocol: gatewayapiv1.HTTPProtocolType,
+				AllowedRoutes: &gatewayapiv1.AllowedRoutes{Namespaces: &gatewayapiv1.RouteNamespaces{From: ptr.To(gatewayapiv1.NamespacesFromSame)}},
+			}},
+		},
+	}
+}
+
+// DesiredRedirectRoute redirects every request of the HTTP listener to
+// HTTPS, permanently.
+func DesiredRedirectRoute(gw *operatorv1alpha1.APIGateway, c Config) *gatewayapiv1.HTTPRoute {
+	return &gatewayapiv1.HTTPRoute{
+		TypeMeta:   metav1.TypeMeta{APIVersion: gatewayapiv1.GroupVersion.String(), Kind: "HTTPRoute"},
+		ObjectMeta: objectMeta(gw, c.Namespace, RedirectRoute),
+		Spec: gatewayapiv1.HTTPRouteSpec{
+			CommonRouteSpec: gatewayapiv1.CommonRouteSpec{ParentRefs: []gatewayapiv1.ParentReference{{
+				Group: ptr.To(gatewayapiv1.Group(gatewayapiv1.GroupName)), Kind: ptr.To(gatewayapiv1.Kind("Gateway")),
+				Name: operatorv1alpha1.DefaultGatewayName, SectionName: ptr.To(gatewayapiv1.SectionName(httpListener)),
+			}}},
+			Rules: []gatewayapiv1.HTTPRouteRule{{
+				Matches: []gatewayapiv1.HTTPRouteMatch{{Path: &gatewayapiv1.HTTPPathMatch{Type: ptr.To(gatewayapiv1.PathMatchPathPrefix), Value: ptr.To("/")}}},
+				Filters: []gatewayapiv1.HTTPRouteFilter{{
+					Type:            gatewayapiv1.HTTPRouteFilterRequestRedirect,
+					RequestRedirect: &gatewayapiv1.HTTPRequestRedirectFilter{Scheme: ptr.To("https"), StatusCode: ptr.To(301)},
+				}},
+			}},
+		},
+	}
+}
+
+// gatewayAPICredential is the Secret the live Gateway API Gateway's HTTPS
+// listener serves, or "".
+func gatewayAPICredential(g *gatewayapiv1.Gateway) string {
+	for _, l := range g.Spec.Listeners {
+		if string(l.Name) == operatorv1alpha1.DefaultGatewayListener && l.TLS != nil && len(l.TLS.CertificateRefs) > 0 {
+			return string(l.TLS.CertificateRefs[0].Name)
+		}
+	}
+	return ""
+}
+
+// applyGatewayAPI writes the default Gateway API Gateway (moving it to the
+// source's Secret only once that holds a valid certificate, as the Istio
+// Gateway does) and its redirect route, removes the Istio mode's objects,
+// and returns the credential served, the one kept meanwhile ("" if none),
+// and why the Gateway is not Programmed yet ("" once it is).
+func (r *Reconciler) applyGatewayAPI(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config, cert certificate) (credential, kept, pending string, err error) {
+	live := &gatewayapiv1.Gateway{}
+	err = r.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: operatorv1alpha1.DefaultGatewayName}, live)
+	switch {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return "", "", "", err
+	case !metav1.IsControlledBy(live, gw):
+		return "", "", "", &notOwnedError{"Gateway API Gateway", c.GatewayRef()}
+	}
+	credential = c.SecretName
+	if !cert.valid && live != nil {
+		if current := gatewayAPICredential(live); current != "" && current != c.SecretName && r.servable(ctx, c, current, r.Clock.Now()) {
+			credential, kept = current, current
+		}
+	}
+	desired := DesiredGatewayAPIGateway(gw, c, credential)
+	if err := r.applyObject(ctx, gw, "Gateway API Gateway", live, desired, func(live client.Object) bool {
+		return equality.Semantic.DeepEqual(live.(*gatewayapiv1.Gateway).Spec, desired.Spec)
+	}, func(live client.Object) { live.(*gatewayapiv1.Gateway).Spec = *desired.Spec.DeepCopy() }); err != nil {
+		return "", "", "", err
+	}
+	if err := r.applyRedirect(ctx, gw, c); err != nil {
+		return "", "", "", err
+	}
+	// The Istio mode's Gateway and health route go: one default gateway.
+	if err := r.removeIstioMode(ctx, gw, c.Namespace); err != nil {
+		return "", "", "", err
+	}
+	if live == nil || !equality.Semantic.DeepEqual(live.Spec, desired.Spec) {
+		return credential, kept, fmt.Sprintf("Gateway API Gateway %s is written; waiting for the controller of class %s to program it", c.GatewayRef(), c.ClassName), nil
+	}
+	return credential, kept, programmed(live, c), nil
+}
+
+// programmed returns "" when the Gateway's controller reports the Gateway
+// Programmed at its generation, else what it said.
+func programmed(g *gatewayapiv1.Gateway, c Config) string {
+	cond := meta.FindStatusCondition(g.Status.Conditions, string(gatewayapiv1.GatewayConditionProgrammed))
+	switch {
+	case cond == nil || cond.ObservedGeneration < g.Generation:
+		return fmt.Sprintf("Gateway API Gateway %s is written; waiting for the controller of class %s to program it", c.GatewayRef(), c.ClassName)
+	case cond.Status != metav1.ConditionTrue:
+		return fmt.Sprintf("Gateway API Gateway %s is not programmed by the controller of class %s: %s: %s", c.GatewayRef(), c.ClassName,
+			cond.Reason, contract.Truncate(cond.Message, 512))
+	}
+	return ""
+}
+
+func (r *Reconciler) applyRedirect(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config) error {
+	desired := DesiredRedirectRoute(gw, c)
+	live := &gatewayapiv1.HTTPRoute{}
+	err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	switch {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return err
+	case !metav1.IsControlledBy(live, gw):
+		return &notOwnedError{"HTTPRoute", c.Namespace + "/" + RedirectRoute}
+	}
+	return r.applyObject(ctx, gw, "HTTPRoute", live, desired, func(live client.Object) bool {
+		return equality.Semantic.DeepEqual(live.(*gatewayapiv1.HTTPRoute).Spec, desired.Spec)
+	}, func(live client.Object) { live.(*gatewayapiv1.HTTPRoute).Spec = *desired.Spec.DeepCopy() })
+}
+
+// applyObject creates desired when live is nil (a same-named object that
+// appeared meanwhile is not ours), or updates live's spec, labels and owner
+// when same says they differ.
+func (r *Reconciler) applyObject(ctx context.Context, gw *operatorv1alpha1.APIGateway, kind string, live, desired client.Object, same func(client.Object) bool, setSpec func(client.Object)) error {
+	if live == nil || isNil(live) {
+		err := r.Client.Create(ctx, desired)
+		if apierrors.IsAlreadyExists(err) {
+			return &notOwnedError{kind, desired.GetNamespace() + "/" + desired.GetName()}
+		}
+		return err
+	}
+	lm, dm := metaOf(live), metaOf(desired)
+	if same(live) && sameMeta(lm, dm) {
+		return nil
+	}
+	updated := live.DeepCopyObject().(client.Object)
+	setSpec(updated)
+	updated.SetLabels(desired.GetLabels())
+	updated.SetOwnerReferences(desired.GetOwnerReferences())
+	return r.Client.Update(ctx, updated)
+}
+
+func metaOf(o client.Object) *metav1.ObjectMeta {
+	return &metav1.ObjectMeta{Labels: o.GetLabels(), OwnerReferences: o.GetOwnerReferences()}
+}
+
+// isNil reports whether an interface holds a nil pointer.
+func isNil(o client.Object) bool {
+	switch v := o.(type) {
+	case *gatewayapiv1.Gateway:
+		return v == nil
+	case *gatewayapiv1.HTTPRoute:
+		return v == nil
+	}
+	return false
+}
+
+// removeIstioMode deletes the Istio Gateway and health VirtualService the
+// controller wrote in namespace ns.
+func (r *Reconciler) removeIstioMode(ctx context.Context, gw *operatorv1alpha1.APIGateway, ns string) error {
+	if err := r.deleteOwned(ctx, gw, &networkingv1.Gateway{}, ns, operatorv1alpha1.DefaultGatewayName); err != nil {
+		return err
+	}
+	return r.deleteOwned(ctx, gw, &networkingv1.VirtualService{}, ns, HealthVirtualService)
+}
+
+// removeGatewayAPIMode deletes the Gateway API Gateway and redirect route
+// the controller wrote in namespace ns (when their CRDs are there).
+func (r *Reconciler) removeGatewayAPIMode(ctx context.Context, gw *operatorv1alpha1.APIGateway, ns string) error {
+	if !r.GatewayAPI {
+		return nil
+	}
+	if err := r.deleteOwned(ctx, gw, &gatewayapiv1.Gateway{}, ns, operatorv1alpha1.DefaultGatewayName); err != nil {
+		return err
+	}
+	return r.deleteOwned(ctx, gw, &gatewayapiv1.HTTPRoute{}, ns, RedirectRoute)
+}
