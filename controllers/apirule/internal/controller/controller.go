@@ -116,9 +116,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 
 	before := rule.DeepCopy()
+	// parent is the Gateway API Gateway of an APIRule in HTTPRoute mode
+	// (its parentRef, or the default gateway when that is one).
+	var parent *gatewayv1alpha1.ParentReference
 	defer func() {
 		// Left to right: the HostShared condition, then the status write.
-		retErr = errors.Join(retErr, r.setHostShared(ctx, rule, translate.Parent(rule)), r.writeStatus(ctx, before, rule))
+		retErr = errors.Join(retErr, r.setHostShared(ctx, rule, parent), r.writeStatus(ctx, before, rule))
 	}()
 
 	// One read of the administrator's configuration serves the gateway
@@ -132,14 +135,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return r.refuse(ctx, rule, gatewayv1alpha1.ReasonHostReserved, fmt.Sprintf(
 			"host %s is the default gateway's own health check, reserved on every gateway; use another name; the APIRule's Istio objects were removed", h))
 	}
-	gateway, reason, msg := gatewayOf(rule, apiGateway)
+	gateway, parent, reason, msg := gatewayOf(rule, apiGateway)
 	if reason != "" {
+		parent = nil
 		return r.refuse(ctx, rule, reason, msg)
 	}
-	parent := translate.Parent(rule)
 	if parent != nil && !r.GatewayAPI {
 		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonGatewayAPINotInstalled, fmt.Sprintf(
-			"the APIRule names a Gateway API Gateway (spec.parentRef), but the Gateway API's CRDs %s and %s are not installed; it is applied once they are, its objects are left unchanged",
+			"the APIRule's gateway is a Gateway API Gateway (its spec.parentRef, or the default gateway), but the Gateway API's CRDs %s and %s are not installed; it is applied once they are, its objects are left unchanged",
 			contract.HTTPRoutes, contract.ReferenceGrants))
 		return ctrl.Result{}, nil
 	}

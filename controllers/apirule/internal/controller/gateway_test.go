@@ -75,6 +75,7 @@ func TestGatewayOf(t *testing.T) {
 		spec                *operatorv1alpha1.APIGatewaySpec
 		status              operatorv1alpha1.APIGatewayStatus
 		wantGateway, reason string
+		wantParent          *gatewayv1alpha1.ParentReference
 		wantMessageContains []string
 	}{
 		"a named gateway, whatever the APIGateway": {
@@ -131,6 +132,25 @@ func TestGatewayOf(t *testing.T) {
 			}},
 			wantGateway: "istio-system/portico-gateway",
 		},
+		"the default gateway as a Gateway API Gateway: HTTPRoute mode on its https listener": {
+			rule:       rule("", "api.example.com"),
+			spec:       &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Domain: "example.com", GatewayAPI: &operatorv1alpha1.DefaultGatewayAPI{}}},
+			wantParent: &gatewayv1alpha1.ParentReference{Group: gatewayv1alpha1.GatewayAPIGroup, Kind: "Gateway", Namespace: "istio-system", Name: "portico-gateway", SectionName: "https"},
+		},
+		"the Gateway API default gateway still bounds the hosts": {
+			rule:   rule("", "api.example.org"),
+			spec:   &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Domain: "example.com", GatewayAPI: &operatorv1alpha1.DefaultGatewayAPI{}}},
+			reason: gatewayv1alpha1.ReasonHostNotOnGateway,
+		},
+		"a disabled Gateway API default gateway kept while in use": {
+			rule: rule("", "api.example.com"),
+			spec: &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Enabled: ptr.To(false), Domain: "example.com"}},
+			status: operatorv1alpha1.APIGatewayStatus{Gateway: &operatorv1alpha1.GatewayStatus{
+				State: operatorv1alpha1.GatewayWarning, Reason: operatorv1alpha1.ReasonGatewayInUse, GatewayAPI: true,
+				Gateway: "ingress/portico-gateway", Hosts: []string{"*.example.com"},
+			}},
+			wantParent: &gatewayv1alpha1.ParentReference{Group: gatewayv1alpha1.GatewayAPIGroup, Kind: "Gateway", Namespace: "ingress", Name: "portico-gateway", SectionName: "https"},
+		},
 		"disabled and removed": {
 			rule:   rule("", "api.example.com"),
 			spec:   &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Enabled: ptr.To(false), Domain: "example.com"}},
@@ -145,8 +165,9 @@ func TestGatewayOf(t *testing.T) {
 			if tc.spec != nil {
 				gw = &operatorv1alpha1.APIGateway{Spec: *tc.spec, Status: tc.status}
 			}
-			gateway, reason, msg := gatewayOf(tc.rule, gw)
+			gateway, parent, reason, msg := gatewayOf(tc.rule, gw)
 			g.Expect(gateway).To(Equal(tc.wantGateway))
+			g.Expect(parent).To(Equal(tc.wantParent))
 			g.Expect(reason).To(Equal(tc.reason))
 			if tc.reason == "" {
 				g.Expect(msg).To(BeEmpty())

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 )
 
 // The golden HTTPRoutes of the translation are what the controller writes:
@@ -304,4 +306,58 @@ func TestHTTPRouteModeInvalidRoute(t *testing.T) {
 	route := &gatewayapiv1.HTTPRoute{}
 	get(g, "reviews", route)
 	g.Expect(route.Spec.Rules[0].Filters).To(BeEmpty(), "the route was left as it was")
+}
+
+// With the default gateway a Gateway API Gateway, an APIRule naming no
+// gateway becomes an HTTPRoute on its https listener, and moves back to a
+// VirtualService when the administrator switches the default gateway back.
+func TestDefaultGatewayAPIGateway(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	t.Cleanup(func() {
+		_ = k8sClient.Delete(ctx, &operatorv1alpha1.APIGateway{ObjectMeta: metav1.ObjectMeta{Name: operatorv1alpha1.SingletonName}})
+	})
+	setDefaultGateway(t, &operatorv1alpha1.GatewaySpec{Domain: "gwapi.example.com", GatewayAPI: &operatorv1alpha1.DefaultGatewayAPI{}})
+	createService(t, "dflt-route")
+	defaultGatewayRule(t, "dflt-route", "dflt-route", "dflt-route.gwapi.example.com")
+	c := expectReason(t, ns, "dflt-route", gatewayv1alpha1.ReasonGatewayNotFound)
+	g.Expect(c.Message).To(ContainSubstring("Gateway API Gateway istio-system/portico-gateway"))
+
+	// As the gateway controller would.
+	gw := &gatewayapiv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: operatorv1alpha1.DefaultGatewayName, Namespace: operatorv1alpha1.DefaultGatewayNamespace},
+		Spec: gatewayapiv1.GatewaySpec{GatewayClassName: "istio", Listeners: []gatewayapiv1.Listener{{
+			Name: "https", Port: 443, Protocol: gatewayapiv1.HTTPSProtocolType,
+			TLS: &gatewayapiv1.ListenerTLSConfig{CertificateRefs: []gatewayapiv1.SecretObjectReference{{Name: "portico-gateway-tls"}}},
+		}}},
+	}
+	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, gw) })
+	g.Eventually(func(g Gomega) {
+		route := &gatewayapiv1.HTTPRoute{}
+		get(g, "dflt-route", route)
+		g.Expect(route.Spec.ParentRefs).To(HaveLen(1))
+		ref := route.Spec.ParentRefs[0]
+		g.Expect(string(*ref.Namespace) + "/" + string(ref.Name) + "/" + string(*ref.SectionName)).To(Equal("istio-system/portico-gateway/https"))
+		g.Expect(readyCondition(g, "dflt-route").Reason).To(Equal(gatewayv1alpha1.ReasonRoutePending))
+	}, eventually).Should(Succeed())
+	g.Expect(gone("dflt-route", &networkingv1.VirtualService{})()).To(BeTrue())
+
+	// Back to an Istio default gateway: once it exists, the VirtualService
+	// replaces the HTTPRoute (until then the objects stay as they were).
+	setDefaultGateway(t, &operatorv1alpha1.GatewaySpec{Domain: "gwapi.example.com"})
+	expectReason(t, ns, "dflt-route", gatewayv1alpha1.ReasonGatewayNotFound)
+	istioGW := &networkingv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: operatorv1alpha1.DefaultGatewayName, Namespace: operatorv1alpha1.DefaultGatewayNamespace},
+		Spec: networkingv1alpha3.Gateway{Selector: map[string]string{"istio": "ingressgateway"}, Servers: []*networkingv1alpha3.Server{{
+			Port: &networkingv1alpha3.Port{Number: 80, Name: "http", Protocol: "HTTP"}, Hosts: []string{"*.gwapi.example.com"},
+		}}},
+	}
+	g.Expect(k8sClient.Create(ctx, istioGW)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, istioGW) })
+	g.Eventually(func(g Gomega) {
+		get(g, "dflt-route", &networkingv1.VirtualService{})
+		g.Expect(gone("dflt-route", &gatewayapiv1.HTTPRoute{})()).To(BeTrue())
+		g.Expect(readyCondition(g, "dflt-route").Reason).To(Equal(gatewayv1alpha1.ReasonApplied))
+	}, eventually).Should(Succeed())
 }

@@ -187,9 +187,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		b = b.Watches(&operatorv1alpha1.APIGateway{}, handler.EnqueueRequestsFromMapFunc(m.apiGateway), builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{},
 			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-				before, _, _ := e.ObjectOld.(*operatorv1alpha1.APIGateway).DefaultGateway()
-				after, _, _ := e.ObjectNew.(*operatorv1alpha1.APIGateway).DefaultGateway()
-				return before != after
+				oldGW, newGW := e.ObjectOld.(*operatorv1alpha1.APIGateway), e.ObjectNew.(*operatorv1alpha1.APIGateway)
+				before, _, _ := oldGW.DefaultGateway()
+				after, _, _ := newGW.DefaultGateway()
+				return before != after || oldGW.DefaultGatewayAPI() != newGW.DefaultGatewayAPI()
 			}},
 		)))
 	}
@@ -203,7 +204,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		gw := &metav1.PartialObjectMetadata{}
 		gw.SetGroupVersionKind(schema.GroupVersionKind{Group: gatewayapiv1.GroupName, Version: "v1", Kind: "Gateway"})
 		b = b.Watches(gw, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			return requests(m.list(ctx, client.MatchingFields{gatewayIndex: gatewayAPIKey(o.GetNamespace(), o.GetName())}), nil)
+			reqs := requests(m.list(ctx, client.MatchingFields{gatewayIndex: gatewayAPIKey(o.GetNamespace(), o.GetName())}), nil)
+			if o.GetName() == operatorv1alpha1.DefaultGatewayName {
+				// It may be the default gateway, of the APIRules naming none.
+				reqs = append(reqs, requests(m.list(ctx, client.MatchingFields{gatewayIndex: defaultGatewayKey}), nil)...)
+			}
+			return reqs
 		}))
 	}
 	if r.CheckGateways {

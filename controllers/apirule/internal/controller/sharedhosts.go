@@ -14,6 +14,7 @@ import (
 	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
 )
@@ -124,6 +125,17 @@ func onParent(route *gatewayapiv1.HTTPRoute, parent *gatewayv1alpha1.ParentRefer
 	return false
 }
 
+// onDefaultGateway reports whether a route names a Gateway with the
+// default gateway's name.
+func onDefaultGateway(route *gatewayapiv1.HTTPRoute) bool {
+	for _, ref := range route.Spec.ParentRefs {
+		if string(ref.Name) == operatorv1alpha1.DefaultGatewayName {
+			return true
+		}
+	}
+	return false
+}
+
 // sharedHost returns a host of the APIRule that the route also serves, or
 // "": a route without hostnames serves them all.
 func sharedHost(rule *gatewayv1alpha1.APIRule, route *gatewayapiv1.HTTPRoute) string {
@@ -151,11 +163,21 @@ func (m mapper) routes(ctx context.Context, o client.Object) []reconcile.Request
 		return reqs
 	}
 	keep := func(a *gatewayv1alpha1.APIRule) bool {
-		p := translate.Parent(a)
-		return p != nil && onParent(route, p) && !owns(a, route)
+		if owns(a, route) {
+			return false
+		}
+		if p := translate.Parent(a); p != nil {
+			return onParent(route, p)
+		}
+		// On the default gateway, which may be a Gateway API Gateway: the
+		// reconcile knows.
+		return a.Spec.Gateway == "" && onDefaultGateway(route)
 	}
 	var candidates []gatewayv1alpha1.APIRule
 	if len(route.Spec.Hostnames) == 0 {
+		if onDefaultGateway(route) {
+			candidates = append(candidates, m.list(ctx, client.MatchingFields{gatewayIndex: defaultGatewayKey})...)
+		}
 		for _, ref := range route.Spec.ParentRefs {
 			ns := route.Namespace
 			if ref.Namespace != nil {

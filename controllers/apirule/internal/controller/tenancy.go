@@ -142,34 +142,41 @@ func (r *Reconciler) apiGateway(ctx context.Context) (*operatorv1alpha1.APIGatew
 // of the APIGateway (APIGateway.DefaultGateway). On the default gateway,
 // named or not, every host must be directly under its domain and not its
 // health host. Otherwise it returns the reason and message of the refusal.
-func gatewayOf(rule *gatewayv1alpha1.APIRule, gw *operatorv1alpha1.APIGateway) (gateway, reason, msg string) {
+func gatewayOf(rule *gatewayv1alpha1.APIRule, gw *operatorv1alpha1.APIGateway) (gateway string, parent *gatewayv1alpha1.ParentReference, reason, msg string) {
 	if rule.Spec.ParentRef != nil {
-		return "", "", "" // HTTPRoute mode: no Istio Gateway
+		return "", translate.Parent(rule), "", "" // HTTPRoute mode: no Istio Gateway
 	}
 	def, domain, ok := gw.DefaultGateway()
 	gateway = rule.Spec.Gateway
 	if gateway == "" {
 		if !ok {
-			return "", gatewayv1alpha1.ReasonNoDefaultGateway,
+			return "", nil, gatewayv1alpha1.ReasonNoDefaultGateway,
 				"the APIRule names no gateway (spec.gateway) and the APIGateway has no enabled default gateway (its spec.gateway) to use instead: " +
 					"name an Istio Gateway, as <namespace>/<name>; the APIRule's Istio objects were removed"
 		}
 		gateway = def
 	}
 	if !ok || gateway != def {
-		return gateway, "", ""
+		return gateway, nil, "", ""
 	}
 	// On the default gateway, named or not, the administrator's domain
 	// bounds the hosts, and its health host is the gateway's own.
 	for _, h := range rule.Spec.Hosts {
 		if !hostOnDomain(string(h), domain) {
-			return "", gatewayv1alpha1.ReasonHostNotOnGateway, fmt.Sprintf(
+			return "", nil, gatewayv1alpha1.ReasonHostNotOnGateway, fmt.Sprintf(
 				"host %s is not a name directly under the domain %s, so the default gateway %s, which serves *.%s, would not serve it: "+
 					"use a host such as api.%s, or name a gateway that serves it; the APIRule's Istio objects were removed",
 				h, domain, gateway, domain, domain)
 		}
 	}
-	return gateway, "", ""
+	if gw.DefaultGatewayAPI() && rule.Spec.Gateway == "" {
+		// The default gateway is a Gateway API Gateway: HTTPRoute mode on
+		// its https listener.
+		ns, name, _ := strings.Cut(def, "/")
+		return "", &gatewayv1alpha1.ParentReference{Group: gatewayv1alpha1.GatewayAPIGroup, Kind: "Gateway", Namespace: ns, Name: name,
+			SectionName: operatorv1alpha1.DefaultGatewayListener}, "", ""
+	}
+	return gateway, nil, "", ""
 }
 
 // hostOnDomain reports whether host is a name the default gateway of domain

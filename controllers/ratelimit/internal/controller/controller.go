@@ -250,16 +250,19 @@ func (r *Reconciler) writeStatuses(ctx context.Context, limits []*gatewayv1alpha
 // (APIGateway.DefaultGateway). It is read past the cache: the controller may
 // only get the APIGateway; a new default gateway reaches it as the Gateway
 // it watches appearing.
-func (r *Reconciler) defaultGateway(ctx context.Context) (string, error) {
+// gatewayAPI is true when it is a Gateway API Gateway
+// (APIGateway.DefaultGatewayAPI): APIRules naming no gateway are then in
+// HTTPRoute mode on it.
+func (r *Reconciler) defaultGateway(ctx context.Context) (ref string, gatewayAPI bool, err error) {
 	gw := &operatorv1alpha1.APIGateway{}
 	if err := r.Reader.Get(ctx, client.ObjectKey{Name: operatorv1alpha1.SingletonName}, gw); err != nil {
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			return "", nil
+			return "", false, nil
 		}
-		return "", fmt.Errorf("read the APIGateway's default gateway: %w", err)
+		return "", false, fmt.Errorf("read the APIGateway's default gateway: %w", err)
 	}
-	ref, _, _ := gw.DefaultGateway()
-	return ref, nil
+	ref, _, _ = gw.DefaultGateway()
+	return ref, gw.DefaultGatewayAPI(), nil
 }
 
 func (r *Reconciler) read(ctx context.Context) (topology.Input, []gatewayv1alpha1.RateLimit, error) {
@@ -363,24 +366,31 @@ func (r *Reconciler) apiRules(ctx context.Context) ([]topology.APIRule, error) {
 		return nil, fmt.Errorf("list APIRules: %w", err)
 	}
 	// APIRules that name no gateway use the APIGateway's default one.
-	defaultGateway, err := r.defaultGateway(ctx)
+	defaultGateway, defaultGatewayAPI, err := r.defaultGateway(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]topology.APIRule, 0, len(rules.Items))
 	for _, a := range rules.Items {
 		rule := topology.APIRule{Namespace: a.Namespace, Name: a.Name, Gateway: a.Spec.Gateway, Rules: a.Spec.Rules}
-		if p := a.Spec.ParentRef; p != nil {
-			parent := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+		var parent *types.NamespacedName
+		switch p := a.Spec.ParentRef; {
+		case p != nil:
+			parent = &types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 			if parent.Namespace == "" {
 				parent.Namespace = a.Namespace
 			}
-			rule.ParentRef = &parent
+		case rule.Gateway == "" && defaultGatewayAPI && defaultGateway != "":
+			ns, name, _ := strings.Cut(defaultGateway, "/")
+			parent = &types.NamespacedName{Namespace: ns, Name: name}
+		case rule.Gateway == "":
+			rule.Gateway = defaultGateway
+		}
+		if parent != nil {
+			rule.ParentRef = parent
 			for _, h := range a.Spec.Hosts {
 				rule.Hosts = append(rule.Hosts, string(h))
 			}
-		} else if rule.Gateway == "" {
-			rule.Gateway = defaultGateway
 		}
 		out = append(out, rule)
 	}
