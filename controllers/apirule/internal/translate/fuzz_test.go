@@ -116,7 +116,64 @@ func FuzzTranslate(f *testing.F) {
 		checkEveryBackendHasAccessControl(t, r, out)
 		checkEveryRuleIsEnforced(t, r, out)
 		checkNoRuleAdmitsLess(t, r, out)
+		checkHTTPRouteMode(t, r, out)
 	})
+}
+
+// checkHTTPRouteMode translates the APIRule again on a Gateway API Gateway:
+// the access control must be exactly Istio mode's (so every guarantee holds
+// in both modes), and the HTTPRoute must route every rule, and only it, to
+// its Service.
+func checkHTTPRouteMode(t *testing.T, r *gatewayv1alpha1.APIRule, istio Output) {
+	t.Helper()
+	onGateway := r.DeepCopy()
+	onGateway.Spec.Gateway, onGateway.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "edge"}
+	out, err := Translate(Input{APIRule: onGateway, Selectors: fuzzSelectors, Parent: Parent(onGateway)})
+	if err != nil {
+		if out.HTTPRoute != nil || out.Workloads != nil {
+			t.Fatalf("an error comes with no objects: %v", err)
+		}
+		return
+	}
+	want, _ := yaml.Marshal(istio.Workloads)
+	got, _ := yaml.Marshal(out.Workloads)
+	if string(want) != string(got) {
+		t.Fatalf("HTTPRoute mode changes the access control:\n%s\n---\n%s", want, got)
+	}
+	route := out.HTTPRoute
+	if out.VirtualService != nil || route == nil || len(route.Spec.Rules) != len(r.Spec.Rules) {
+		t.Fatalf("want one HTTPRoute rule per APIRule rule, got %+v", out)
+	}
+	names := map[string]bool{}
+	for _, rule := range r.Spec.Rules {
+		name := gatewayv1alpha1.HTTPRouteRuleName(r.Namespace, r.Name, rule)
+		names[name] = true
+		var found bool
+		for _, hr := range route.Spec.Rules {
+			if hr.Name == nil || string(*hr.Name) != name {
+				continue
+			}
+			found = true
+			svc := serviceOf(r, rule)
+			ref := hr.BackendRefs[0]
+			ns := r.Namespace
+			if ref.Namespace != nil {
+				ns = string(*ref.Namespace)
+			}
+			if len(hr.BackendRefs) != 1 || string(ref.Name) != svc.Name || ns != svc.Namespace || *ref.Port != svc.Port {
+				t.Fatalf("rule %s routes to %+v, want %+v", rule.Path, hr.BackendRefs, svc)
+			}
+			if want := max(1, len(methodStrings(rule.Methods))); len(hr.Matches) != want {
+				t.Fatalf("rule %s has %d matches, want %d", rule.Path, len(hr.Matches), want)
+			}
+		}
+		if !found {
+			t.Fatalf("no HTTPRoute rule %s for path %s", name, rule.Path)
+		}
+	}
+	if len(names) != len(r.Spec.Rules) {
+		t.Fatalf("two rules share an HTTPRoute rule name")
+	}
 }
 
 func workloadOf(out Output, backend types.NamespacedName) *Workload {
