@@ -98,6 +98,61 @@ func TestCertManagerCRDIsRequiredOnlyForACertManagerCertificate(t *testing.T) {
 	})
 }
 
+// gatewayAPICRDs are the Gateway API CRDs the gateway controller needs
+// while spec.gateway.gatewayAPI is set.
+var gatewayAPICRDs = []string{"gateways.gateway.networking.k8s.io", "httproutes.gateway.networking.k8s.io"}
+
+// The Gateway API's CRDs are required only while the APIGateway asks for a
+// Gateway API default gateway; the operator reacts to their install and
+// removal live, as for any required CRD, and the other controllers run
+// without them.
+func TestGatewayAPICRDsAreRequiredOnlyForAGatewayAPIDefaultGateway(t *testing.T) {
+	setCRDs(t, slices.DeleteFunc(slices.Clone(allCRDs), func(name string) bool { return slices.Contains(gatewayAPICRDs, name) })...)
+	createGatewayWithSpec(t, operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{
+		Domain: "example.com", GatewayAPI: &operatorv1alpha1.DefaultGatewayAPI{},
+	}})
+	expectBlocked := func(t *testing.T) {
+		t.Helper()
+		g := NewWithT(t)
+		g.Eventually(func(g Gomega) {
+			gw := controllerStatus(g, gatewayCtl)
+			g.Expect(gw.Phase).To(Equal(operatorv1alpha1.PhaseBlocked))
+			g.Expect(gw.MissingCRDs).To(ConsistOf("gateways.gateway.networking.k8s.io/v1", "httproutes.gateway.networking.k8s.io/v1"))
+			g.Expect(gw.Message).To(ContainSubstring("is required because spec.gateway.gatewayAPI is set"))
+			g.Expect(controllerStatus(g, apirule).Phase).NotTo(Equal(operatorv1alpha1.PhaseBlocked), "HTTPRoute mode is optional for the apirule controller")
+		}, eventually).Should(Succeed())
+		g.Expect(deploymentGone("gateway-controller")()).To(BeTrue())
+	}
+	t.Run("without the Gateway API's CRDs only the gateway controller is Blocked", expectBlocked)
+	t.Run("installing them unblocks it", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, name := range gatewayAPICRDs {
+			installCRD(t, name)
+		}
+		g.Eventually(func(g Gomega) {
+			getDeployment(g, "gateway-controller")
+			st := controllerStatus(g, gatewayCtl)
+			g.Expect(st.Phase).To(Equal(operatorv1alpha1.PhaseProgressing))
+			g.Expect(st.MissingCRDs).To(BeEmpty())
+		}, eventually).Should(Succeed())
+	})
+	t.Run("removing one blocks it again", func(t *testing.T) {
+		g := NewWithT(t)
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Name: gatewayAPICRDs[1]}, crd)).To(Succeed())
+		g.Expect(k8sClient.Delete(context.Background(), crd)).To(Succeed())
+		g.Eventually(deploymentGone("gateway-controller"), eventually).Should(BeTrue())
+	})
+	t.Run("an Istio default gateway runs without them", func(t *testing.T) {
+		g := NewWithT(t)
+		updateGateway(t, func(gw *operatorv1alpha1.APIGateway) { gw.Spec.Gateway.GatewayAPI = nil })
+		g.Eventually(func(g Gomega) {
+			getDeployment(g, "gateway-controller")
+			g.Expect(controllerStatus(g, gatewayCtl).MissingCRDs).To(BeEmpty())
+		}, eventually).Should(Succeed())
+	})
+}
+
 // status.gateway is the gateway controller's: the operator's own status
 // writes keep whatever it holds.
 func TestGatewayStatusSurvivesOperatorStatusWrites(t *testing.T) {

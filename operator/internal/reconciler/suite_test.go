@@ -123,8 +123,9 @@ func runSuite(m *testing.M) int {
 	return m.Run()
 }
 
-// loadSourceCRDs reads the real Istio CRDs from the istio.io/api module and
-// the project's generated gateway.portico.dev CRDs.
+// loadSourceCRDs reads the real Istio CRDs from the istio.io/api module,
+// cert-manager's and the Gateway API's from theirs, and the project's
+// generated gateway.portico.dev CRDs.
 func loadSourceCRDs() error {
 	istio, err := testenv.IstioCRDs()
 	if err != nil {
@@ -138,6 +139,13 @@ func loadSourceCRDs() error {
 		return err
 	}
 	for _, crd := range certManager {
+		sourceCRDs[crd.Name] = crd
+	}
+	gatewayAPI, err := testenv.GatewayAPICRDs()
+	if err != nil {
+		return err
+	}
+	for _, crd := range gatewayAPI {
 		sourceCRDs[crd.Name] = crd
 	}
 	for _, plural := range []string{"apirules", "ratelimits"} {
