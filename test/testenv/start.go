@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -130,4 +132,29 @@ func Scheme(addToScheme ...func(*kruntime.Scheme) error) *kruntime.Scheme {
 		panic(err)
 	}
 	return s
+}
+
+// Explain runs `kubectl explain field` (kubectl of AssetsDir) against the
+// API server that kubeconfig reaches, with a discovery cache of its own,
+// and returns its output.
+func Explain(kubeconfig []byte, field string) (string, error) {
+	assets, err := AssetsDir()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "portico-explain-")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	config := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(config, kubeconfig, 0o600); err != nil {
+		return "", err
+	}
+	out, err := exec.Command(filepath.Join(assets, "kubectl"), "--kubeconfig", config, "--cache-dir", filepath.Join(dir, "cache"),
+		"explain", field).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("kubectl explain %s: %w: %s", field, err, out)
+	}
+	return string(out), nil
 }

@@ -22,13 +22,16 @@ import (
 
 var k8sClient client.Client
 
+// kubeconfig reaches the test's API server as an administrator.
+var kubeconfig []byte
+
 const ns = "validation"
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{
 		Scheme:     testenv.Scheme(gatewayv1alpha1.AddToScheme, corev1.AddToScheme),
 		Namespaces: []string{ns},
-	}, func(env *testenv.Env) { k8sClient = env.Client })
+	}, func(env *testenv.Env) { k8sClient, kubeconfig = env.Client, env.KubeConfig })
 }
 
 func validRule() *gatewayv1alpha1.APIRule {
@@ -104,6 +107,37 @@ func TestAPIRuleValidation(t *testing.T) {
 		},
 		"no gateway: the default gateway": {
 			mutate: func(r *gatewayv1alpha1.APIRule) { r.Spec.Gateway = "" },
+		},
+		"a Gateway API Gateway (HTTPRoute mode), defaults filled in": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				r.Spec.Gateway, r.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "edge", SectionName: "https"}
+			},
+		},
+		"both an Istio Gateway and a Gateway API Gateway": {
+			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.ParentRef = &gatewayv1alpha1.ParentReference{Name: "edge"} },
+			wantErr: "set gateway (an Istio Gateway) or parentRef (a Gateway API Gateway), not both",
+		},
+		"a parentRef of another kind": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				r.Spec.Gateway, r.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Kind: "Service", Name: "edge"}
+			},
+			wantErr: `Unsupported value: "Service"`,
+		},
+		"a parentRef without a name": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				r.Spec.Gateway, r.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{}
+			},
+			wantErr: "spec.parentRef.name",
+		},
+		"more rules in HTTPRoute mode than an HTTPRoute holds": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				r.Spec.Gateway, r.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "edge"}
+				r.Spec.Rules = nil
+				for i := range 17 {
+					r.Spec.Rules = append(r.Spec.Rules, gatewayv1alpha1.Rule{Path: fmt.Sprintf("/p%d", i), NoAuth: ptr.To(true)})
+				}
+			},
+			wantErr: "an APIRule with parentRef has at most 16 rules",
 		},
 		"gateway without namespace": {
 			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Gateway = "public" },

@@ -92,7 +92,7 @@ type GatewaySpec struct {
 // DefaultGatewayAPI configures the default gateway as a Gateway API Gateway.
 type DefaultGatewayAPI struct {
 	// gatewayClassName of the Gateway: the class of the implementation that
-	// runs it.
+	// runs it; istio, Istio's class, by default.
 	// +optional
 	// +kubebuilder:default=istio
 	// +kubebuilder:validation:MinLength=1

@@ -19,9 +19,12 @@ import (
 
 var k8sClient client.Client
 
+// kubeconfig reaches the test's API server as an administrator.
+var kubeconfig []byte
+
 func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{Scheme: testenv.Scheme(operatorv1alpha1.AddToScheme)},
-		func(env *testenv.Env) { k8sClient = env.Client })
+		func(env *testenv.Env) { k8sClient, kubeconfig = env.Client, env.KubeConfig })
 }
 
 func gateway(name string, controllers ...operatorv1alpha1.ControllerSpec) *operatorv1alpha1.APIGateway {

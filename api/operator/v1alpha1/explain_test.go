@@ -1,0 +1,28 @@
+package v1alpha1_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/portico-dev/portico/test/testenv"
+)
+
+// kubectl explain documents the default gateway's Gateway API fields.
+func TestKubectlExplainDocumentsTheGatewayAPIDefaultGateway(t *testing.T) {
+	for field, want := range map[string][]string{
+		"apigateways.spec.gateway.gatewayAPI":                  {"Gateway API Gateway", "portico-gateway-redirect"},
+		"apigateways.spec.gateway.gatewayAPI.routeNamespaces":  {"https listener"},
+		"apigateways.spec.gateway.gatewayAPI.gatewayClassName": {"istio"},
+		"apigateways.status.gateway.gatewayAPI":                {"Gateway API Gateway"},
+	} {
+		NewWithT(t).Eventually(func(g Gomega) {
+			out, err := testenv.Explain(kubeconfig, field)
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, w := range want {
+				g.Expect(out).To(ContainSubstring(w), "kubectl explain %s", field)
+			}
+		}, 30*time.Second, time.Second).Should(Succeed())
+	}
+}
