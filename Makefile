@@ -229,7 +229,7 @@ bench-memory: ## Measure the heap of the operator's CRD cache with 0 and 500 lar
 		| go run ./test/perf/gobench --skip ns/op --output $(PERF_DIR)/memory.json --baseline test/perf/baseline/memory.json $(BENCH_RESULT_FLAGS)
 
 .PHONY: bench-controllers
-bench-controllers: build ## Measure how long the apirule/ratelimit controllers take to converge 1,000 APIRules and 1,000 RateLimits over 50 gateways, and their peak memory, on the local kwok cluster portico-bench-ctrl; compare with test/perf/baseline/controllers.json (BENCH_ARGS="--apirules 1000 --ratelimits 1000 --gateways 50 --down", BENCH_UPDATE_BASELINE=1).
+bench-controllers: build ## Measure how long the apirule/ratelimit controllers take to converge 1,000 APIRules (Istio mode, then HTTPRoute mode) and 1,000 RateLimits over 50 gateways, and their peak memory, on the local kwok cluster portico-bench-ctrl; compare with test/perf/baseline/controllers.json (BENCH_ARGS="--apirules 1000 --ratelimits 1000 --gateways 50 --down", BENCH_UPDATE_BASELINE=1).
 	go run ./test/perf/controllers --bin $(LOCALBIN) --output $(PERF_DIR)/controllers.json \
 		--baseline test/perf/baseline/controllers.json $(BENCH_RESULT_FLAGS) $(BENCH_ARGS)
 

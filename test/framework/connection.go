@@ -30,7 +30,8 @@ type Connection struct {
 	// writes to the API server directly.
 	Scheme *runtime.Scheme
 	Client client.Client
-	// CRDs are the CRDs installed (PorticoAndIstioCRDs).
+	// CRDs are the CRDs installed (PorticoAndIstioCRDs, with Spec.GatewayAPI
+	// the Gateway API's too).
 	CRDs []*apiextensionsv1.CustomResourceDefinition
 	// Informers deliver the benchmark's watches.
 	Informers *Informers

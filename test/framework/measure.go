@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/portico-dev/portico/test/testenv"
 )
 
 // fieldOwner is the benchmarks' field manager.
@@ -28,6 +30,10 @@ type Report interface {
 type Spec[R Report] struct {
 	// Types are the kinds the benchmark reads and writes.
 	Types []func(*runtime.Scheme) error
+	// GatewayAPI installs the Gateway API's standard CRDs
+	// (testenv.GatewayAPICRDs) with Portico's and Istio's, before the
+	// informers start and so before any controller does.
+	GatewayAPI bool
 	// Binaries must exist; the report's header names the first one's
 	// version.
 	Binaries []string
@@ -42,7 +48,7 @@ type Spec[R Report] struct {
 
 // Measure checks that the benchmark's binaries exist, connects to its
 // cluster (bringing it up), installs the CRDs of a cluster with Portico
-// and Istio, starts its informers and runs it. Then it writes its report
+// and Istio (and the Gateway API's when asked), starts its informers and runs it. Then it writes its report
 // to w under a header naming the binary, publishes its PerfData and
 // closes the connection (deleting the cluster when asked, also after an
 // error).
@@ -57,7 +63,7 @@ func Measure[R Report](ctx context.Context, o BenchOptions, w io.Writer, spec Sp
 		return report, err
 	}
 	defer func() { retErr = errors.Join(retErr, conn.Close(o)) }()
-	if err := conn.setUp(ctx, spec.Types, 4*o.Timeout); err != nil {
+	if err := conn.setUp(ctx, spec.Types, spec.GatewayAPI, 4*o.Timeout); err != nil {
 		return report, err
 	}
 	spec.Cache.Scheme = conn.Scheme
@@ -81,8 +87,9 @@ func Measure[R Report](ctx context.Context, o BenchOptions, w io.Writer, spec Sp
 }
 
 // setUp creates the connection's client for types and installs the CRDs
-// of a cluster with Portico and Istio (PorticoAndIstioCRDs).
-func (c *Connection) setUp(ctx context.Context, types []func(*runtime.Scheme) error, timeout time.Duration) error {
+// of a cluster with Portico and Istio (PorticoAndIstioCRDs), with
+// gatewayAPI the Gateway API's too.
+func (c *Connection) setUp(ctx context.Context, types []func(*runtime.Scheme) error, gatewayAPI bool, timeout time.Duration) error {
 	c.Scheme = runtime.NewScheme()
 	builder := runtime.NewSchemeBuilder(types...)
 	if err := builder.AddToScheme(c.Scheme); err != nil {
@@ -94,6 +101,13 @@ func (c *Connection) setUp(ctx context.Context, types []func(*runtime.Scheme) er
 	}
 	if c.CRDs, err = PorticoAndIstioCRDs(); err != nil {
 		return err
+	}
+	if gatewayAPI {
+		crds, err := testenv.GatewayAPICRDs()
+		if err != nil {
+			return err
+		}
+		c.CRDs = append(c.CRDs, crds...)
 	}
 	Logf("applying %d CRDs", len(c.CRDs))
 	return ApplyCRDs(ctx, c.Client, fieldOwner, c.CRDs, timeout)

@@ -38,6 +38,8 @@ const (
 	UnitSeconds      = "s"
 	UnitMiB          = "MiB"
 	UnitCount        = "count"
+	// UnitRatio is one figure over another of the same run.
+	UnitRatio = "ratio"
 )
 
 // Milliseconds converts a duration to the unit of latencies.
@@ -108,7 +110,7 @@ type Tolerance struct {
 // before or after convergence turns one reconcile into two, which is no
 // regression.
 var DefaultTolerance = Tolerance{Relative: 0.3, Absolute: map[string]float64{
-	UnitMilliseconds: 20, UnitSeconds: 1, UnitMiB: 1, UnitCount: 2,
+	UnitMilliseconds: 20, UnitSeconds: 1, UnitMiB: 1, UnitCount: 2, UnitRatio: 0.1,
 }}
 
 // Verdict is the outcome of comparing one value with its baseline.

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
@@ -44,12 +45,15 @@ type bench struct {
 	done *completion
 	// extra, when set, also sees every informer event.
 	extra func(framework.Event)
+	// gateway plays the controller of the Gateway API Gateways; it sees
+	// the HTTPRoute events outside the bench's lock.
+	gateway *standIn
 }
 
 // kinds are the types the bench reads and writes.
 var kinds = []func(*runtime.Scheme) error{
 	corev1.AddToScheme, discoveryv1.AddToScheme, apiextensionsv1.AddToScheme, gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme,
-	networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
+	networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme, gatewayapiv1.Install,
 }
 
 // run does the whole bench and reports to w; errors mean the run broke
@@ -57,12 +61,21 @@ var kinds = []func(*runtime.Scheme) error{
 func run(ctx context.Context, o options, w io.Writer) (results, error) {
 	b := &bench{opts: o, plan: newPlan(o.sizes)}
 	return framework.Measure(ctx, o.BenchOptions, w, framework.Spec[results]{
-		Types:    kinds,
-		Binaries: []string{o.binary(contract.APIRule), o.binary(contract.RateLimit)},
-		Watches:  watches(),
-		Handle:   b.handle,
+		Types:      kinds,
+		GatewayAPI: true,
+		Binaries:   []string{o.binary(contract.APIRule), o.binary(contract.RateLimit)},
+		Watches:    watches(),
+		Handle:     b.handle,
 		Run: func(ctx context.Context, conn *framework.Connection) (results, error) {
 			b.conn, b.c = conn, conn.Client
+			// Its own client, as a real implementation has.
+			c, err := client.New(conn.Config, client.Options{Scheme: conn.Scheme})
+			if err != nil {
+				return nil, err
+			}
+			b.setGateway(newStandIn(c, b.plan.routeGateways))
+			b.gateway.start(ctx)
+			defer b.gateway.stop()
 			return b.run(ctx)
 		},
 	})
@@ -99,9 +112,10 @@ func (b *bench) cleanup(ctx context.Context) error {
 	sel := client.MatchingLabels(benchLabels())
 	inGatewayNS := client.InNamespace(gatewayNS)
 	var errs []error
-	for _, obj := range []client.Object{&gatewayv1alpha1.RateLimit{}, &networkingv1.Gateway{}, &corev1.Pod{}} {
+	for _, obj := range []client.Object{&gatewayv1alpha1.RateLimit{}, &networkingv1.Gateway{}, &gatewayapiv1.Gateway{}, &corev1.Pod{}} {
 		errs = append(errs, ignoreGone(b.c.DeleteAllOf(ctx, obj, inGatewayNS, sel)))
 	}
+	errs = append(errs, ignoreGone(b.c.DeleteAllOf(ctx, &gatewayapiv1.GatewayClass{}, sel)))
 	errs = append(errs, ignoreGone(b.c.DeleteAllOf(ctx, &networkingv1alpha3.EnvoyFilter{}, inGatewayNS,
 		client.MatchingLabels{labelManagedBy: contract.RateLimit.Binary()})))
 	if err := errors.Join(errs...); err != nil {
@@ -175,10 +189,15 @@ func (b *bench) createNamespaces(ctx context.Context) error {
 }
 
 // createFixtures creates what the APIRules and RateLimits refer to: the
-// Gateways, their pods and the Services.
+// Istio Gateways and their pods, the GatewayClass and the Gateway API
+// Gateways, and the Services of both modes.
 func (b *bench) createFixtures(ctx context.Context) error {
-	framework.Logf("creating %d Gateways, %d gateway pods and %d Services", len(b.plan.gateways), len(b.plan.pods), len(b.plan.services))
-	var objs []client.Object
+	framework.Logf("creating %d Istio Gateways, %d gateway pods, %d Gateway API Gateways and %d Services",
+		len(b.plan.gateways), len(b.plan.pods), len(b.plan.routeGateways), len(b.plan.services))
+	objs := []client.Object{b.plan.gatewayClass}
+	for _, gw := range b.plan.routeGateways {
+		objs = append(objs, gw)
+	}
 	for _, gw := range b.plan.gateways {
 		objs = append(objs, gw)
 	}
@@ -302,6 +321,9 @@ func watches() []framework.Watch {
 	return []framework.Watch{
 		{Kind: kindAPIRule, Object: &gatewayv1alpha1.APIRule{}},
 		{Kind: kindVirtualService, Object: metadataOnly(networkingv1.SchemeGroupVersion.WithKind(kindVirtualService))},
+		// Whole: the stand-in gateway answers them, the tracker reads
+		// their status.
+		{Kind: kindHTTPRoute, Object: &gatewayapiv1.HTTPRoute{}},
 		{Kind: kindAuthorizationPolicy, Object: metadataOnly(securityv1.SchemeGroupVersion.WithKind(kindAuthorizationPolicy))},
 		{Kind: kindRequestAuthentication, Object: metadataOnly(securityv1.SchemeGroupVersion.WithKind(kindRequestAuthentication))},
 		{Kind: kindRateLimit, Object: &gatewayv1alpha1.RateLimit{}},
@@ -317,7 +339,22 @@ func (b *bench) setTracker(tr tracker) *completion {
 	return b.done
 }
 
+// setGateway installs the stand-in gateway controller.
+func (b *bench) setGateway(s *standIn) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.gateway = s
+}
+
 func (b *bench) handle(e framework.Event) {
+	if e.Kind == kindHTTPRoute {
+		b.mu.Lock()
+		gateway := b.gateway
+		b.mu.Unlock()
+		if gateway != nil {
+			gateway.observe(e)
+		}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.extra != nil {

@@ -3,15 +3,20 @@
 // objects on a real, local control plane, and how much memory they need.
 //
 // It brings up the offline kwok cluster "portico-bench-ctrl"
-// (hack/cluster.sh), installs Portico's CRDs and the real Istio CRDs of the
-// istio.io/api module, removes what an earlier run left, and creates
-// --namespaces namespaces, --gateways Istio Gateways in istio-system (each
-// with its own selector) with one pod each that the selector picks (kwok
-// plays it: a RateLimit acts only where a Gateway's pods run) and
-// --apirules headless Services with pod selectors, spread over the
-// namespaces. It waits until kube-controller-manager has written the
-// Services' Endpoints and EndpointSlices, so that it does not load the API
-// server during the measurement. Then, one controller at a time:
+// (hack/cluster.sh), installs Portico's CRDs, the real Istio CRDs of the
+// istio.io/api module and the Gateway API's standard CRDs of the
+// sigs.k8s.io/gateway-api module (before any controller starts, so the
+// apirule controller starts with HTTPRoute mode on), removes what an
+// earlier run left, and creates --namespaces namespaces, --gateways Istio
+// Gateways in istio-system (each with its own selector) with one pod each
+// that the selector picks (kwok plays it: a RateLimit acts only where a
+// Gateway's pods run), a GatewayClass and --gateways Gateway API Gateways
+// in istio-system (one HTTP listener admitting routes of every namespace),
+// and 2 × --apirules headless Services with pod selectors (one per APIRule
+// of either mode), spread over the namespaces. It waits until
+// kube-controller-manager has written the Services' Endpoints and
+// EndpointSlices, so that it does not load the API server during the
+// measurement. Then, one controller at a time:
 //
 //	(1) apirule. Starts bin/apirule-controller and waits for its /readyz.
 //	    t0: just before the first of --apirules APIRules is created
@@ -20,6 +25,22 @@
 //	    with observedGeneration == generation (in the condition and the
 //	    status), and its VirtualService, AuthorizationPolicy and, for JWT
 //	    rules, RequestAuthentication exist.
+//	(1h) apirule, HTTPRoute mode (the same controller process, idle after
+//	    (1)). As many APIRules with the same rules, under other names and
+//	    hosts, each naming a Gateway API Gateway (spec.parentRef) instead
+//	    of an Istio Gateway. No Gateway API implementation runs on the kwok
+//	    cluster, so the bench plays the Gateways' controller (standin.go):
+//	    it watches the HTTPRoutes on them and writes each one's
+//	    status.parents entry (Accepted and ResolvedRefs True at the route's
+//	    generation, controllerName bench.portico.dev/gateway) with 4 writers
+//	    and its own client, and reports its latency. Converged: every
+//	    APIRule has Ready=True for its generation (which takes the
+//	    Gateway's answer) and its HTTPRoute, AuthorizationPolicy and, for
+//	    JWT rules, RequestAuthentication exist, and no VirtualService; once
+//	    idle, the bench reads the APIRules and HTTPRoutes back from the API
+//	    server (Applied, controlled by the APIRule, answered). It reports
+//	    the ratios to (1) (convergence time, API requests per APIRule) and,
+//	    from 100 APIRules on, fails when (1h) took more than 3 × (1)'s time.
 //	(2) ratelimit. Starts bin/ratelimit-controller (the apirule controller
 //	    keeps running) and waits for its /readyz. t0: just before the first
 //	    of --ratelimits RateLimits is created, round-robin over the
@@ -53,9 +74,10 @@
 // bench waits until the controller's reconcile counter stands still (3 s),
 // checks that the condition still holds and reports
 // controller_runtime_reconcile_total and rest_client_requests_total from
-// its /metrics. Peak RSS is the kernel's high-water mark of the process
+// its /metrics, counted from the phase's start. Peak RSS is the kernel's high-water mark of the process
 // (VmHWM, exact); peak heap is the largest go_memstats_heap_inuse_bytes
-// sampled from /metrics every --sample (it can miss short spikes).
+// sampled from /metrics every --sample (it can miss short spikes); both are
+// the process's since it started, so (1h)'s cover (1) too.
 //
 // Services are headless (clusterIP: None): the kwok cluster's service CIDR is
 // kube-apiserver's default 10.0.0.0/24, too small for 1,000 ClusterIPs, and
@@ -74,9 +96,9 @@
 // `hack/cluster.sh down portico-bench-ctrl`.
 //
 // The short mode (TestShort, `make bench-short`) runs the same phases with
-// 20 APIRules and 20 RateLimits over 2 gateways on a cluster of its own
-// that it deletes, and fails unless both converge correctly; it asserts
-// no timing.
+// 20 APIRules of each mode and 20 RateLimits over 2 gateways on a cluster
+// of its own that it deletes, and fails unless all converge correctly; it
+// asserts no timing.
 //
 // Usage (from the repository root; `make bench-controllers` builds the
 // controllers first):

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,18 +26,30 @@ const (
 // results are the bench's measurements, one per phase.
 type results []result
 
+// The modes of the APIRule phases.
+const (
+	modeIstio     = "Istio"
+	modeHTTPRoute = "HTTPRoute"
+)
+
 // result is one phase: one controller converging one kind of objects.
 type result struct {
 	controller string
-	objects    string
-	count      int
-	create     time.Duration
-	converge   time.Duration
-	// reconciles when converged and once the controller was idle
+	// mode is the APIRules' mode (modeIstio, modeHTTPRoute), "" for
+	// RateLimits.
+	mode     string
+	objects  string
+	count    int
+	create   time.Duration
+	converge time.Duration
+	// reconciles when converged and once the controller was idle, and
+	// the controller's API requests by method once idle: all counted from
+	// the phase's start (a controller may have run an earlier phase).
 	reconcilesAtConvergence float64
 	reconciles              float64
-	// requests are the controller's API requests by method, once idle.
-	requests map[string]float64
+	requests                map[string]float64
+	// peakRSS and peakHeap are the process's since it started, so
+	// (1h)'s cover (1) too.
 	peakRSS  float64 // VmHWM, bytes
 	peakHeap float64 // bytes
 	cpu      framework.CPUDelta
@@ -51,24 +64,32 @@ type controller struct {
 	heap *framework.PeakSampler
 }
 
-// measure runs the two phases, one controller each; the apirule
-// controller keeps running during the second.
+// measure runs the phases: (1) and (1h) on the apirule controller, (2) on
+// the ratelimit controller, which starts after them (the apirule
+// controller keeps running), then (3) on both.
 func (b *bench) measure(ctx context.Context) (res results, retErr error) {
+	running := map[string]*controller{}
 	for _, step := range []struct {
 		controller contract.Controller
 		label      string
 		phase      func() phase
 	}{
 		{contract.APIRule, "(1)", b.apiRulePhase},
+		{contract.APIRule, "(1h)", b.routePhase},
 		{contract.RateLimit, "(2)", b.rateLimitPhase},
 	} {
-		p, err := b.startController(ctx, step.controller)
-		if p != nil {
-			// Every controller runs until the end (in a loop on purpose).
-			defer func() { retErr = errors.Join(retErr, p.stop()) }()
-		}
-		if err != nil {
-			return nil, err
+		p := running[step.controller.Binary()]
+		if p == nil {
+			var err error
+			p, err = b.startController(ctx, step.controller)
+			if p != nil {
+				running[step.controller.Binary()] = p
+				// Every controller runs until the end (in a loop on purpose).
+				defer func() { retErr = errors.Join(retErr, p.stop()) }()
+			}
+			if err != nil {
+				return nil, err
+			}
 		}
 		r, err := b.runPhase(ctx, p, step.label, step.phase())
 		if err != nil {
@@ -76,19 +97,51 @@ func (b *bench) measure(ctx context.Context) (res results, retErr error) {
 		}
 		res = append(res, r)
 	}
+	if err := b.compareModes(ctx, res); err != nil {
+		return res, err
+	}
+	return b.addFairness(ctx, res)
+}
+
+// addFairness runs (3) and adds its figures to the Istio-mode APIRule and
+// the RateLimit results.
+func (b *bench) addFairness(ctx context.Context, res results) (results, error) {
 	fair, err := b.measureFairness(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("(3) noisy neighbour: %w", err)
 	}
 	for i, f := range fair {
-		res[i].fairness = &fair[i]
+		r := res.find(fairnessController(f.kind), "")
+		if r == nil {
+			return res, fmt.Errorf("no result of the %s controller for the noisy-neighbour figures", f.kind)
+		}
+		r.fairness = &fair[i]
 		notes, err := fairnessNotes([]fairness{f}, b.opts.flood >= gatedFlood)
-		res[i].notes = append(res[i].notes, notes...)
+		r.notes = append(r.notes, notes...)
 		if err != nil {
 			return res, err
 		}
 	}
 	return res, nil
+}
+
+// fairnessController is the controller of a kind of (3).
+func fairnessController(kind string) string {
+	if kind == kindRateLimit {
+		return string(contract.RateLimit.Name)
+	}
+	return string(contract.APIRule.Name)
+}
+
+// find returns the result of the controller in mode ("" for no mode or
+// Istio mode's), or nil.
+func (res results) find(controller, mode string) *result {
+	for i := range res {
+		if res[i].controller == controller && (res[i].mode == mode || mode == "" && res[i].mode == modeIstio) {
+			return &res[i]
+		}
+	}
+	return nil
 }
 
 // startController runs the controller's binary against the cluster and
@@ -123,12 +176,18 @@ func (p *controller) stop() error {
 // phase is what one phase creates and how it decides convergence.
 type phase struct {
 	controller string
+	mode       string
 	objects    string
 	objs       []client.Object
 	tracker    tracker
+	// start, when set, runs just before the first create call.
+	start func()
 	// note, when set, adds a line computed (under the bench's lock) at
-	// convergence.
-	note func() string
+	// convergence; t0 is the first create call.
+	note func(t0 time.Time) string
+	// verify, when set, checks the outcome once the controller is idle,
+	// reading the API server.
+	verify func(ctx context.Context) error
 }
 
 func (b *bench) apiRulePhase() phase {
@@ -136,8 +195,28 @@ func (b *bench) apiRulePhase() phase {
 	for _, r := range b.plan.apiRules {
 		objs = append(objs, r)
 	}
-	return phase{controller: string(contract.APIRule.Name), objects: fmt.Sprintf("%d APIRules", len(objs)),
-		objs: objs, tracker: newAPIRuleTracker(b.plan)}
+	tr := newAPIRuleTracker(b.plan.jwt, kindVirtualService)
+	return phase{controller: string(contract.APIRule.Name), mode: modeIstio, objects: fmt.Sprintf("%d APIRules", len(objs)),
+		objs: objs, tracker: tr, note: tr.timeline}
+}
+
+// routePhase is (1h): as many APIRules as (1), in HTTPRoute mode, on the
+// Gateway API Gateways, whose controller the bench's stand-in plays.
+func (b *bench) routePhase() phase {
+	objs := make([]client.Object, 0, len(b.plan.routeRules))
+	for _, r := range b.plan.routeRules {
+		objs = append(objs, r)
+	}
+	tr := newAPIRuleTracker(b.plan.routeJWT, kindHTTPRoute)
+	return phase{
+		controller: string(contract.APIRule.Name), mode: modeHTTPRoute, objs: objs, tracker: tr,
+		objects: fmt.Sprintf("%d APIRules (HTTPRoute mode)", len(objs)),
+		start:   b.gateway.reset,
+		note: func(t0 time.Time) string {
+			return tr.timeline(t0) + "\n" + b.gateway.figures().String()
+		},
+		verify: b.verifyRoutes,
+	}
 }
 
 func (b *bench) rateLimitPhase() phase {
@@ -149,7 +228,7 @@ func (b *bench) rateLimitPhase() phase {
 	return phase{
 		controller: string(contract.RateLimit.Name), objs: objs, tracker: tr,
 		objects: fmt.Sprintf("%d RateLimits / %d gateways", len(objs), len(b.plan.gateways)),
-		note: func() string {
+		note: func(time.Time) string {
 			return fmt.Sprintf("verdicts at convergence: %s; %d EnvoyFilters", tr.verdicts(), len(tr.presentEF))
 		},
 	}
@@ -165,7 +244,14 @@ func (b *bench) runPhase(ctx context.Context, p *controller, label string, ph ph
 	if profiles.Dir != "" {
 		profiles.Dir = filepath.Join(profiles.Dir, ph.controller)
 	}
+	before, err := p.Scrape(ctx)
+	if err != nil {
+		return result{}, err
+	}
 	profiles.Start(ctx, map[string]string{p.Name: p.PprofURL}, b.conn.Config)
+	if ph.start != nil {
+		ph.start()
+	}
 	t0 := time.Now()
 	created, err := b.createAll(ctx, ph.objs)
 	if err != nil {
@@ -175,14 +261,14 @@ func (b *bench) runPhase(ctx context.Context, p *controller, label string, ph ph
 	if err := b.awaitConverged(ctx, done, p, label); err != nil {
 		return result{}, err
 	}
-	res := result{controller: ph.controller, objects: ph.objects, count: len(ph.objs), create: created,
+	res := result{controller: ph.controller, mode: ph.mode, objects: ph.objects, count: len(ph.objs), create: created,
 		converge: done.at.Sub(t0), cpu: b.cpu(p).Since(cpu0)}
 	res.notes = append(res.notes, "CPU until converged: "+res.cpu.String())
 	framework.Logf("%s converged after %.2fs", label, res.converge.Seconds())
 	if ph.note != nil {
-		b.withTracker(func(tracker) { res.notes = append(res.notes, ph.note()) })
+		b.withTracker(func(tracker) { res.notes = append(res.notes, strings.Split(ph.note(t0), "\n")...) })
 	}
-	if err := b.finish(ctx, p, &res); err != nil {
+	if err := b.finish(ctx, p, &res, before); err != nil {
 		return result{}, err
 	}
 	if err := profiles.Wait(); err != nil {
@@ -196,6 +282,11 @@ func (b *bench) runPhase(ctx context.Context, p *controller, label string, ph ph
 	})
 	if diverged != "" {
 		return result{}, fmt.Errorf("%s converged, but no longer once %s was idle: %s", label, p.Name, diverged)
+	}
+	if ph.verify != nil {
+		if err := ph.verify(ctx); err != nil {
+			return result{}, fmt.Errorf("%s: %w", label, err)
+		}
 	}
 	return res, nil
 }
@@ -243,28 +334,39 @@ func (b *bench) awaitConverged(parent context.Context, done *completion, p *cont
 	}
 }
 
-// finish waits until the controller is idle and fills in its counters and
-// memory.
-func (b *bench) finish(ctx context.Context, p *controller, res *result) error {
+// finish waits until the controller is idle and fills in its counters
+// (since before, the phase's start) and memory.
+func (b *bench) finish(ctx context.Context, p *controller, res *result, before framework.Metrics) error {
 	m, err := p.Scrape(ctx)
 	if err != nil {
 		return err
 	}
-	res.reconcilesAtConvergence = m.Sum(reconcileTotal, nil)
 	total := func(m framework.Metrics) float64 { return m.Sum(reconcileTotal, nil) }
+	res.reconcilesAtConvergence = total(m) - total(before)
 	if m, err = p.WaitSteady(ctx, quietFor, b.opts.Timeout, total); err != nil {
 		return err
 	}
-	res.reconciles = total(m)
-	res.requests = m.ByLabel("rest_client_requests_total", "method")
+	res.reconciles = total(m) - total(before)
+	res.requests = since(m.ByLabel("rest_client_requests_total", "method"), before.ByLabel("rest_client_requests_total", "method"))
 	usage, err := p.Usage()
 	if err != nil {
 		return err
 	}
 	res.peakRSS, res.peakHeap = float64(usage.PeakRSS), p.heap.Peak()
-	res.notes = append(res.notes, reconcileNote(m, res), requestNote(res),
+	res.notes = append(res.notes, reconcileNote(m, before, res), requestNote(res),
 		fmt.Sprintf("RSS now %.1f MiB; log %s", framework.MiB(float64(usage.RSS)), p.LogPath))
 	framework.Logf("%s idle: %g reconciles, peak RSS %.1f MiB, peak heap %.1f MiB", p.Name, res.reconciles,
 		framework.MiB(res.peakRSS), framework.MiB(res.peakHeap))
 	return nil
+}
+
+// since subtracts counters by label from before from now's.
+func since(now, before map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range now {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
@@ -29,6 +30,13 @@ const (
 	// rulesPerAPIRule is the number of rules (so Envoy routes) of every
 	// APIRule the bench creates.
 	rulesPerAPIRule = 2
+	// standInController is the controllerName of the bench's GatewayClass:
+	// the bench's stand-in for a Gateway API implementation (standin.go)
+	// answers the HTTPRoutes on its Gateways under this name.
+	standInController = "bench.portico.dev/gateway"
+	// gatewayClassName is the GatewayClass of the bench's Gateway API
+	// Gateways.
+	gatewayClassName = "portico-bench"
 )
 
 // scopeGroup is a set of RateLimits that claim the same scope: exactly one
@@ -47,13 +55,24 @@ type plan struct {
 	gateways   []*networkingv1.Gateway
 	// pods are the Gateways' workloads, one per Gateway: a RateLimit acts
 	// only on pods a Gateway selects.
-	pods       []*corev1.Pod
-	services   []*corev1.Service
-	apiRules   []*gatewayv1alpha1.APIRule
-	jwt        map[string]bool // APIRule key -> has a JWT rule
-	rateLimits []*gatewayv1alpha1.RateLimit
-	limits     map[string]scopeGroup // RateLimit key -> its group
-	groups     int
+	pods []*corev1.Pod
+	// services are the backends of both modes' APIRules, one each.
+	services []*corev1.Service
+	// apiRules are Istio mode's (spec.gateway names an Istio Gateway),
+	// routeRules HTTPRoute mode's (spec.parentRef names a Gateway API
+	// Gateway): as many, with the same rules, on as many gateways.
+	apiRules, routeRules []*gatewayv1alpha1.APIRule
+	// jwt and routeJWT map each mode's APIRule keys to whether the APIRule
+	// has a JWT rule (so a RequestAuthentication).
+	jwt, routeJWT map[string]bool
+	// gatewayClass and routeGateways are what the HTTPRoute-mode APIRules
+	// name: Gateway API Gateways in gatewayNS (admitting routes of every
+	// namespace) of a class that the bench's stand-in controls.
+	gatewayClass  *gatewayapiv1.GatewayClass
+	routeGateways []*gatewayapiv1.Gateway
+	rateLimits    []*gatewayv1alpha1.RateLimit
+	limits        map[string]scopeGroup // RateLimit key -> its group
+	groups        int
 	// envoyFilters maps every EnvoyFilter the ratelimit controller must
 	// write to its number of config patches.
 	envoyFilters map[envoyFilterKey]int
@@ -68,14 +87,23 @@ func benchLabels() map[string]string { return map[string]string{benchLabel: benc
 
 func gatewayName(g int) string { return fmt.Sprintf("bench-gw-%02d", g) }
 
+func routeGatewayName(g int) string { return fmt.Sprintf("bench-gwapi-%02d", g) }
+
 func newPlan(s sizes) *plan {
-	p := &plan{jwt: map[string]bool{}, limits: map[string]scopeGroup{}, envoyFilters: map[envoyFilterKey]int{}}
+	p := &plan{
+		jwt: map[string]bool{}, routeJWT: map[string]bool{}, limits: map[string]scopeGroup{}, envoyFilters: map[envoyFilterKey]int{},
+		gatewayClass: &gatewayapiv1.GatewayClass{
+			ObjectMeta: metav1.ObjectMeta{Name: gatewayClassName, Labels: benchLabels()},
+			Spec:       gatewayapiv1.GatewayClassSpec{ControllerName: standInController},
+		},
+	}
 	for i := range s.namespaces {
 		p.namespaces = append(p.namespaces, fmt.Sprintf("bench-ctrl-%02d", i))
 	}
 	for g := range s.gateways {
 		p.gateways = append(p.gateways, gateway(g))
 		p.pods = append(p.pods, gatewayPod(g))
+		p.routeGateways = append(p.routeGateways, routeGateway(g))
 	}
 	for i := range s.apiRules {
 		ns := p.namespaces[i%s.namespaces]
@@ -84,8 +112,43 @@ func newPlan(s sizes) *plan {
 		p.apiRules = append(p.apiRules, rule)
 		p.jwt[key(ns, rule.Name)] = rule.Spec.Rules[0].JWT != nil
 	}
+	for i := range s.apiRules {
+		ns := p.namespaces[i%s.namespaces]
+		svc, rule := routeAPIRule(i, ns, routeGatewayName(i%s.gateways))
+		p.services = append(p.services, svc)
+		p.routeRules = append(p.routeRules, rule)
+		p.routeJWT[key(ns, rule.Name)] = rule.Spec.Rules[0].JWT != nil
+	}
 	p.planRateLimits(s)
 	return p
+}
+
+// routeGateway is a Gateway API Gateway of the stand-in's class with one
+// HTTP listener that admits routes of every namespace, like a shared
+// ingress gateway.
+func routeGateway(g int) *gatewayapiv1.Gateway {
+	return &gatewayapiv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: routeGatewayName(g), Namespace: gatewayNS, Labels: benchLabels()},
+		Spec: gatewayapiv1.GatewaySpec{GatewayClassName: gatewayClassName, Listeners: []gatewayapiv1.Listener{{
+			Name: "http", Port: 80, Protocol: gatewayapiv1.HTTPProtocolType,
+			AllowedRoutes: &gatewayapiv1.AllowedRoutes{Namespaces: &gatewayapiv1.RouteNamespaces{From: ptr.To(gatewayapiv1.NamespacesFromAll)}},
+		}}},
+	}
+}
+
+// routeAPIRule is the i-th APIRule of HTTPRoute mode and its Service:
+// apiRule's rules under other names and hosts (one owner per host, across
+// both modes), on the Gateway API Gateway gw of gatewayNS.
+func routeAPIRule(i int, ns, gw string) (*corev1.Service, *gatewayv1alpha1.APIRule) {
+	svc, rule := apiRule(i, ns, "")
+	svc.Name = fmt.Sprintf("route-svc-%04d", i)
+	svc.Spec.Selector = map[string]string{"app": svc.Name}
+	rule.Name = fmt.Sprintf("route-%04d", i)
+	rule.Spec.Hosts = []gatewayv1alpha1.Hostname{gatewayv1alpha1.Hostname(rule.Name + ".bench.example.com")}
+	rule.Spec.Gateway = ""
+	rule.Spec.ParentRef = &gatewayv1alpha1.ParentReference{Namespace: gatewayNS, Name: gw}
+	rule.Spec.Service.Name = svc.Name
+	return svc, rule
 }
 
 func gateway(g int) *networkingv1.Gateway {

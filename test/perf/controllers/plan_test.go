@@ -1,7 +1,10 @@
 package main
 
 import (
+	"reflect"
 	"testing"
+
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
@@ -29,11 +32,13 @@ func TestPlan(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newPlan(tt.sizes)
-			if len(p.apiRules) != tt.sizes.apiRules || len(p.services) != tt.sizes.apiRules || len(p.rateLimits) != tt.sizes.rateLimits ||
-				len(p.gateways) != tt.sizes.gateways || len(p.pods) != tt.sizes.gateways || len(p.limits) != tt.sizes.rateLimits {
-				t.Fatalf("plan sizes: %d APIRules, %d Services, %d RateLimits (%d distinct), %d Gateways, %d pods",
-					len(p.apiRules), len(p.services), len(p.rateLimits), len(p.limits), len(p.gateways), len(p.pods))
+			if len(p.apiRules) != tt.sizes.apiRules || len(p.routeRules) != tt.sizes.apiRules || len(p.services) != 2*tt.sizes.apiRules ||
+				len(p.rateLimits) != tt.sizes.rateLimits || len(p.gateways) != tt.sizes.gateways || len(p.routeGateways) != tt.sizes.gateways ||
+				len(p.pods) != tt.sizes.gateways || len(p.limits) != tt.sizes.rateLimits {
+				t.Fatalf("plan sizes: %d+%d APIRules, %d Services, %d RateLimits (%d distinct), %d+%d Gateways, %d pods",
+					len(p.apiRules), len(p.routeRules), len(p.services), len(p.rateLimits), len(p.limits), len(p.gateways), len(p.routeGateways), len(p.pods))
 			}
+			checkModes(t, p)
 			jwt, missing, gatewayWide := 0, 0, 0
 			for _, withJWT := range p.jwt {
 				if withJWT {
@@ -61,5 +66,46 @@ func TestPlan(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkModes: the HTTPRoute-mode APIRules are Istio mode's under their own
+// names, hosts and Services, each naming a Gateway API Gateway of the plan.
+func checkModes(t *testing.T, p *plan) {
+	t.Helper()
+	gateways := map[string]bool{}
+	for _, gw := range p.routeGateways {
+		gateways[key(gw.Namespace, gw.Name)] = gw.Spec.GatewayClassName == gatewayapiv1.ObjectName(p.gatewayClass.Name)
+	}
+	names, hosts, services := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, svc := range p.services {
+		services[key(svc.Namespace, svc.Name)] = true
+	}
+	for i, rule := range p.routeRules {
+		istio := p.apiRules[i]
+		switch {
+		case rule.Spec.ParentRef == nil || rule.Spec.Gateway != "":
+			t.Fatalf("%s is not in HTTPRoute mode: gateway %q, parentRef %v", rule.Name, rule.Spec.Gateway, rule.Spec.ParentRef)
+		case !gateways[key(rule.Spec.ParentRef.Namespace, rule.Spec.ParentRef.Name)]:
+			t.Errorf("%s names %s/%s, not a Gateway of the plan's class", rule.Name, rule.Spec.ParentRef.Namespace, rule.Spec.ParentRef.Name)
+		case !services[key(rule.Namespace, rule.Spec.Service.Name)] || rule.Spec.Service.Name == istio.Spec.Service.Name:
+			t.Errorf("%s routes to %s, not a Service of its own", rule.Name, rule.Spec.Service.Name)
+		case !reflect.DeepEqual(rule.Spec.Rules, istio.Spec.Rules):
+			t.Errorf("%s has other rules than %s", rule.Name, istio.Name)
+		case p.routeJWT[key(rule.Namespace, rule.Name)] != p.jwt[key(istio.Namespace, istio.Name)]:
+			t.Errorf("%s and %s differ in JWT", rule.Name, istio.Name)
+		}
+		for _, r := range []*gatewayv1alpha1.APIRule{istio, rule} {
+			for _, h := range r.Spec.Hosts {
+				if hosts[string(h)] {
+					t.Errorf("host %s twice: one owner per host across both modes", h)
+				}
+				hosts[string(h)] = true
+			}
+			if names[key(r.Namespace, r.Name)] {
+				t.Errorf("APIRule %s/%s twice", r.Namespace, r.Name)
+			}
+			names[key(r.Namespace, r.Name)] = true
+		}
 	}
 }

@@ -7,13 +7,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/test/framework"
 )
 
 // reconcileNote: reconciles at convergence and once idle, by result, and
-// their mean duration.
-func reconcileNote(m framework.Metrics, res *result) string {
-	byResult := m.ByLabel(reconcileTotal, "result")
+// their mean duration, all since before (the phase's start).
+func reconcileNote(m, before framework.Metrics, res *result) string {
+	byResult := since(m.ByLabel(reconcileTotal, "result"), before.ByLabel(reconcileTotal, "result"))
 	var parts []string
 	for _, r := range slices.Sorted(maps.Keys(byResult)) {
 		if byResult[r] != 0 {
@@ -21,8 +22,10 @@ func reconcileNote(m framework.Metrics, res *result) string {
 		}
 	}
 	mean := "-"
-	if count, sum := m.HistogramTotals("controller_runtime_reconcile_time_seconds"); count > 0 {
-		mean = fmt.Sprintf("%.1fms", 1000*sum/float64(count))
+	count, sum := m.HistogramTotals("controller_runtime_reconcile_time_seconds")
+	count0, sum0 := before.HistogramTotals("controller_runtime_reconcile_time_seconds")
+	if count > count0 {
+		mean = fmt.Sprintf("%.1fms", 1000*(sum-sum0)/float64(count-count0))
 	}
 	return fmt.Sprintf("reconciles: %g at convergence, %g once idle (%s), mean %s each",
 		res.reconcilesAtConvergence, res.reconciles, strings.Join(parts, ", "), mean)
@@ -31,12 +34,27 @@ func reconcileNote(m framework.Metrics, res *result) string {
 // requestNote: API requests by method, and per object created.
 func requestNote(res *result) string {
 	var parts []string
-	var total float64
 	for _, method := range slices.Sorted(maps.Keys(res.requests)) {
 		parts = append(parts, fmt.Sprintf("%s %g", method, res.requests[method]))
-		total += res.requests[method]
 	}
-	return fmt.Sprintf("API requests: %s; %.2f per object", strings.Join(parts, ", "), total/float64(max(res.count, 1)))
+	return fmt.Sprintf("API requests: %s; %.2f per object", strings.Join(parts, ", "), res.requestsPerObject())
+}
+
+// label names the phase's controller and, for APIRules, their mode.
+func (r *result) label() string {
+	if r.mode == "" {
+		return r.controller
+	}
+	return fmt.Sprintf("%s (%s mode)", r.controller, r.mode)
+}
+
+// requestsPerObject is the phase's API requests per object created.
+func (r *result) requestsPerObject() float64 {
+	var total float64
+	for _, v := range r.requests {
+		total += v
+	}
+	return total / float64(max(r.count, 1))
 }
 
 // WriteTable writes one row per controller, then their notes.
@@ -53,7 +71,7 @@ func (res results) WriteTable(w io.Writer) error {
 		"peak RSS: VmHWM of the process; peak heap: largest sampled go_memstats_heap_inuse_bytes.\n")
 	for _, r := range res {
 		for _, n := range r.notes {
-			fmt.Fprintf(w, "%s: %s\n", r.controller, n)
+			fmt.Fprintf(w, "%s: %s\n", r.label(), n)
 		}
 	}
 	return nil
@@ -89,6 +107,14 @@ func (res results) PerfData() framework.PerfData {
 				"FloodedMax": framework.Milliseconds(slices.Max(f.flooded)),
 			}})
 		}
+	}
+	istio, route := res.find(string(contract.APIRule.Name), modeIstio), res.find(string(contract.APIRule.Name), modeHTTPRoute)
+	if istio != nil && route != nil {
+		r := ratioOf(istio, route)
+		d.DataItems = append(d.DataItems, framework.DataItem{
+			Labels: map[string]string{"Metric": "HTTPRouteModeOverIstioMode", "Controller": istio.controller, "Objects": istio.objects},
+			Unit:   framework.UnitRatio, Data: map[string]float64{"Converge": r.converge, "RequestsPerObject": r.requestsPerObject},
+		})
 	}
 	return d
 }

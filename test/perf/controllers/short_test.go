@@ -20,8 +20,10 @@ func shortOptions() options {
 }
 
 // TestShort runs the whole bench with few objects (make bench-short): both
-// controllers must converge to the expected verdicts and objects. It
-// asserts no timing.
+// controllers must converge to the expected verdicts and objects, the
+// APIRules in both modes (in HTTPRoute mode: Ready only with the stand-in
+// gateway's answer, their HTTPRoutes checked by the bench's verifyRoutes).
+// It asserts no timing.
 func TestShort(t *testing.T) {
 	ctx := framework.StartShort(t, 5*time.Minute)
 	var out bytes.Buffer
@@ -30,8 +32,14 @@ func TestShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 2 {
-		t.Fatalf("%d results, want one per controller", len(results))
+	if len(results) != 3 {
+		t.Fatalf("%d results, want one per controller and APIRule mode", len(results))
+	}
+	o := shortOptions()
+	for _, mode := range []string{modeIstio, modeHTTPRoute} {
+		if r := results.find("apirule", mode); r == nil || r.count != o.apiRules {
+			t.Errorf("APIRules in %s mode: result %+v, want %d converged", mode, r, o.apiRules)
+		}
 	}
 	for _, r := range results {
 		if r.reconciles == 0 || r.requests["POST"]+r.requests["PATCH"] == 0 {

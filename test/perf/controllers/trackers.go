@@ -10,6 +10,7 @@ import (
 	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
@@ -28,6 +29,7 @@ const (
 const (
 	kindAPIRule               = "APIRule"
 	kindVirtualService        = "VirtualService"
+	kindHTTPRoute             = "HTTPRoute"
 	kindAuthorizationPolicy   = "AuthorizationPolicy"
 	kindRequestAuthentication = "RequestAuthentication"
 	kindRateLimit             = "RateLimit"
@@ -67,21 +69,29 @@ func setMember(set map[string]bool, k string, in bool) {
 	}
 }
 
-// apiRuleTracker: every APIRule Ready for its generation and its Istio
-// objects present.
+// apiRuleTracker: every APIRule of one mode Ready for its generation and
+// its objects present: the AuthorizationPolicy, for JWT rules the
+// RequestAuthentication, and the mode's route (a VirtualService in Istio
+// mode, in HTTPRoute mode an HTTPRoute and no VirtualService). It also
+// notes when each APIRule's route first appeared, when (HTTPRoute mode)
+// the Gateway's answer arrived and when the APIRule became Ready, to show
+// where the time goes.
 type apiRuleTracker struct {
 	jwt   map[string]bool
+	route string // kindVirtualService or kindHTTPRoute
 	ready map[string]bool
-	// present Istio objects by kind, of expected APIRules only
+	// present objects by kind, of expected APIRules only
 	objects map[string]map[string]bool
 	wantRA  int
+	// routeAt, answeredAt and readyAt are the first times of each APIRule.
+	routeAt, answeredAt, readyAt map[string]time.Time
 }
 
-func newAPIRuleTracker(p *plan) *apiRuleTracker {
-	t := &apiRuleTracker{jwt: p.jwt, ready: map[string]bool{}, objects: map[string]map[string]bool{
-		kindVirtualService: {}, kindAuthorizationPolicy: {}, kindRequestAuthentication: {},
-	}}
-	for _, withJWT := range p.jwt {
+func newAPIRuleTracker(jwt map[string]bool, route string) *apiRuleTracker {
+	t := &apiRuleTracker{jwt: jwt, route: route, ready: map[string]bool{}, objects: map[string]map[string]bool{
+		kindVirtualService: {}, kindHTTPRoute: {}, kindAuthorizationPolicy: {}, kindRequestAuthentication: {},
+	}, routeAt: map[string]time.Time{}, answeredAt: map[string]time.Time{}, readyAt: map[string]time.Time{}}
+	for _, withJWT := range jwt {
 		if withJWT {
 			t.wantRA++
 		}
@@ -99,24 +109,81 @@ func (t *apiRuleTracker) observe(e framework.Event) {
 	switch e.Kind {
 	case kindAPIRule:
 		setMember(t.ready, k, present && apiRuleReady(e.Object.(*gatewayv1alpha1.APIRule)))
+		firstTime(t.readyAt, k, e.At, t.ready[k])
 	case kindRequestAuthentication:
 		setMember(t.objects[e.Kind], k, present && withJWT)
-	case kindVirtualService, kindAuthorizationPolicy:
+	case kindVirtualService, kindHTTPRoute, kindAuthorizationPolicy:
 		setMember(t.objects[e.Kind], k, present)
+		firstTime(t.routeAt, k, e.At, present && e.Kind == t.route)
+		if route, ok := e.Object.(*gatewayapiv1.HTTPRoute); ok {
+			firstTime(t.answeredAt, k, e.At, present && answered(route, route.Spec.ParentRefs))
+		}
 	}
+}
+
+func firstTime(times map[string]time.Time, k string, at time.Time, happened bool) {
+	if _, seen := times[k]; happened && !seen {
+		times[k] = at
+	}
+}
+
+// otherRoute is the route kind the mode must not write.
+func (t *apiRuleTracker) otherRoute() string {
+	if t.route == kindHTTPRoute {
+		return kindVirtualService
+	}
+	return kindHTTPRoute
 }
 
 func (t *apiRuleTracker) converged() bool {
 	n := len(t.jwt)
-	return len(t.ready) == n && len(t.objects[kindVirtualService]) == n &&
+	return len(t.ready) == n && len(t.objects[t.route]) == n && len(t.objects[t.otherRoute()]) == 0 &&
 		len(t.objects[kindAuthorizationPolicy]) == n && len(t.objects[kindRequestAuthentication]) == t.wantRA
 }
 
 func (t *apiRuleTracker) progress() string {
 	n := len(t.jwt)
-	return fmt.Sprintf("Ready %d/%d, VirtualServices %d/%d, AuthorizationPolicies %d/%d, RequestAuthentications %d/%d",
-		len(t.ready), n, len(t.objects[kindVirtualService]), n, len(t.objects[kindAuthorizationPolicy]), n,
-		len(t.objects[kindRequestAuthentication]), t.wantRA)
+	return fmt.Sprintf("Ready %d/%d, %ss %d/%d (%ss %d, want 0), AuthorizationPolicies %d/%d, RequestAuthentications %d/%d",
+		len(t.ready), n, t.route, len(t.objects[t.route]), n, t.otherRoute(), len(t.objects[t.otherRoute()]),
+		len(t.objects[kindAuthorizationPolicy]), n, len(t.objects[kindRequestAuthentication]), t.wantRA)
+}
+
+// timeline says, from t0, when the last route appeared, (HTTPRoute mode)
+// when the last answer of the Gateway arrived, and when the last APIRule
+// became Ready, with the median time per APIRule between these steps.
+func (t *apiRuleTracker) timeline(t0 time.Time) string {
+	last := func(times map[string]time.Time) time.Duration {
+		var m time.Time
+		for _, at := range times {
+			if at.After(m) {
+				m = at
+			}
+		}
+		return m.Sub(t0)
+	}
+	between := func(from, to map[string]time.Time) time.Duration {
+		var ds []time.Duration
+		for k, at := range to {
+			if f, ok := from[k]; ok {
+				ds = append(ds, at.Sub(f))
+			}
+		}
+		if len(ds) == 0 {
+			return 0
+		}
+		return median(ds)
+	}
+	s := fmt.Sprintf("from the first create call: last %s written at %.2fs", t.route, last(t.routeAt).Seconds())
+	if t.route == kindHTTPRoute {
+		s += fmt.Sprintf(", last answer of the Gateway at %.2fs", last(t.answeredAt).Seconds())
+	}
+	s += fmt.Sprintf(", last APIRule Ready at %.2fs; per APIRule (median): %s written until Ready %s",
+		last(t.readyAt).Seconds(), t.route, framework.FormatMilliseconds(between(t.routeAt, t.readyAt)))
+	if t.route == kindHTTPRoute {
+		s += fmt.Sprintf(" (written until answered %s, answered until Ready %s)",
+			framework.FormatMilliseconds(between(t.routeAt, t.answeredAt)), framework.FormatMilliseconds(between(t.answeredAt, t.readyAt)))
+	}
+	return s
 }
 
 func apiRuleReady(r *gatewayv1alpha1.APIRule) bool {
