@@ -302,7 +302,7 @@ func gatewayAPISpecs(sample *gatewayv1alpha1.APIRule) {
 				GatewayClassName: traefikClass,
 				Listeners: []gatewayapiv1.Listener{{
 					// Traefik serves a listener on the entrypoint of its port.
-					Name: "http", Protocol: gatewayapiv1.HTTPProtocolType, Port: gatewayapiv1.PortNumber(port),
+					Name: "http", Protocol: gatewayapiv1.HTTPProtocolType, Port: port,
 					AllowedRoutes: &gatewayapiv1.AllowedRoutes{Namespaces: &gatewayapiv1.RouteNamespaces{From: ptr.To(gatewayapiv1.NamespacesFromAll)}},
 				}},
 			},
