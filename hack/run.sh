@@ -146,7 +146,7 @@ EOF
 	# KUBECONFIG and in-cluster variables would take precedence over the
 	# endpoint and token.
 	env -u KUBECONFIG -u KUBERNETES_SERVICE_HOST -u KUBERNETES_SERVICE_PORT setsid "$binary" \
-		--global.checknewversion=false --global.sendanonymoususage=false --log.nocolor=true \
+		--global.checknewversion=false --global.sendanonymoususage=false --log.level=INFO --log.nocolor=true \
 		--entrypoints.web.address="127.0.0.1:$traefik_port" \
 		--providers.kubernetesgateway=true \
 		--providers.kubernetesgateway.endpoint="$server" \
