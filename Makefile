@@ -243,7 +243,7 @@ bench-short: build ## Run bench and bench-controllers in their short mode (few o
 ##@ Run
 
 .PHONY: run
-run: ## Run the whole product on a local real node (as root): images, chart, Istio's CRDs, the APIGateway; then `kubectl apply -f config/samples/`.
+run: ## Run the whole product on a local real node (as root): images, chart, Istio's and the Gateway API's CRDs, the APIGateway, Traefik as the Gateway API implementation; then `kubectl apply -f config/samples/` (and config/samples/gateway-api/).
 	hack/run.sh
 
 .PHONY: run-istio

@@ -21,9 +21,11 @@ import (
 var k8sClient client.Client
 
 func TestMain(m *testing.M) {
-	// Istio's CRDs, as on a cluster the samples are applied to.
+	// Istio's and the Gateway API's CRDs, as on a cluster the samples are
+	// applied to.
 	testenv.Main(m, testenv.Options{
 		Istio:      true,
+		GatewayAPI: true,
 		Scheme:     testenv.Scheme(corev1.AddToScheme),
 		Namespaces: []string{"portico-system", "shop", "istio-system"},
 	}, func(env *testenv.Env) { k8sClient = env.Client })
@@ -87,13 +89,17 @@ func TestDefaultRendersACompleteInstall(t *testing.T) {
 }
 
 // The samples are applied as a folder (kubectl apply -f config/samples/),
-// so it holds only manifests, no kustomization.
+// so it holds only manifests, no kustomization, and the folder of the
+// Gateway API samples, applied on their own.
 func TestSamplesAreValid(t *testing.T) {
 	g := NewWithT(t)
 	paths, err := filepath.Glob(filepath.Join("samples", "*"))
 	g.Expect(err).NotTo(HaveOccurred())
 	var objs []*unstructured.Unstructured
 	for _, p := range paths {
+		if p == filepath.Join("samples", "gateway-api") {
+			continue
+		}
 		g.Expect(filepath.Ext(p)).To(Equal(".yaml"), "only manifests in config/samples")
 		g.Expect(filepath.Base(p)).NotTo(Equal("kustomization.yaml"))
 		objects, err := testenv.ReadManifests(p)
@@ -121,5 +127,38 @@ func TestSamplesAreValid(t *testing.T) {
 		}
 	}
 	g.Expect(kinds).To(ContainElements("Namespace", "Service", "APIGateway", "APIRule", "RateLimit"))
+	applyDryRun(t, objs)
+}
+
+// The Gateway API samples (kubectl apply -f config/samples/gateway-api/,
+// after config/samples/): a Gateway and the orders APIRule in HTTPRoute
+// mode, on that Gateway.
+func TestGatewayAPISamplesAreValid(t *testing.T) {
+	g := NewWithT(t)
+	paths, err := filepath.Glob(filepath.Join("samples", "gateway-api", "*"))
+	g.Expect(err).NotTo(HaveOccurred())
+	var objs []*unstructured.Unstructured
+	for _, p := range paths {
+		g.Expect(filepath.Ext(p)).To(Equal(".yaml"), "only manifests in config/samples/gateway-api")
+		objects, err := testenv.ReadManifests(p)
+		g.Expect(err).NotTo(HaveOccurred())
+		objs = append(objs, objects...)
+	}
+	var gateway, parent string
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "Gateway":
+			gateway = u.GetNamespace() + "/" + u.GetName()
+		case "APIRule":
+			name, _, _ := unstructured.NestedString(u.Object, "spec", "parentRef", "name")
+			ns, _, _ := unstructured.NestedString(u.Object, "spec", "parentRef", "namespace")
+			if ns == "" {
+				ns = u.GetNamespace()
+			}
+			parent = ns + "/" + name
+		}
+	}
+	g.Expect(gateway).NotTo(BeEmpty(), "a Gateway sample")
+	g.Expect(parent).To(Equal(gateway), "the APIRule sample's parentRef names the Gateway sample")
 	applyDryRun(t, objs)
 }

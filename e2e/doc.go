@@ -18,8 +18,12 @@
 //     restricted Pod Security Standard. On top of the common specs it checks
 //     the controllers' probe endpoints, PodSecurity admission, and real
 //     traffic from a client pod routed by an APIRule's VirtualService (the
-//     e2e agent in e2e/agent stands in for Istio's ingress gateway). The
-//     suite removes the node with everything it made (hack/node.sh down).
+//     e2e agent in e2e/agent stands in for Istio's ingress gateway). For
+//     HTTPRoute mode it installs the Gateway API's CRDs while Portico runs
+//     and runs a real implementation, Traefik (hack/traefik.sh), as a host
+//     process: it accepts the APIRules' HTTPRoutes and routes to real pods.
+//     The suite removes the node with everything it made (hack/node.sh
+//     down) and stops Traefik.
 //   - kind (`make test-e2e-kind`, needs Docker and kind): a kind cluster, the
 //     same images loaded as archives, the chart installed, real pods.
 //

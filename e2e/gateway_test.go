@@ -49,9 +49,15 @@ const (
 
 // gatewayReport adds a line to e2e/_artifacts/gateway-report.txt.
 func gatewayReport(format string, args ...any) {
+	reportTo("gateway-report.txt", format, args...)
+}
+
+// reportTo adds a line to the report e2e/_artifacts/<name>, and to the
+// spec's output.
+func reportTo(name, format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
 	fmt.Fprintln(GinkgoWriter, line)
-	f, err := os.OpenFile(filepath.Join(artifacts, "gateway-report.txt"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(filepath.Join(artifacts, name), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	Expect(err).NotTo(HaveOccurred())
 	fmt.Fprintln(f, line)
 	Expect(f.Close()).To(Succeed())

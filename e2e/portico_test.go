@@ -249,6 +249,8 @@ var _ = Describe("Portico", Ordered, func() {
 
 	defaultGatewaySpecs()
 
+	gatewayAPISpecs(orders)
+
 	It("enforces a RateLimit with an EnvoyFilter on the gateway workload", func(ctx SpecContext) {
 		if !target.RealPods() {
 			By("running pods for the Gateway's selector (kwok fakes them), where the EnvoyFilter applies")

@@ -32,6 +32,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
@@ -104,6 +106,7 @@ func scheme() *runtime.Scheme {
 		operatorv1alpha1.AddToScheme, gatewayv1alpha1.AddToScheme,
 		networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
 		operatorsv1alpha1.AddToScheme, operatorsv1.AddToScheme,
+		gatewayapiv1.Install, gatewayapiv1beta1.Install,
 	} {
 		Expect(add(s)).To(Succeed())
 	}
@@ -166,6 +169,9 @@ func setUpNode(ctx context.Context) {
 	olmBuild, err = framework.StartProcess(filepath.Join(root, "hack", "testbin.sh"), []string{"--olm"}, nil,
 		filepath.Join(artifacts, "olm-build.log"))
 	Expect(err).NotTo(HaveOccurred())
+	// Traefik, the Gateway API specs' gateway, likewise: built long before
+	// those specs run.
+	startTraefikBuild()
 	agentPullPolicy = corev1.PullIfNotPresent
 	nextAPIRuleImage = releaseImage(releaseV2, "apirule-controller")
 
@@ -276,6 +282,8 @@ var _ = AfterSuite(func(ctx SpecContext) {
 	}
 	operator.Stop()
 	olmBuild.Stop() // done unless the OLM specs did not run
+	traefikBuild.Stop()
+	traefik.Stop() // stopped already unless a Gateway API spec failed
 	if os.Getenv("E2E_KEEP_CLUSTER") != "" {
 		fmt.Fprintf(GinkgoWriter, "keeping the cluster: KUBECONFIG=%s\n", kubeconfig)
 		return

@@ -482,6 +482,11 @@ cmd_down() {
 	stop_pidfile containerd
 	stop_pidfile registry
 	stop_pidfile coredns
+	# Daemons others run beside the node (hack/run.sh's Traefik).
+	local pidfile
+	for pidfile in "$state"/*.pid; do
+		if [[ -f "$pidfile" ]]; then stop_pidfile "$(basename "$pidfile" .pid)"; fi
+	done
 	stop_shims
 	unmount_state
 	remove_cgroups

@@ -9,8 +9,13 @@
 #                              (oci://) into portico-system (restricted Pod
 #                              Security Standard enforced), create the
 #                              APIGateway; the operator and the controllers
-#                              run as pods pulled from the registry. Then:
+#                              run as pods pulled from the registry. It also
+#                              installs the Gateway API's standard CRDs and
+#                              runs Traefik (hack/traefik.sh) as a daemon of
+#                              the node for the GatewayClass traefik, on
+#                              127.0.0.1:18080. Then:
 #                                kubectl apply -f config/samples/
+#                                kubectl apply -f config/samples/gateway-api/
 #   hack/run.sh install-istio  apply the real Istio CRDs (from the istio.io/api
 #                              Go module) to the cluster
 #   hack/run.sh remove-istio   delete them again: the operator removes the
@@ -28,6 +33,9 @@ release=portico
 version=v0.0.0-dev
 istio_api_version=v1.31.1 # used only when go.mod does not require istio.io/api
 domain=portico.test       # spec.gateway.domain of config/samples' APIGateway
+# Traefik's entrypoint port: the listener port of config/samples/gateway-api's Gateway.
+traefik_port=18080
+node_state=${XDG_CACHE_HOME:-$HOME/.cache}/portico/node/portico-node
 
 # deployment NAMESPACE NAME "LABEL: VALUE" SERVICEACCOUNT "[ARGS]" prints a
 # Deployment of the e2e agent image ($agent) that meets the restricted Pod
@@ -71,6 +79,85 @@ install_istio() {
 	kubectl wait --for=condition=Established --timeout=60s -f "$(istio_crds)" >/dev/null
 }
 
+gateway_api_crds() {
+	echo "$(cd "$root" && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)/config/crd/standard"
+}
+
+install_gateway_api() {
+	kubectl apply --server-side --field-manager=gateway-api-install -f "$(gateway_api_crds)" >/dev/null
+	local f crds=()
+	for f in $(grep -l '^kind: CustomResourceDefinition' "$(gateway_api_crds)"/*.yaml); do
+		f=${f##*/gateway.networking.k8s.io_}
+		crds+=("crd/${f%.yaml}.gateway.networking.k8s.io")
+	done
+	kubectl wait --for=condition=Established --timeout=60s "${crds[@]}" >/dev/null
+}
+
+# run_traefik runs Traefik as a daemon of the node (node.sh down stops it)
+# for the GatewayClass traefik: a host process with the token of the
+# ServiceAccount traefik/traefik, which may read what its Gateway API
+# provider watches and write the statuses it reports, and one entrypoint,
+# 127.0.0.1:$traefik_port.
+run_traefik() {
+	local binary server
+	binary=$("$here/traefik.sh")
+	kubectl apply --server-side --field-manager=portico-run -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: traefik}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: traefik, namespace: traefik}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: portico-run-traefik}
+rules:
+- {apiGroups: [""], resources: [namespaces, services, secrets, configmaps], verbs: [list, watch]}
+- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [list, watch]}
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [gatewayclasses, gateways, httproutes, grpcroutes, tlsroutes, referencegrants, backendtlspolicies]
+  verbs: [list, watch]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [gatewayclasses/status, gateways/status, httproutes/status, grpcroutes/status, tlsroutes/status, backendtlspolicies/status]
+  verbs: [update]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: portico-run-traefik}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: portico-run-traefik}
+subjects: [{kind: ServiceAccount, name: traefik, namespace: traefik}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: traefik}
+spec: {controllerName: traefik.io/gateway-controller}
+EOF
+	mkdir -p "$node_state/traefik"
+	kubectl create token traefik -n traefik --duration 720h >"$node_state/traefik/token"
+	kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' |
+		base64 -d >"$node_state/traefik/ca.crt"
+	server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+	if [[ -f "$node_state/traefik.pid" ]]; then
+		kill "$(cat "$node_state/traefik.pid")" 2>/dev/null || true
+		while kill -0 "$(cat "$node_state/traefik.pid")" 2>/dev/null; do sleep 0.1; done
+	fi
+	# KUBECONFIG and in-cluster variables would take precedence over the
+	# endpoint and token.
+	env -u KUBECONFIG -u KUBERNETES_SERVICE_HOST -u KUBERNETES_SERVICE_PORT setsid "$binary" \
+		--global.checknewversion=false --global.sendanonymoususage=false --log.level=INFO --log.nocolor=true \
+		--entrypoints.web.address="127.0.0.1:$traefik_port" \
+		--providers.kubernetesgateway=true \
+		--providers.kubernetesgateway.endpoint="$server" \
+		--providers.kubernetesgateway.token="$node_state/traefik/token" \
+		--providers.kubernetesgateway.certauthfilepath="$node_state/traefik/ca.crt" \
+		--providers.kubernetesgateway.statusaddress.ip=127.0.0.1 \
+		--providers.providersthrottleduration=0s \
+		>"$node_state/traefik.log" 2>&1 </dev/null 7>&- 9>&- &
+	echo $! >"$node_state/traefik.pid"
+}
+
 case "${1:-run}" in
 install-istio | remove-istio)
 	kubeconfig=$("$here/cluster.sh" kubeconfig portico-node)
@@ -99,6 +186,11 @@ log "publishing the tree as release $version to the node's registry $registry"
 
 log "installing Istio's CRDs"
 install_istio
+
+# Traefik builds (once: hack/traefik.sh caches it) while the chart installs.
+[[ -x "$("$here/traefik.sh" --path)" ]] || log "building Traefik (hack/traefik.sh: minutes, once) beside the install"
+"$here/traefik.sh" >/dev/null 2>"$root/bin/run-traefik-build.log" &
+traefik_build=$!
 
 log "installing the chart into $namespace (restricted Pod Security Standard enforced)"
 kubectl apply -f - >/dev/null <<EOF
@@ -182,6 +274,11 @@ kubectl wait --for=jsonpath='{.status.gateway.state}'=Ready apigateway/default -
 	log "the default gateway is not Ready yet: kubectl get apigw default -o jsonpath='{.status.gateway}'"
 ingress_ip=$(kubectl -n istio-system get service ingress -o jsonpath='{.spec.clusterIP}')
 
+log "installing the Gateway API's standard CRDs; running Traefik for the GatewayClass traefik on 127.0.0.1:$traefik_port"
+install_gateway_api
+wait "$traefik_build" || { cat "$root/bin/run-traefik-build.log" >&2; die "building Traefik failed"; }
+run_traefik
+
 cat >&2 <<MSG
 
   Portico runs on node portico-node: the operator and every controller are
@@ -196,6 +293,10 @@ cat >&2 <<MSG
   kubectl -n istio-system get configmap portico-gateway-ca -o jsonpath='{.data.ca\.crt}' > /tmp/portico-ca.crt
   curl --cacert /tmp/portico-ca.crt --resolve orders.$domain:443:$ingress_ip https://orders.$domain/health
   curl -si --resolve orders.$domain:80:$ingress_ip http://orders.$domain/health   # 301 to https
+
+  kubectl apply -f config/samples/gateway-api/    # Gateway shop/web (Traefik's), APIRule with parentRef
+  kubectl get apirule -n shop orders-gateway-api  # Ready once Traefik accepted its HTTPRoute
+  curl --resolve orders.gateway-api.test:$traefik_port:127.0.0.1 http://orders.gateway-api.test:$traefik_port/health
 
   make run-istio-remove   # delete Istio's CRDs: controllers removed, Blocked
   make run-istio          # apply them again: controllers roll out

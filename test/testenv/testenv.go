@@ -145,6 +145,33 @@ func GatewayAPICRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return crds, nil
 }
 
+// GatewayAPIStandardCRDs returns every CRD of the Gateway API's standard
+// channel in the sigs.k8s.io/gateway-api module: what a cluster has after
+// the Gateway API's standard install, and what an implementation that
+// watches every standard kind (Traefik) needs.
+func GatewayAPIStandardCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	dir, err := ModuleDir("sigs.k8s.io/gateway-api")
+	if err != nil {
+		return nil, err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "config", "crd", "standard", "gateway.networking.k8s.io_*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, f := range files {
+		c, err := ReadCRDs(f)
+		if err != nil {
+			return nil, err
+		}
+		crds = append(crds, c...)
+	}
+	if len(crds) == 0 {
+		return nil, fmt.Errorf("no CRD in %s", filepath.Join(dir, "config", "crd", "standard"))
+	}
+	return crds, nil
+}
+
 // ProjectCRDPaths are the CRDs generated into config/crd/bases.
 func ProjectCRDPaths() []string {
 	return []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}
