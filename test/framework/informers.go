@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -45,12 +47,9 @@ type Informers struct {
 	stopped chan struct{}
 }
 
-// StartInformers starts an informer per watch (with managed fields
-// stripped unless opts says otherwise) and waits until they have synced.
-func StartInformers(ctx context.Context, cfg *rest.Config, opts cache.Options, watches []Watch, handle func(Event), timeout time.Duration) (*Informers, error) {
-	if opts.DefaultTransform == nil {
-		opts.DefaultTransform = cache.TransformStripManagedFields()
-	}
+// informersFor makes a cache with an informer per watch, each handing its
+// events to handle.
+func informersFor(ctx context.Context, cfg *rest.Config, opts cache.Options, watches []Watch, handle func(Event)) (cache.Cache, error) {
 	c, err := cache.New(cfg, opts)
 	if err != nil {
 		return nil, err
@@ -68,6 +67,30 @@ func StartInformers(ctx context.Context, cfg *rest.Config, opts cache.Options, w
 		}); err != nil {
 			return nil, err
 		}
+	}
+	return c, nil
+}
+
+// StartInformers starts an informer per watch (with managed fields
+// stripped unless opts says otherwise) and waits until they have synced.
+func StartInformers(ctx context.Context, cfg *rest.Config, opts cache.Options, watches []Watch, handle func(Event), timeout time.Duration) (*Informers, error) {
+	if opts.DefaultTransform == nil {
+		opts.DefaultTransform = cache.TransformStripManagedFields()
+	}
+	// A CRD applied moments ago may be Established before the API server's
+	// discovery lists its resource: a cache whose REST mapper read the
+	// group too early does not know the kind; a new one looks again.
+	var c cache.Cache
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		c, err = informersFor(ctx, cfg, opts, watches, handle)
+		if meta.IsNoMatchError(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	cacheCtx, stop := context.WithCancel(context.Background())
 	i := &Informers{Cache: c, stop: stop, stopped: make(chan struct{})}
