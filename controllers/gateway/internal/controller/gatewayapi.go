@@ -112,7 +112,11 @@ func (r *Reconciler) applyGatewayAPI(ctx context.Context, gw *operatorv1alpha1.A
 		}
 	}
 	desired := DesiredGatewayAPIGateway(gw, c, credential)
-	if err := r.applyObject(ctx, gw, "Gateway API Gateway", live, desired, func(live client.Object) bool {
+	var liveObj client.Object
+	if live != nil {
+		liveObj = live
+	}
+	if err := r.applyObject(ctx, gw, "Gateway API Gateway", liveObj, desired, func(live client.Object) bool {
 		return equality.Semantic.DeepEqual(live.(*gatewayapiv1.Gateway).Spec, desired.Spec)
 	}, func(live client.Object) { live.(*gatewayapiv1.Gateway).Spec = *desired.Spec.DeepCopy() }); err != nil {
 		return "", "", "", err
@@ -125,7 +129,7 @@ func (r *Reconciler) applyGatewayAPI(ctx context.Context, gw *operatorv1alpha1.A
 		return "", "", "", err
 	}
 	if live == nil || !equality.Semantic.DeepEqual(live.Spec, desired.Spec) {
-		return credential, kept, fmt.Sprintf("Gateway API Gateway %s is written; waiting for the controller of class %s to program it", c.GatewayRef(), c.ClassName), nil
+		return credential, kept, notProgrammedYet(c), nil
 	}
 	return credential, kept, programmed(live, c), nil
 }
@@ -136,7 +140,7 @@ func programmed(g *gatewayapiv1.Gateway, c Config) string {
 	cond := meta.FindStatusCondition(g.Status.Conditions, string(gatewayapiv1.GatewayConditionProgrammed))
 	switch {
 	case cond == nil || cond.ObservedGeneration < g.Generation:
-		return fmt.Sprintf("Gateway API Gateway %s is written; waiting for the controller of class %s to program it", c.GatewayRef(), c.ClassName)
+		return notProgrammedYet(c)
 	case cond.Status != metav1.ConditionTrue:
 		return fmt.Sprintf("Gateway API Gateway %s is not programmed by the controller of class %s: %s: %s", c.GatewayRef(), c.ClassName,
 			cond.Reason, contract.Truncate(cond.Message, 512))
@@ -144,9 +148,15 @@ func programmed(g *gatewayapiv1.Gateway, c Config) string {
 	return ""
 }
 
+// notProgrammedYet says that the Gateway's controller has not answered
+// about the Gateway's current version.
+func notProgrammedYet(c Config) string {
+	return fmt.Sprintf("Gateway API Gateway %s is written; waiting for the controller of class %s to program it", c.GatewayRef(), c.ClassName)
+}
+
 func (r *Reconciler) applyRedirect(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config) error {
 	desired := DesiredRedirectRoute(gw, c)
-	live := &gatewayapiv1.HTTPRoute{}
+	var live client.Object = &gatewayapiv1.HTTPRoute{}
 	err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -165,7 +175,7 @@ func (r *Reconciler) applyRedirect(ctx context.Context, gw *operatorv1alpha1.API
 // appeared meanwhile is not ours), or updates live's spec, labels and owner
 // when same says they differ.
 func (r *Reconciler) applyObject(ctx context.Context, gw *operatorv1alpha1.APIGateway, kind string, live, desired client.Object, same func(client.Object) bool, setSpec func(client.Object)) error {
-	if live == nil || isNil(live) {
+	if live == nil {
 		err := r.Client.Create(ctx, desired)
 		if apierrors.IsAlreadyExists(err) {
 			return &notOwnedError{kind, desired.GetNamespace() + "/" + desired.GetName()}
@@ -185,17 +195,6 @@ func (r *Reconciler) applyObject(ctx context.Context, gw *operatorv1alpha1.APIGa
 
 func metaOf(o client.Object) *metav1.ObjectMeta {
 	return &metav1.ObjectMeta{Labels: o.GetLabels(), OwnerReferences: o.GetOwnerReferences()}
-}
-
-// isNil reports whether an interface holds a nil pointer.
-func isNil(o client.Object) bool {
-	switch v := o.(type) {
-	case *gatewayapiv1.Gateway:
-		return v == nil
-	case *gatewayapiv1.HTTPRoute:
-		return v == nil
-	}
-	return false
 }
 
 // removeIstioMode deletes the Istio Gateway and health VirtualService the
