@@ -28,6 +28,15 @@ export CGO_ENABLED := 0
 GOFLAGS += -trimpath
 export GOFLAGS
 
+# The Go modules of the tree that make lints and tests (hack/tools builds
+# the control plane and is only built): the product (root), the release and
+# OLM tooling, and the e2e suite.
+GO_MODULES := . hack/release e2e
+
+# release_tool builds the release module's command $(1) (hack/release/cmd/$(1))
+# into bin/release-tools; the recipe then runs it from the repository root.
+release_tool = (cd hack/release && go build -o $(LOCALBIN)/release-tools/$(1) ./cmd/$(1))
+
 GO_LDFLAGS := -s -w -X github.com/portico-dev/portico/internal/contract.version=$(VERSION)
 
 ##@ General
@@ -64,12 +73,13 @@ fmt: ## Run gofmt on the tree.
 	gofmt -l -w $$(git ls-files --cached --others --exclude-standard '*.go')
 
 .PHONY: vet
-vet: ## Run go vet.
-	go vet ./...
+vet: ## Run go vet on every Go module of the tree (GO_MODULES).
+	@for d in $(GO_MODULES); do echo "go vet ($$d)"; (cd $$d && go vet ./...) || exit 1; done
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) $(ACTIONLINT) ## Run golangci-lint (incl. import grouping, import boundaries, function length; see .golangci.yml), and actionlint on .github/workflows.
-	$(GOLANGCI_LINT) run ./...
+lint: $(GOLANGCI_LINT) $(ACTIONLINT) ## Run golangci-lint on every Go module of the tree (incl. import grouping, import boundaries, function length; see .golangci.yml), and actionlint on .github/workflows.
+	@for d in $(GO_MODULES); do echo "golangci-lint ($$d)"; \
+		(cd $$d && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
 	$(ACTIONLINT) -no-color
 
 .PHONY: verify-generated
@@ -102,7 +112,8 @@ IMAGES_ARCH ?= $(shell go env GOARCH)
 
 .PHONY: images
 images: ## Build the operator image and one image per controller without a container engine: bin/images/<image>.tar (docker archives; REGISTRY, VERSION, IMAGES_ARCH).
-	go run ./hack/images --registry $(REGISTRY) --tag $(VERSION) --arch $(IMAGES_ARCH) --output $(IMAGES_DIR)
+	$(call release_tool,images)
+	$(LOCALBIN)/release-tools/images --registry $(REGISTRY) --tag $(VERSION) --arch $(IMAGES_ARCH) --output $(IMAGES_DIR)
 
 # A release: VERSION (vX.Y.Z[-pre]) to REGISTRY (host[:port]/path);
 # SIGN_KEY signs every digest with a cosign key file (its password in
@@ -112,7 +123,8 @@ RELEASE_DIR ?= dist/$(VERSION)
 
 .PHONY: release
 release: ## Publish a release: multi-arch images with SBOMs, the OCI chart pinned by digest, the OLM bundle image; release.json, install.yaml, NOTES.md in dist/VERSION (VERSION, REGISTRY, PLATFORMS, SIGN_KEY).
-	go run ./hack/release --version $(VERSION) --registry $(REGISTRY) --platforms $(PLATFORMS) \
+	$(call release_tool,release)
+	$(LOCALBIN)/release-tools/release --version $(VERSION) --registry $(REGISTRY) --platforms $(PLATFORMS) \
 		--output $(RELEASE_DIR) $(if $(SIGN_KEY),--sign-key $(SIGN_KEY))
 
 # The OLM catalog lists the bundles of RELEASES (their release.json, e.g.
@@ -122,7 +134,8 @@ OPM_IMAGE ?= quay.io/operator-framework/opm:v1.61.0
 
 .PHONY: catalog
 catalog: ## Publish the OLM catalog image REGISTRY/portico-catalog:VERSION: a file-based catalog of the bundles of RELEASES in the stable channel (RELEASES, OPM_IMAGE).
-	go run ./hack/release catalog --registry $(REGISTRY) --tag $(VERSION) --opm-image $(OPM_IMAGE) $(RELEASES)
+	$(call release_tool,release)
+	$(LOCALBIN)/release-tools/release catalog --registry $(REGISTRY) --tag $(VERSION) --opm-image $(OPM_IMAGE) $(RELEASES)
 
 # BUNDLE_VERSION is the operator version `make bundle` packages, as the images
 # are tagged: VERSION when given (make bundle VERSION=v1.2.3), else empty for
@@ -133,13 +146,14 @@ BUNDLE_VERSION ?= $(if $(filter command line environment%,$(origin VERSION)),$(V
 
 .PHONY: bundle
 bundle: ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from the rendered chart (VERSION=v1.2.3 for a release).
-	go run ./hack/bundle $(if $(BUNDLE_VERSION),--version $(BUNDLE_VERSION)) --registry $(REGISTRY) \
+	$(call release_tool,bundle)
+	$(LOCALBIN)/release-tools/bundle $(if $(BUNDLE_VERSION),--version $(BUNDLE_VERSION)) --registry $(REGISTRY) \
 		--output bundle --dockerfile bundle.Dockerfile
 
 ##@ Test
 
 # Every module directory whose dependencies make test downloads.
-MODULE_DIRS := . hack/tools hack/tools/olm
+MODULE_DIRS := $(GO_MODULES) hack/tools hack/tools/olm
 
 .PHONY: prefetch
 prefetch: ## Download the modules of every module in MODULE_DIRS in the background, so downloads overlap the first compiles (make test starts with it).
@@ -165,7 +179,10 @@ test: prefetch generate manifests fmt lint build ## Run unit, envtest and the e2
 	@if [ -n "$$CI" ]; then $(MAKE) --no-print-directory check-clean; fi
 	@# --node: the envtest binaries and the node's in one go build. Test
 	@# binaries are linked without DWARF (-w): faster links, same traces.
-	KUBEBUILDER_ASSETS="$$(hack/testbin.sh --node)" go test -ldflags=-w ./... -count=1
+	@# Every module's tests: the product's, then the release and OLM
+	@# tooling's (the e2e module's need a cluster: test-e2e-node below).
+	assets="$$(hack/testbin.sh --node)"; for d in . hack/release; do echo "go test ($$d)"; \
+		(cd $$d && KUBEBUILDER_ASSETS="$$assets" go test -ldflags=-w ./... -count=1) || exit 1; done
 	@# Every benchmark in its short mode (it asserts results, never speed),
 	@# with the fuzz targets beside it: their instrumented build is CPU, the
 	@# short benchmarks mostly wait for their clusters.
@@ -188,7 +205,7 @@ test-fuzz: ## Fuzz every fuzz target for FUZZ_TIME each (10s; FUZZ_TIME=10m for 
 
 .PHONY: test-e2e
 test-e2e: build ## Run the e2e suite on a local kwok control plane (fast: operator and controllers as host processes).
-	E2E_TARGET=local go test -tags e2e ./e2e/ -count=1 -timeout 15m -v -ginkgo.v
+	cd e2e && E2E_TARGET=local go test -tags e2e . -count=1 -timeout 15m -v -ginkgo.v
 
 E2E_NODE_CLUSTER := portico-e2e-node
 
@@ -197,12 +214,12 @@ test-e2e-node: ## Run the e2e suite on a real node (kubelet, containerd, kube-pr
 	hack/testbin.sh --node >/dev/null
 	@# The suite removes the node when it ends; `node.sh down` again catches
 	@# a suite killed before its AfterSuite (e.g. by go test's -timeout).
-	status=0; E2E_TARGET=node go test -tags e2e ./e2e/ -count=1 -timeout 30m -v -ginkgo.v -ginkgo.timeout 25m || status=$$?; \
+	status=0; (cd e2e && E2E_TARGET=node go test -tags e2e . -count=1 -timeout 30m -v -ginkgo.v -ginkgo.timeout 25m) || status=$$?; \
 		hack/node.sh down $(E2E_NODE_CLUSTER) || true; exit $$status
 
 .PHONY: test-e2e-kind
 test-e2e-kind: ## Run the e2e suite on kind with real images (needs Docker and kind).
-	E2E_TARGET=kind go test -tags e2e ./e2e/ -count=1 -timeout 30m -v -ginkgo.v
+	cd e2e && E2E_TARGET=kind go test -tags e2e . -count=1 -timeout 30m -v -ginkgo.v
 
 ##@ Benchmarks
 

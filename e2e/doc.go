@@ -12,7 +12,7 @@
 //   - node (`make test-e2e-node`, what `make test` runs; needs root): the
 //     same control plane with admission on and one real node (hack/node.sh:
 //     kubelet, containerd, kube-proxy). Every image is built without a
-//     container engine (hack/images) and imported into the node, the chart
+//     container engine (hack/release/cmd/images) and imported into the node, the chart
 //     is installed, and the operator and controllers run as real pods with
 //     their real ServiceAccount tokens in a namespace that enforces the
 //     restricted Pod Security Standard. On top of the common specs it checks

@@ -19,22 +19,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/internal/olm"
+	"github.com/portico-dev/portico/hack/release/olm"
 	"github.com/portico-dev/portico/test/framework"
 )
 
-// csvName is the ClusterServiceVersion of a release (hack/bundle).
+// csvName is the ClusterServiceVersion of a release (package bundle).
 func csvName(version string) string { return olm.Package + ".v" + strings.TrimPrefix(version, "v") }
 
 // publishCatalog publishes the OLM catalog of the bundles of versions (as
 // `make catalog` does, from their release.json) on the opm image the suite
 // built, and returns its digest reference.
 func publishCatalog(ctx context.Context, opmImage, tag string, versions ...string) string {
-	args := []string{"run", "./hack/release", "catalog", "--registry", registryRepo, "--tag", tag, "--opm-image", opmImage}
+	args := []string{"catalog", "--registry", registryRepo, "--tag", tag, "--opm-image", opmImage}
 	for _, v := range versions {
 		args = append(args, filepath.Join(artifacts, "release", v, "release.json"))
 	}
-	out, err := framework.Run(ctx, root, "go", args...)
+	out, err := framework.Run(ctx, root, releaseTool(ctx, "release"), args...)
 	Expect(err).NotTo(HaveOccurred())
 	fields := strings.Fields(framework.LastLine(out))
 	Expect(fields).To(HaveLen(2))
@@ -113,7 +113,7 @@ func appendReport(line string) {
 // the APIRule's route answers.
 func olmSpecs(gatewayIP *string) {
 	var (
-		o             *framework.OLM
+		o             *OLM
 		catalogSource *operatorsv1alpha1.CatalogSource
 		uids          map[string]string
 	)
@@ -128,7 +128,7 @@ func olmSpecs(gatewayIP *string) {
 		By("building OLM's images from Go modules and pushing them to " + registryRepo)
 		out, err := framework.Run(ctx, root, "hack/testbin.sh", "--olm")
 		Expect(err).NotTo(HaveOccurred())
-		o, err = framework.PushOLMImages(ctx, framework.LastLine(out), registryRepo+"/olm")
+		o, err = PushOLMImages(ctx, framework.LastLine(out), registryRepo+"/olm")
 		Expect(err).NotTo(HaveOccurred())
 
 		By("installing OLM " + o.Version + " with its Helm chart")
@@ -136,14 +136,14 @@ func olmSpecs(gatewayIP *string) {
 		Expect(o.Install(ctx, root, filepath.Join(testbin, "helm"), kubeconfig)).To(Succeed())
 		Eventually(func(g Gomega) {
 			csv := &operatorsv1alpha1.ClusterServiceVersion{}
-			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: framework.OLMNamespace, Name: "packageserver"}, csv)).To(Succeed())
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: OLMNamespace, Name: "packageserver"}, csv)).To(Succeed())
 			g.Expect(csv.Status.Phase).To(Equal(operatorsv1alpha1.CSVPhaseSucceeded), "packageserver: %s", csv.Status.Message)
 		}, 3*timeout, interval).Should(Succeed())
 		appendReport(fmt.Sprintf("OLM %s installed (chart, then the package server's CSV Succeeded) in %s", o.Version, time.Since(started).Round(100*time.Millisecond)))
 
 		By("publishing the catalog of " + releaseV1 + " and adding it as a CatalogSource")
 		catalogSource = &operatorsv1alpha1.CatalogSource{
-			ObjectMeta: metav1.ObjectMeta{Namespace: framework.OLMNamespace, Name: olm.Package},
+			ObjectMeta: metav1.ObjectMeta{Namespace: OLMNamespace, Name: olm.Package},
 			Spec: operatorsv1alpha1.CatalogSourceSpec{
 				SourceType:  operatorsv1alpha1.SourceTypeGrpc,
 				Image:       publishCatalog(ctx, o.OPMImage, "e2e-1", releaseV1),

@@ -27,9 +27,9 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	portico "github.com/portico-dev/portico/internal/release"
-	"github.com/portico-dev/portico/internal/release/sbom"
-	"github.com/portico-dev/portico/internal/release/signing"
+	"github.com/portico-dev/portico/hack/release/publish"
+	"github.com/portico-dev/portico/hack/release/sbom"
+	"github.com/portico-dev/portico/hack/release/signing"
 	"github.com/portico-dev/portico/test/framework"
 )
 
@@ -48,7 +48,7 @@ var (
 	// registryRepo is <registry host:port>/portico on the node target.
 	registryRepo string
 	// releases by version, as release.json describes them.
-	releases = map[string]*portico.Manifest{}
+	releases = map[string]*publish.Record{}
 	// publicKey verifies the releases' signatures.
 	publicKey string
 	// releaseTimes records how long each release took, for the report.
@@ -64,7 +64,7 @@ func publishReleases(ctx context.Context) {
 	registryRepo = framework.LastLine(out) + "/portico"
 
 	By("pushing the e2e agent image to the registry " + registryRepo)
-	out, err = framework.Run(ctx, root, "go", "run", "./hack/release", "test-images", "--registry", registryRepo, "--tag", "e2e", "e2e-agent")
+	out, err = framework.Run(ctx, root, releaseTool(ctx, "release"), "test-images", "--registry", registryRepo, "--tag", "e2e", "e2e-agent")
 	Expect(err).NotTo(HaveOccurred())
 	fields := strings.Fields(framework.LastLine(out))
 	Expect(fields).To(HaveLen(2))
@@ -79,14 +79,14 @@ func publishReleases(ctx context.Context) {
 
 	for _, v := range []string{releaseV1, releaseV2} {
 		By("publishing release " + v + " (make release) to " + registryRepo)
-		releases[v] = publish(ctx, v, filepath.Join(artifacts, "release", v), privateKey)
+		releases[v] = publishRelease(ctx, v, filepath.Join(artifacts, "release", v), privateKey)
 	}
 }
 
 // publish runs the release command as `make release` does.
-func publish(ctx context.Context, version, output, privateKey string) *portico.Manifest {
+func publishRelease(ctx context.Context, version, output, privateKey string) *publish.Record {
 	started := time.Now()
-	cmd := exec.CommandContext(ctx, "go", "run", "./hack/release", "--version", version, "--registry", registryRepo,
+	cmd := exec.CommandContext(ctx, releaseTool(ctx, "release"), "--version", version, "--registry", registryRepo,
 		"--platforms", "linux/amd64,linux/arm64", "--output", output, "--sign-key", privateKey)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "COSIGN_PASSWORD="+signingPassword)
@@ -94,7 +94,7 @@ func publish(ctx context.Context, version, output, privateKey string) *portico.M
 	Expect(err).NotTo(HaveOccurred(), "release %s: %s", version, out)
 	releaseTimes[output] = time.Since(started)
 	fmt.Fprintf(GinkgoWriter, "release %s published in %s\n", version, releaseTimes[output].Round(time.Second))
-	m, err := portico.ReadManifest(filepath.Join(output, "release.json"))
+	m, err := publish.ReadRecord(filepath.Join(output, "release.json"))
 	Expect(err).NotTo(HaveOccurred())
 	return m
 }
@@ -107,7 +107,7 @@ func releaseImage(version, image string) string {
 }
 
 // digestsOf lists every artifact's digest reference of a release.
-func digestsOf(m *portico.Manifest) []name.Digest {
+func digestsOf(m *publish.Record) []name.Digest {
 	var out []name.Digest
 	for _, a := range m.Artifacts {
 		d, err := name.NewDigest(a.Reference)
@@ -181,7 +181,7 @@ var _ = Describe("Releases", Ordered, func() {
 	})
 
 	It("gives the same digests when the same tree is released again", func(ctx SpecContext) {
-		again := publish(ctx, releaseV1, filepath.Join(artifacts, "release", releaseV1+"-again"), "")
+		again := publishRelease(ctx, releaseV1, filepath.Join(artifacts, "release", releaseV1+"-again"), "")
 		first := releases[releaseV1]
 		Expect(again.Artifacts).To(HaveLen(len(first.Artifacts)))
 		for i, a := range again.Artifacts {

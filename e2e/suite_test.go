@@ -145,7 +145,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 
 // setUpNode starts a control plane with one real node (hack/node.sh:
 // kubelet, containerd, kube-proxy) and its OCI registry, publishes two
-// releases from the tree to that registry (package internal/release, as
+// releases from the tree to that registry (package publish, as
 // `make release` does) and installs the first with `helm install oci://…`
 // after verifying its signatures: the operator and the controllers run as
 // real pods pulled by digest from the registry, with their own
@@ -245,7 +245,7 @@ func setUpKind(ctx context.Context) {
 	imageDir := filepath.Join(artifacts, "images")
 	agentRef = registry + "/e2e-agent:" + tag
 	nextAPIRuleImage = registry + "/apirule-controller:" + imageTagNext
-	_, err = framework.Run(ctx, root, "go", "run", "./hack/images", "--registry", registry, "--tag", tag+","+imageTagNext,
+	_, err = framework.Run(ctx, root, releaseTool(ctx, "images"), "--registry", registry, "--tag", tag+","+imageTagNext,
 		"--output", imageDir, "portico-operator", "apirule-controller", "ratelimit-controller", "gateway-controller", "e2e-agent")
 	Expect(err).NotTo(HaveOccurred())
 	archives, err := filepath.Glob(filepath.Join(imageDir, "*.tar"))

@@ -368,7 +368,7 @@ push_pause() {
 		return 0
 	fi
 	log "building and pushing the sandbox image $PAUSE_IMAGE"
-	(cd "$root" && go run ./hack/release test-images --registry "$REGISTRY_ADDR/portico" --tag "$PAUSE_TAG" pause) >&2
+	(cd "$root" && "$(release_tool release)" test-images --registry "$REGISTRY_ADDR/portico" --tag "$PAUSE_TAG" pause) >&2
 }
 
 cmd_registry() { echo "$REGISTRY_ADDR"; }

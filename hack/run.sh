@@ -181,7 +181,7 @@ kubeconfig=$("$here/node.sh" up | tail -n 1)
 
 registry=$("$here/node.sh" registry)/portico
 log "publishing the tree as release $version to the node's registry $registry"
-(cd "$root" && go run ./hack/release --version "$version" --registry "$registry" \
+(cd "$root" && "$(release_tool release)" --version "$version" --registry "$registry" \
 	--platforms "linux/$(go env GOARCH)" --output "$root/bin/run-release") >/dev/null
 
 log "installing Istio's CRDs"
@@ -217,7 +217,7 @@ kubectl wait --for=jsonpath='{.status.state}'=Ready apigateway/default --timeout
 # the Secret a Gateway names, the HTTP-to-HTTPS redirect, VirtualService
 # routes. A demo backend answers for the samples' orders Service.
 log "running a stand-in ingress gateway (e2e/agent) in istio-system and a demo backend for shop/orders"
-agent=$(cd "$root" && go run ./hack/release test-images --registry "$registry" --tag run e2e-agent | awk '$1 == "e2e-agent" {print $2}')
+agent=$(cd "$root" && "$(release_tool release)" test-images --registry "$registry" --tag run e2e-agent | awk '$1 == "e2e-agent" {print $2}')
 [[ -n "$agent" ]] || { log "no e2e-agent image"; exit 1; }
 kubectl apply --server-side --field-manager=portico-run -f - >/dev/null <<EOF
 apiVersion: v1

@@ -1,5 +1,5 @@
 // Command e2e-agent is the e2e suite's in-cluster helper on the node target,
-// one small static binary (image e2e-agent, built by hack/images) with three
+// one small static binary (image e2e-agent, built by hack/release/cmd/images) with three
 // roles:
 //
 //	e2e-agent backend --name NAME     an HTTP server answering every request

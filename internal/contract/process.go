@@ -57,7 +57,11 @@ var version = "v0.0.0-dev"
 
 // VersionVariable is the fully qualified name of the version variable, for
 // -ldflags -X.
-const VersionVariable = "github.com/portico-dev/portico/internal/contract.version"
+const VersionVariable = Module + "/internal/contract.version"
+
+// Module is Portico's Go module path (the root module: the API, the
+// operator and the controllers).
+const Module = "github.com/portico-dev/portico"
 
 // Version is the version of every Portico binary; the operator uses it as
 // the default image tag of the controllers.

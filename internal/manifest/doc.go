@@ -1,5 +1,5 @@
 // Package manifest reads and writes Kubernetes manifests as the project's
-// generators (hack/bundle, hack/chartsync) and the release handle them, and
+// generators (hack/release/cmd/bundle, hack/chartsync) and the release handle them, and
 // as the tests read them (through test/testenv):
 //
 //   - Documents and Objects read a multi-document YAML stream: the

@@ -1,0 +1,353 @@
+package bundle
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/operator-framework/api/pkg/operators/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// manifests is what the bundle takes from the rendered chart.
+type manifests struct {
+	deployment         deployment
+	clusterPermissions []v1alpha1.StrategyDeploymentPermissions
+	permissions        []v1alpha1.StrategyDeploymentPermissions
+	relatedImages      []v1alpha1.RelatedImage
+	// extra are other objects a bundle carries as they are (Services).
+	extra []*unstructured.Unstructured
+}
+
+// extraKinds are the kinds of rendered objects the bundle carries as plain
+// manifests (OLM creates them in the install namespace).
+var extraKinds = map[string]bool{"Service": true, "ServiceMonitor": true, "ConfigMap": true}
+
+// rendered sorts the objects the chart renders by what the bundle makes of
+// them.
+type rendered struct {
+	deployments     []*unstructured.Unstructured
+	serviceAccounts map[string]bool
+	// roles are the rules of every "ClusterRole/<name>" and "Role/<name>".
+	roles map[string][]rbacv1.PolicyRule
+	// bindings are the RoleBindings and ClusterRoleBindings (the same
+	// fields), bindingKinds their kinds.
+	bindings     []rbacv1.RoleBinding
+	bindingKinds []string
+	crds         map[string]bool
+	extra        []*unstructured.Unstructured
+}
+
+// fromManifests turns the rendered chart into the CSV's install strategy:
+// the Deployment, the RBAC by ServiceAccount, the related images.
+func fromManifests(objects []*unstructured.Unstructured, namespace string, img images, controllers []string, crds []crd) (*manifests, error) {
+	r, err := sortRendered(objects, namespace)
+	if err != nil {
+		return nil, err
+	}
+	// The CRDs are copied from config/; the chart must have the same ones.
+	for _, c := range crds {
+		if !r.crds[c.Name] {
+			return nil, fmt.Errorf("the chart does not render the CRD %s of config/crd/bases: run make chart", c.Name)
+		}
+		delete(r.crds, c.Name)
+	}
+	for name := range r.crds {
+		return nil, fmt.Errorf("the chart renders the CRD %s, which is not in config/crd/bases: run make chart", name)
+	}
+	clusterRules, namespacedRules, err := r.rulesByServiceAccount(namespace, controllers)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.deployments) != 1 {
+		return nil, fmt.Errorf("want one Deployment, the operator's, in the chart; got %d", len(r.deployments))
+	}
+	m := &manifests{extra: r.extra}
+	if m.deployment, err = operatorDeployment(r.deployments[0], img, controllers); err != nil {
+		return nil, err
+	}
+	operatorSA, _, _ := unstructured.NestedString(r.deployments[0].Object, "spec", "template", "spec", "serviceAccountName")
+	if !r.serviceAccounts[operatorSA] {
+		return nil, fmt.Errorf("the operator Deployment runs as %q, not a ServiceAccount of the chart", operatorSA)
+	}
+	m.clusterPermissions = permissionsOf(clusterRules, operatorSA)
+	m.permissions = permissionsOf(namespacedRules, operatorSA)
+	if m.relatedImages, err = relatedImagesOf(m.deployment); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// sortRendered sorts the rendered objects by kind, refusing what a bundle
+// cannot carry.
+func sortRendered(objects []*unstructured.Unstructured, namespace string) (*rendered, error) {
+	r := &rendered{serviceAccounts: map[string]bool{}, roles: map[string][]rbacv1.PolicyRule{}, crds: map[string]bool{}}
+	for _, u := range objects {
+		if hook := u.GetAnnotations()["helm.sh/hook"]; hook != "" {
+			return nil, fmt.Errorf("the chart renders the hook %s %s, which a bundle cannot carry", u.GetKind(), u.GetName())
+		}
+		if ns := u.GetNamespace(); ns != "" && ns != namespace {
+			return nil, fmt.Errorf("the chart renders %s %s in namespace %s, not the release namespace %s", u.GetKind(), u.GetName(), ns, namespace)
+		}
+		switch u.GetKind() {
+		case "Deployment":
+			r.deployments = append(r.deployments, u)
+		case "ServiceAccount":
+			r.serviceAccounts[u.GetName()] = true
+		case "ClusterRole", "Role":
+			var role rbacv1.ClusterRole // the fields a Role has too
+			if err := convert(u, &role); err != nil {
+				return nil, err
+			}
+			if role.AggregationRule != nil {
+				return nil, fmt.Errorf("the ClusterRole %s aggregates; a CSV has plain rules", role.Name)
+			}
+			r.roles[u.GetKind()+"/"+u.GetName()] = role.Rules
+		case "ClusterRoleBinding", "RoleBinding":
+			var binding rbacv1.RoleBinding
+			if err := convert(u, &binding); err != nil {
+				return nil, err
+			}
+			r.bindings = append(r.bindings, binding)
+			r.bindingKinds = append(r.bindingKinds, u.GetKind())
+		case "CustomResourceDefinition":
+			r.crds[u.GetName()] = true
+		default:
+			if !extraKinds[u.GetKind()] {
+				return nil, fmt.Errorf("the chart renders %s %s, which hack/release/cmd/bundle does not know how to put into the bundle", u.GetKind(), u.GetName())
+			}
+			r.extra = append(r.extra, u)
+		}
+	}
+	return r, nil
+}
+
+// rulesByServiceAccount are the rules the bindings grant each
+// ServiceAccount, cluster-wide and in the namespace. OLM creates the
+// ServiceAccounts of clusterPermissions and permissions, binds the rules to
+// them and creates the (Cluster)Roles itself.
+func (r *rendered) rulesByServiceAccount(namespace string, controllers []string) (cluster, namespaced map[string][]rbacv1.PolicyRule, err error) {
+	cluster, namespaced = map[string][]rbacv1.PolicyRule{}, map[string][]rbacv1.PolicyRule{}
+	boundRoles := map[string]bool{}
+	for i, binding := range r.bindings {
+		kind := r.bindingKinds[i]
+		ruleKey := binding.RoleRef.Kind + "/" + binding.RoleRef.Name
+		rules, ok := r.roles[ruleKey]
+		if !ok {
+			return nil, nil, fmt.Errorf("the %s %s refers to %s, which the chart does not render", kind, binding.Name, ruleKey)
+		}
+		if kind == "ClusterRoleBinding" && binding.RoleRef.Kind != "ClusterRole" {
+			return nil, nil, fmt.Errorf("the ClusterRoleBinding %s refers to a %s", binding.Name, binding.RoleRef.Kind)
+		}
+		boundRoles[ruleKey] = true
+		for _, s := range binding.Subjects {
+			if s.Kind != rbacv1.ServiceAccountKind || s.Namespace != namespace || !r.serviceAccounts[s.Name] {
+				return nil, nil, fmt.Errorf("the %s %s binds %s %s/%s, not a ServiceAccount of the chart", kind, binding.Name, s.Kind, s.Namespace, s.Name)
+			}
+			if kind == "ClusterRoleBinding" {
+				cluster[s.Name] = append(cluster[s.Name], rules...)
+			} else {
+				namespaced[s.Name] = append(namespaced[s.Name], rules...)
+			}
+		}
+	}
+	for key := range r.roles {
+		if !boundRoles[key] {
+			return nil, nil, fmt.Errorf("the chart renders the %s, which no binding grants", key)
+		}
+	}
+	for sa := range r.serviceAccounts {
+		// OLM creates only the ServiceAccounts the CSV has permissions for.
+		if cluster[sa] == nil && namespaced[sa] == nil {
+			return nil, nil, fmt.Errorf("the chart's ServiceAccount %s has no RBAC; OLM would not create it", sa)
+		}
+	}
+	for _, name := range controllers {
+		if !r.serviceAccounts[controllerBinary(name)] {
+			return nil, nil, fmt.Errorf("the chart renders no ServiceAccount %s for the controller %s", controllerBinary(name), name)
+		}
+	}
+	return cluster, namespaced, nil
+}
+
+// permissionsOf lists rules by ServiceAccount: the operator's first, then by
+// name.
+func permissionsOf(rules map[string][]rbacv1.PolicyRule, operatorSA string) []v1alpha1.StrategyDeploymentPermissions {
+	var out []v1alpha1.StrategyDeploymentPermissions
+	for sa, r := range rules {
+		out = append(out, v1alpha1.StrategyDeploymentPermissions{ServiceAccountName: sa, Rules: r})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if (out[i].ServiceAccountName == operatorSA) != (out[j].ServiceAccountName == operatorSA) {
+			return out[i].ServiceAccountName == operatorSA
+		}
+		return out[i].ServiceAccountName < out[j].ServiceAccountName
+	})
+	return out
+}
+
+// convert decodes an unstructured object into a typed one, rejecting fields
+// the type does not have.
+func convert(u *unstructured.Unstructured, into any) error {
+	raw, err := json.Marshal(u.Object)
+	if err != nil {
+		return err
+	}
+	if err := yaml.UnmarshalStrict(raw, into); err != nil {
+		return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return nil
+}
+
+// operatorDeployment is the chart's operator Deployment as the CSV's
+// install strategy: the spec as rendered, labels that name OLM instead of
+// Helm as the manager, and RELATED_IMAGE_* for every controller on the
+// operator container.
+func operatorDeployment(u *unstructured.Unstructured, img images, controllers []string) (deployment, error) {
+	var typed appsv1.Deployment
+	if err := convert(u, &typed); err != nil {
+		return deployment{}, err
+	}
+	spec, ok, err := unstructured.NestedMap(u.Object, "spec")
+	if err != nil || !ok {
+		return deployment{}, fmt.Errorf("the Deployment %s has no spec", u.GetName())
+	}
+	if labels, ok, _ := unstructured.NestedStringMap(spec, "template", "metadata", "labels"); ok {
+		if err := unstructured.SetNestedStringMap(spec, olmLabels(labels), "template", "metadata", "labels"); err != nil {
+			return deployment{}, err
+		}
+	}
+	containers, _, err := unstructured.NestedSlice(spec, "template", "spec", "containers")
+	if err != nil {
+		return deployment{}, err
+	}
+	found := false
+	for i, c := range containers {
+		container, ok := c.(map[string]any)
+		if !ok || container["image"] != img.operator() {
+			continue
+		}
+		found = true
+		env, _, err := unstructured.NestedSlice(container, "env")
+		if err != nil {
+			return deployment{}, err
+		}
+		for _, name := range controllers {
+			env = setEnv(env, relatedImageEnv(name), img.controller(name))
+		}
+		container["env"] = env
+		containers[i] = container
+	}
+	if !found {
+		return deployment{}, fmt.Errorf("the Deployment %s has no container with the operator image %s", u.GetName(), img.operator())
+	}
+	if err := unstructured.SetNestedSlice(spec, containers, "template", "spec", "containers"); err != nil {
+		return deployment{}, err
+	}
+	return deployment{Name: u.GetName(), Label: olmLabels(u.GetLabels()), Spec: spec}, nil
+}
+
+// setEnv sets a plain variable, replacing one of the same name.
+func setEnv(env []any, name, value string) []any {
+	for i, e := range env {
+		if v, ok := e.(map[string]any); ok && v["name"] == name {
+			env[i] = map[string]any{"name": name, "value": value}
+			return env
+		}
+	}
+	return append(env, map[string]any{"name": name, "value": value})
+}
+
+// olmLabels are the chart's labels for objects OLM manages: no chart
+// version, managed by OLM rather than Helm. (Never portico-operator: the
+// operator caches what carries that.)
+func olmLabels(labels map[string]string) map[string]string {
+	if len(labels) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range labels {
+		switch {
+		case k == "helm.sh/chart":
+		case k == "app.kubernetes.io/managed-by" && v == "Helm":
+			out[k] = "olm"
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// relatedImagesOf lists every image the operator runs or may start: its
+// containers' images and the RELATED_IMAGE_* values, each named by its
+// repository's last path element (portico-operator, <name>-controller),
+// sorted by name.
+func relatedImagesOf(d deployment) ([]v1alpha1.RelatedImage, error) {
+	var podSpec struct {
+		Template struct {
+			Spec struct {
+				Containers     []containerImages `json:"containers"`
+				InitContainers []containerImages `json:"initContainers"`
+			} `json:"spec"`
+		} `json:"template"`
+	}
+	raw, err := json.Marshal(d.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, &podSpec); err != nil {
+		return nil, err
+	}
+	byName := map[string]string{}
+	for _, c := range slices.Concat(podSpec.Template.Spec.InitContainers, podSpec.Template.Spec.Containers) {
+		for _, ref := range c.refs() {
+			name := imageName(ref)
+			if other, ok := byName[name]; ok && other != ref {
+				return nil, fmt.Errorf("two images named %s: %s and %s", name, other, ref)
+			}
+			byName[name] = ref
+		}
+	}
+	out := make([]v1alpha1.RelatedImage, 0, len(byName))
+	for name, ref := range byName {
+		out = append(out, v1alpha1.RelatedImage{Name: name, Image: ref})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+type containerImages struct {
+	Image string `json:"image"`
+	Env   []struct {
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	} `json:"env"`
+}
+
+// refs are the container's image and its RELATED_IMAGE_* values.
+func (c containerImages) refs() []string {
+	refs := []string{c.Image}
+	for _, e := range c.Env {
+		if strings.HasPrefix(e.Name, relatedImageEnvPrefix) && e.Value != "" {
+			refs = append(refs, e.Value)
+		}
+	}
+	return refs
+}
+
+// imageName is the last path element of an image's repository:
+// ghcr.io/portico-dev/portico-operator:v1@sha256:… → portico-operator.
+func imageName(ref string) string {
+	repo, _, _ := strings.Cut(ref, "@")
+	name := path.Base(repo)
+	if i := strings.LastIndex(name, ":"); i >= 0 {
+		name = name[:i]
+	}
+	return name
+}
