@@ -60,7 +60,7 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs (config/crd/bases), RBAC (config/r
 	@for c in $(CONTROLLERS); do \
 		[ -d controllers/$$c ] || continue; \
 		echo "controller-gen rbac $$c-controller"; \
-		$(CONTROLLER_GEN) rbac:roleName=$$c-controller paths="./controllers/$$c/...;./controllers/harness/..." \
+		$(CONTROLLER_GEN) rbac:roleName=$$c-controller paths="./controllers/$$c/...;./controllers/internal/..." \
 			output:rbac:artifacts:config=config/rbac/$$c-controller; done
 	@$(MAKE) --no-print-directory chart bundle
 

@@ -23,22 +23,22 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/controller"
-	"github.com/portico-dev/portico/controllers/harness"
+	"github.com/portico-dev/portico/controllers/internal/runner"
 	"github.com/portico-dev/portico/internal/contract"
 )
 
 func main() {
-	harness.Main(harness.Controller{
+	runner.Main(runner.Controller{
 		Contract: contract.APIRule,
 		Short:    "Exposes Services through Istio according to APIRules",
-		Cache: func(opts *cache.Options, env harness.Environment) {
+		Cache: func(opts *cache.Options, env runner.Environment) {
 			controller.ConfigureCache(opts, env.HasOptional(contract.ServiceEntries), env.HasOptional(contract.WorkloadEntries), gatewayAPI(env))
 		},
 		AddToScheme: []func(*runtime.Scheme) error{
 			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme, discoveryv1.AddToScheme,
 			gatewayapiv1.Install, gatewayapiv1beta1.Install,
 		},
-		Setup: func(mgr ctrl.Manager, env harness.Environment) error {
+		Setup: func(mgr ctrl.Manager, env runner.Environment) error {
 			r := &controller.Reconciler{
 				Client: mgr.GetClient(), CheckGateways: env.HasOptional(contract.IstioGateways), CheckServiceEntries: env.HasOptional(contract.ServiceEntries),
 				CheckWorkloadEntries: env.HasOptional(contract.WorkloadEntries), ReadGrants: env.HasOptional(contract.APIGateways),
@@ -53,6 +53,6 @@ func main() {
 
 // gatewayAPI reports whether HTTPRoute mode works: the HTTPRoutes it
 // writes and the ReferenceGrants it reads are there.
-func gatewayAPI(env harness.Environment) bool {
+func gatewayAPI(env runner.Environment) bool {
 	return env.HasOptional(contract.HTTPRoutes) && env.HasOptional(contract.ReferenceGrants)
 }

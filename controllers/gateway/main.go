@@ -19,21 +19,21 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/gateway/internal/controller"
-	"github.com/portico-dev/portico/controllers/harness"
+	"github.com/portico-dev/portico/controllers/internal/runner"
 	"github.com/portico-dev/portico/internal/contract"
 )
 
 func main() {
-	harness.Main(harness.Controller{
+	runner.Main(runner.Controller{
 		Contract: contract.Gateway,
 		Short:    "Runs the default gateway: an Istio Gateway for *.<domain> with its TLS certificate",
 		AddToScheme: []func(*runtime.Scheme) error{
 			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, cmv1.AddToScheme, gatewayapiv1.Install,
 		},
-		Cache: func(opts *cache.Options, env harness.Environment) {
+		Cache: func(opts *cache.Options, env runner.Environment) {
 			controller.ConfigureCache(opts, env.HasOptional(contract.Certificates), gatewayAPI(env))
 		},
-		Setup: func(mgr ctrl.Manager, env harness.Environment) error {
+		Setup: func(mgr ctrl.Manager, env runner.Environment) error {
 			r := &controller.Reconciler{
 				Client:      mgr.GetClient(),
 				Reader:      mgr.GetAPIReader(),
@@ -49,6 +49,6 @@ func main() {
 
 // gatewayAPI reports whether the default gateway may be a Gateway API
 // Gateway: its Gateway and HTTPRoute CRDs are there.
-func gatewayAPI(env harness.Environment) bool {
+func gatewayAPI(env runner.Environment) bool {
 	return env.HasOptional(contract.GatewayAPIGateways) && env.HasOptional(contract.HTTPRoutes)
 }

@@ -18,21 +18,21 @@ import (
 	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
-	"github.com/portico-dev/portico/controllers/harness"
+	"github.com/portico-dev/portico/controllers/internal/runner"
 	"github.com/portico-dev/portico/controllers/ratelimit/internal/controller"
 	"github.com/portico-dev/portico/internal/contract"
 )
 
 func main() {
-	harness.Main(harness.Controller{
+	runner.Main(runner.Controller{
 		Contract: contract.RateLimit,
 		Short:    "Enforces RateLimits with one EnvoyFilter per Istio gateway workload and namespace",
 		AddToScheme: []func(*runtime.Scheme) error{
 			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, gatewayapiv1.Install,
 		},
-		Cache:  func(opts *cache.Options, _ harness.Environment) { controller.ConfigureCache(opts) },
+		Cache:  func(opts *cache.Options, _ runner.Environment) { controller.ConfigureCache(opts) },
 		Retire: controller.Retire,
-		Setup: func(mgr ctrl.Manager, env harness.Environment) error {
+		Setup: func(mgr ctrl.Manager, env runner.Environment) error {
 			r := &controller.Reconciler{
 				Client:                  mgr.GetClient(),
 				GatewaysKnown:           env.HasOptional(contract.IstioGateways),

@@ -18,7 +18,7 @@
 //   - how long a message written into an API object may be (Truncate and
 //     the limits).
 //
-// The operator's catalog, its Deployment renderer, the controller harness,
+// The operator's catalog, its Deployment renderer, the controller runner,
 // each controller's main package, the release tooling and the tests read
 // it, so a change here reaches every side at once. The package depends
 // only on API types; it holds no behaviour beyond pure functions.

@@ -106,12 +106,7 @@ func Preflight(ctx context.Context, c client.Reader, cat catalog.Catalog) ([]Pre
 	phases := map[operatorv1alpha1.ControllerName]operatorv1alpha1.ControllerPhase{}
 	var out []PreflightResult
 	for _, e := range ordered {
-		enabled := true
-		for _, s := range gw.Spec.Controllers {
-			if s.Name == e.Name && s.Enabled != nil {
-				enabled = *s.Enabled
-			}
-		}
+		enabled := gw.Spec.ControllerEnabled(e.Name)
 		res := gating.Evaluate(gating.Input{Entry: e, Enabled: enabled, Spec: &gw.Spec, Cluster: gating.Cluster{CRDs: crds, Phases: phases}})
 		phases[e.Name] = res.Phase
 		if res.Run {

@@ -121,8 +121,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alpha1.APIGateway, entry catalog.Entry, snap *snapshot,
 	phases map[operatorv1alpha1.ControllerName]operatorv1alpha1.ControllerPhase) (status.Controller, error) {
-	spec := specFor(gw, entry.Name)
-	enabled := spec.Enabled == nil || *spec.Enabled
+	spec := gw.Spec.Controller(entry.Name)
+	enabled := spec.IsEnabled()
 	res := status.Controller{Enabled: enabled, ControllerStatus: operatorv1alpha1.ControllerStatus{Name: entry.Name}}
 	live := snap.deployments[entry.Binary()]
 
@@ -181,17 +181,6 @@ func setDegraded(res *status.Controller, err error) {
 	res.Phase = operatorv1alpha1.PhaseDegraded
 	res.Reason = operatorv1alpha1.ReasonDeploymentApplyFailed
 	res.Message = err.Error()
-}
-
-// specFor returns the spec entry of a controller, or an empty one (all
-// defaults) when the controller is not listed.
-func specFor(gw *operatorv1alpha1.APIGateway, name operatorv1alpha1.ControllerName) operatorv1alpha1.ControllerSpec {
-	for _, c := range gw.Spec.Controllers {
-		if c.Name == name {
-			return c
-		}
-	}
-	return operatorv1alpha1.ControllerSpec{Name: name}
 }
 
 // deleteUnknown removes managed Deployments that no catalog entry claims,

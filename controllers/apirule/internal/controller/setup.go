@@ -34,7 +34,7 @@ import (
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
-	"github.com/portico-dev/portico/controllers/harness/fairqueue"
+	"github.com/portico-dev/portico/controllers/internal/fairqueue"
 )
 
 const (

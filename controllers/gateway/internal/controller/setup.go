@@ -21,7 +21,7 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/controllers/harness/fairqueue"
+	"github.com/portico-dev/portico/controllers/internal/fairqueue"
 )
 
 // ConfigureCache narrows what the controller caches: of the kinds it

@@ -35,8 +35,8 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/controllers/harness"
-	"github.com/portico-dev/portico/controllers/harness/fairqueue"
+	"github.com/portico-dev/portico/controllers/internal/fairqueue"
+	"github.com/portico-dev/portico/controllers/internal/ssa"
 	"github.com/portico-dev/portico/controllers/ratelimit/internal/topology"
 )
 
@@ -452,7 +452,7 @@ func (r *Reconciler) apply(ctx context.Context, desired, live *networkingv1alpha
 			return fmt.Errorf("read EnvoyFilter %s/%s: %w", desired.Namespace, desired.Name, err)
 		}
 	}
-	if err := harness.Apply(ctx, r.Client, desired, FieldManager); err != nil {
+	if err := ssa.Apply(ctx, r.Client, desired, FieldManager); err != nil {
 		return err
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Applied EnvoyFilter", "envoyfilter", desired.Namespace+"/"+desired.Name)

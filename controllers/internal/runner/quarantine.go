@@ -1,4 +1,4 @@
-package harness
+package runner
 
 import (
 	"sync/atomic"
@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 
-	"github.com/portico-dev/portico/controllers/harness/quarantine"
+	"github.com/portico-dev/portico/controllers/internal/quarantine"
 	"github.com/portico-dev/portico/internal/contract"
 )
 

@@ -1,4 +1,4 @@
-package harness
+package runner
 
 import (
 	"context"
@@ -27,12 +27,7 @@ func Wanted(gw *operatorv1alpha1.APIGateway, name string) bool {
 	if gw == nil || !gw.DeletionTimestamp.IsZero() {
 		return false
 	}
-	for _, c := range gw.Spec.Controllers {
-		if string(c.Name) == name {
-			return c.Enabled == nil || *c.Enabled
-		}
-	}
-	return true // not listed: its defaults, which enable it
+	return gw.Spec.ControllerEnabled(operatorv1alpha1.ControllerName(name))
 }
 
 // retireIfUnwanted runs c.Retire when the process stops because the

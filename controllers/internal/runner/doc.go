@@ -1,4 +1,4 @@
-// Package harness is what every Portico gateway controller binary shares:
+// Package runner is what every Portico gateway controller binary shares:
 // the cobra command with the standard flags the operator passes (metrics and
 // health addresses, leader election, log level, namespace to watch),
 // manager set-up, /healthz and /readyz, metrics, graceful shutdown, and the
@@ -22,7 +22,7 @@
 //
 // The contract with the operator (flags, ports, CRDs, version) comes from
 // internal/contract. The package must not contain controller-specific logic.
-package harness
+package runner
 
 // RBAC every controller needs: read CRDs (the watchdog) and hold its leader
 // Lease in the namespace it runs in (leader election records a core Event on
