@@ -123,7 +123,8 @@ func TestControllerFlagsMatchTheCode(t *testing.T) {
 		})
 	}
 	col := tb.col("passed by the operator")
-	for key, row := range flagRows(t, d, where, tb) {
+	rows := flagRows(t, d, where, tb)
+	for key, row := range rows {
 		f, isPassed := passed[key]
 		switch {
 		case !isPassed && row[col] != "–":
@@ -135,7 +136,7 @@ func TestControllerFlagsMatchTheCode(t *testing.T) {
 		}
 	}
 	for key := range passed {
-		if _, ok := flagRows(t, d, where, tb)[key]; !ok {
+		if _, ok := rows[key]; !ok {
 			t.Errorf("%s, %s: the operator passes --%s (%s), which is not documented", d.name, where, key, render.dir)
 		}
 	}
