@@ -5,12 +5,12 @@ package config
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,12 +23,15 @@ var k8sClient client.Client
 func TestMain(m *testing.M) {
 	// Istio's and the Gateway API's CRDs, as on a cluster the samples are
 	// applied to.
-	testenv.Main(m, testenv.Options{
+	os.Exit(testenv.Run(m, testenv.RunInput{
 		Istio:      true,
 		GatewayAPI: true,
-		Scheme:     testenv.Scheme(corev1.AddToScheme),
 		Namespaces: []string{"portico-system", "shop", "istio-system"},
-	}, func(env *testenv.Env) { k8sClient = env.Client })
+		Setup: func(_ context.Context, env *testenv.Env) error {
+			k8sClient = env.Client
+			return nil
+		},
+	}))
 }
 
 // kustomize renders a directory with the kubectl built by hack/testbin.sh.

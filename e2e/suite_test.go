@@ -19,13 +19,10 @@ import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -97,20 +94,6 @@ var (
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Portico e2e")
-}
-
-func scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, appsv1.AddToScheme, eventsv1.AddToScheme, apiextensionsv1.AddToScheme, rbacv1.AddToScheme,
-		operatorv1alpha1.AddToScheme, gatewayv1alpha1.AddToScheme,
-		networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
-		operatorsv1alpha1.AddToScheme, operatorsv1.AddToScheme,
-		gatewayapiv1.Install, gatewayapiv1beta1.Install,
-	} {
-		Expect(add(s)).To(Succeed())
-	}
-	return s
 }
 
 func freeAddr() string {
@@ -270,7 +253,12 @@ func connect() {
 	restConfig, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
 	Expect(err).NotTo(HaveOccurred())
 	restConfig.QPS, restConfig.Burst = 100, 200
-	k8sClient, err = client.NewWithWatch(restConfig, client.Options{Scheme: scheme()})
+	k8sClient, err = client.NewWithWatch(restConfig, client.Options{Scheme: testenv.Scheme(
+		eventsv1.AddToScheme, rbacv1.AddToScheme, gatewayv1alpha1.AddToScheme,
+		networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
+		operatorsv1alpha1.AddToScheme, operatorsv1.AddToScheme,
+		gatewayapiv1.Install, gatewayapiv1beta1.Install,
+	)})
 	Expect(err).NotTo(HaveOccurred())
 	clientset, err = kubernetes.NewForConfig(restConfig)
 	Expect(err).NotTo(HaveOccurred())

@@ -15,7 +15,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -25,6 +24,7 @@ import (
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
+	"github.com/portico-dev/portico/test/testenv"
 )
 
 // Hostlet plays the kubelet for controller Deployments on the local target:
@@ -57,10 +57,8 @@ type hostProcess struct {
 // Start runs the hostlet until ctx ends, then stops every process.
 func (h *Hostlet) Start(ctx context.Context, cfg *rest.Config) error {
 	h.procs = map[string]*hostProcess{}
-	scheme := runtime.NewScheme()
-	_ = appsv1.AddToScheme(scheme)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
+		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&appsv1.Deployment{}: {

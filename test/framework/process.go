@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/portico-dev/portico/test/testenv"
 )
 
 // stopGrace is how long a process may take to exit after SIGTERM before it
@@ -101,4 +103,16 @@ func runCommand(ctx context.Context, dir string, stderr io.Writer, name string, 
 		return stdout.String(), fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
 	}
 	return stdout.String(), nil
+}
+
+// ServingAddrs returns two loopback addresses free right now, for a Portico
+// binary's metrics and health probes.
+func ServingAddrs() (metrics, probe string, err error) {
+	if metrics, err = testenv.FreeLoopbackAddr(); err != nil {
+		return "", "", err
+	}
+	if probe, err = testenv.FreeLoopbackAddr(); err != nil {
+		return "", "", err
+	}
+	return metrics, probe, nil
 }

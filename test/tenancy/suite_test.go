@@ -11,7 +11,6 @@ import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,7 +20,6 @@ import (
 	gatewayapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
-	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/test/testenv"
 )
 
@@ -48,61 +46,59 @@ var (
 	workDir string
 )
 
-func scheme() *runtime.Scheme {
-	return testenv.Scheme(
-		corev1.AddToScheme, discoveryv1.AddToScheme, rbacv1.AddToScheme,
-		gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme,
-		networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
-		gatewayapiv1.Install, gatewayapiv1beta1.Install,
-	)
-}
-
 func TestMain(m *testing.M) {
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "tenancy suite:", err)
-		code = 1
-	}
-	if code != 0 && workDir != "" {
-		fmt.Fprintln(os.Stderr, "tenancy suite: controller logs are kept in", workDir)
-	} else if workDir != "" {
-		_ = os.RemoveAll(workDir)
-	}
-	os.Exit(code)
+	// Portico's CRDs, the real Istio CRDs and the Gateway API's.
+	os.Exit(testenv.Run(m, testenv.RunInput{
+		Istio:      true,
+		GatewayAPI: true,
+		AddToScheme: []func(*runtime.Scheme) error{
+			discoveryv1.AddToScheme, rbacv1.AddToScheme, gatewayv1alpha1.AddToScheme,
+			networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
+			gatewayapiv1.Install, gatewayapiv1beta1.Install,
+		},
+		Setup:    setUp,
+		Teardown: tearDown,
+	}))
 }
 
-func run(m *testing.M) (int, error) {
+// setUp prepares the cluster, the tenants' clients and the controllers,
+// which run as processes under their ServiceAccounts.
+func setUp(ctx context.Context, env *testenv.Env) error {
 	var err error
 	if workDir, err = os.MkdirTemp("", "portico-tenancy-"); err != nil {
-		return 0, err
+		return err
 	}
-	// Portico's CRDs, the real Istio CRDs and the Gateway API's.
-	env, err := testenv.Start(testenv.Options{Istio: true, GatewayAPI: true, Scheme: scheme()})
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = env.Stop() }()
 	restConfig, admin = env.Config, env.Client
 	kubeconfig := filepath.Join(workDir, "admin.kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		return 0, err
+		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	if err := setUpCluster(ctx); err != nil {
-		return 0, fmt.Errorf("set up the cluster: %w", err)
+		return fmt.Errorf("set up the cluster: %w", err)
 	}
 	if alice, err = tenant("alice", "team-a-devs"); err != nil {
-		return 0, err
+		return err
 	}
 	if bob, err = tenant("bob", "team-b-devs"); err != nil {
-		return 0, err
+		return err
 	}
-	defer stopControllers()
-	if err := startControllers(ctx, kubeconfig); err != nil {
-		return 0, err
+	return startControllers(ctx, kubeconfig)
+}
+
+// tearDown stops the controllers and keeps their logs when the suite
+// failed.
+func tearDown(code int) {
+	stopControllers()
+	if workDir == "" {
+		return
 	}
-	return m.Run(), nil
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, "tenancy suite: controller logs are kept in", workDir)
+		return
+	}
+	_ = os.RemoveAll(workDir)
 }
 
 // tenant is a client that impersonates a user of a group, as a tenant's
@@ -110,5 +106,5 @@ func run(m *testing.M) (int, error) {
 func tenant(user, group string) (client.Client, error) {
 	cfg := rest.CopyConfig(restConfig)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{group}}
-	return client.New(cfg, client.Options{Scheme: scheme()})
+	return client.New(cfg, client.Options{Scheme: admin.Scheme()})
 }

@@ -15,7 +15,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/portico-dev/portico/internal/manifest"
 )
@@ -211,18 +210,4 @@ func FreeLoopbackAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
-}
-
-// Environment returns an envtest environment with the project's CRDs,
-// using the locally built binaries.
-func Environment() (*envtest.Environment, error) {
-	dir, err := AssetsDir()
-	if err != nil {
-		return nil, err
-	}
-	return &envtest.Environment{
-		BinaryAssetsDirectory: dir,
-		CRDDirectoryPaths:     ProjectCRDPaths(),
-		ErrorIfCRDPathMissing: true,
-	}, nil
 }

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-
-	"github.com/portico-dev/portico/test/testenv"
 )
 
 // kubectl explain documents the Gateway API fields from the CRDs' schemas,
@@ -20,7 +18,7 @@ func TestKubectlExplainDocumentsGatewayAPIFields(t *testing.T) {
 		// The API server publishes a new CRD's OpenAPI schema moments after
 		// the CRD is established.
 		NewWithT(t).Eventually(func(g Gomega) {
-			out, err := testenv.Explain(kubeconfig, field)
+			out, err := env.Explain(field)
 			g.Expect(err).NotTo(HaveOccurred())
 			for _, w := range want {
 				g.Expect(out).To(ContainSubstring(w), "kubectl explain %s", field)

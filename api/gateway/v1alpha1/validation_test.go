@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,18 +21,22 @@ import (
 	"github.com/portico-dev/portico/test/testenv"
 )
 
-var k8sClient client.Client
-
-// kubeconfig reaches the test's API server as an administrator.
-var kubeconfig []byte
+var (
+	env       *testenv.Env
+	k8sClient client.Client
+)
 
 const ns = "validation"
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{
-		Scheme:     testenv.Scheme(gatewayv1alpha1.AddToScheme, corev1.AddToScheme),
-		Namespaces: []string{ns},
-	}, func(env *testenv.Env) { k8sClient, kubeconfig = env.Client, env.KubeConfig })
+	os.Exit(testenv.Run(m, testenv.RunInput{
+		AddToScheme: []func(*runtime.Scheme) error{gatewayv1alpha1.AddToScheme},
+		Namespaces:  []string{ns},
+		Setup: func(_ context.Context, e *testenv.Env) error {
+			env, k8sClient = e, e.Client
+			return nil
+		},
+	}))
 }
 
 func validRule() *gatewayv1alpha1.APIRule {

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-
-	"github.com/portico-dev/portico/test/testenv"
 )
 
 // kubectl explain documents the default gateway's Gateway API fields.
@@ -18,7 +16,7 @@ func TestKubectlExplainDocumentsTheGatewayAPIDefaultGateway(t *testing.T) {
 		"apigateways.status.gateway.gatewayAPI":                {"Gateway API Gateway"},
 	} {
 		NewWithT(t).Eventually(func(g Gomega) {
-			out, err := testenv.Explain(kubeconfig, field)
+			out, err := env.Explain(field)
 			g.Expect(err).NotTo(HaveOccurred())
 			for _, w := range want {
 				g.Expect(out).To(ContainSubstring(w), "kubectl explain %s", field)

@@ -17,14 +17,16 @@ import (
 	"github.com/portico-dev/portico/test/testenv"
 )
 
-var k8sClient client.Client
-
-// kubeconfig reaches the test's API server as an administrator.
-var kubeconfig []byte
+var (
+	env       *testenv.Env
+	k8sClient client.Client
+)
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{Scheme: testenv.Scheme(operatorv1alpha1.AddToScheme)},
-		func(env *testenv.Env) { k8sClient, kubeconfig = env.Client, env.KubeConfig })
+	os.Exit(testenv.Run(m, testenv.RunInput{Setup: func(_ context.Context, e *testenv.Env) error {
+		env, k8sClient = e, e.Client
+		return nil
+	}}))
 }
 
 func gateway(name string, controllers ...operatorv1alpha1.ControllerSpec) *operatorv1alpha1.APIGateway {

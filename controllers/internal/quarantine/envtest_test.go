@@ -29,50 +29,39 @@ import (
 	"github.com/portico-dev/portico/test/testenv"
 )
 
-// The API server is started by the first test that needs it, so that the
-// unit tests run without one.
-var (
-	envOnce sync.Once
-	env     *testenv.Env
-	envErr  error
-)
+var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if env != nil {
-		_ = env.Stop()
-	}
-	os.Exit(code)
+	os.Exit(testenv.Run(m, testenv.RunInput{
+		// Only the CRDs of the kinds the test uses.
+		WithoutProjectCRDs: true,
+		CRDs:               testCRDs,
+		AddToScheme:        kinds,
+		Setup: func(_ context.Context, e *testenv.Env) error {
+			env = e
+			return nil
+		},
+	}))
 }
 
-// apiServer returns the config of an API server with the APIRule CRD and
-// Istio's CRDs.
-func apiServer(t *testing.T) *rest.Config {
-	t.Helper()
-	envOnce.Do(func() {
-		// Only the CRDs of the kinds the test uses.
-		crds, err := testenv.IstioCRDs()
-		if err != nil {
-			envErr = err
-			return
-		}
-		apiRules, err := testenv.ReadCRDs(filepath.Join(testenv.ProjectCRDPaths()[0], "gateway.portico.dev_apirules.yaml"))
-		if err != nil {
-			envErr = err
-			return
-		}
-		crds = append(crds, apiRules...)
-		for _, crd := range crds {
-			if crd.Name == "virtualservices.networking.istio.io" {
-				withoutSpecSchema(crd)
-			}
-		}
-		env, envErr = testenv.Start(testenv.Options{CRDs: crds, WithoutProjectCRDs: true, Scheme: testScheme()})
-	})
-	if envErr != nil {
-		t.Fatal(envErr)
+// testCRDs are the APIRule CRD and Istio's, the VirtualService's without a
+// schema for its spec.
+func testCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	crds, err := testenv.IstioCRDs()
+	if err != nil {
+		return nil, err
 	}
-	return env.Config
+	apiRules, err := testenv.ReadCRDs(filepath.Join(testenv.ProjectCRDPaths()[0], "gateway.portico.dev_apirules.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	crds = append(crds, apiRules...)
+	for _, crd := range crds {
+		if crd.Name == "virtualservices.networking.istio.io" {
+			withoutSpecSchema(crd)
+		}
+	}
+	return crds, nil
 }
 
 // withoutSpecSchema lets a CRD store any spec, as Istio's CRDs did before
@@ -182,7 +171,7 @@ const (
 // (admitted by a CRD without a spec schema).
 func setUpTenant(t *testing.T, ctx context.Context, cfg *rest.Config) tenant {
 	g := NewWithT(t)
-	raw, err := client.New(cfg, client.Options{Scheme: testScheme()})
+	raw, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
 	tn := tenant{t: t, ctx: ctx, raw: raw, ns: fmt.Sprintf("tenant-%d", time.Now().UnixNano())}
 	g.Expect(raw.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tn.ns}})).To(Succeed())
@@ -241,7 +230,7 @@ func TestUndecodableObjectsDoNotStopClients(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), safety)
 	defer cancel()
-	cfg := apiServer(t)
+	cfg := env.Config
 	tn := setUpTenant(t, ctx, cfg)
 	want := map[string]bool{
 		"good-rule": true, "bad-rule": false, "good-gw": true, "bad-gw": false, "good-vs": true, "bad-vs": false,
@@ -260,14 +249,14 @@ func TestUndecodableObjectsDoNotStopClients(t *testing.T) {
 	}
 	var mu sync.Mutex
 	hooked := map[string]Reason{}
-	guard := New(testScheme(), Options{OnQuarantine: func(r Report) {
+	guard := New(env.Scheme, Options{OnQuarantine: func(r Report) {
 		mu.Lock()
 		defer mu.Unlock()
 		hooked[r.Namespace+"/"+r.Name] = r.Reason
 	}})
 	guarded := rest.CopyConfig(cfg)
 	guarded.Wrap(guard.Wrap)
-	c, err := client.New(guarded, client.Options{Scheme: testScheme()})
+	c, err := client.New(guarded, client.Options{Scheme: env.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
 	rules, gws, vss, err := lists(ctx, c, tn.ns)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -331,7 +320,7 @@ func (e events) await(t *testing.T, ctx context.Context, want string) {
 func testCacheSyncsAndFollows(t *testing.T, ctx context.Context, cfg *rest.Config, tn tenant, want map[string]bool) {
 	g := NewWithT(t)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: testScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	mgrCtx, stop := context.WithCancel(ctx)

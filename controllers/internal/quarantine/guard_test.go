@@ -58,7 +58,7 @@ const listURL = "https://api/apis/gateway.portico.dev/v1alpha1/apirules"
 
 func TestRoundTripFiltersAList(t *testing.T) {
 	body := list("gateway.portico.dev/v1alpha1", "APIRuleList", goodRule, badSpecRule)
-	rt := New(testScheme(), Options{Log: logr.Discard()}).Wrap(
+	rt := New(testScheme, Options{Log: logr.Discard()}).Wrap(
 		serve("application/json; charset=utf-8", http.StatusOK, io.NopCloser(strings.NewReader(body)), nil))
 	resp := get(t, rt, listURL)
 	out := readAll(t, resp)
@@ -75,7 +75,7 @@ func TestRoundTripDecodesGzip(t *testing.T) {
 	zw := gzip.NewWriter(&zipped)
 	_, _ = zw.Write([]byte(list("gateway.portico.dev/v1alpha1", "APIRuleList", goodRule, badSpecRule)))
 	_ = zw.Close()
-	rt := New(testScheme(), Options{Log: logr.Discard()}).Wrap(serve("application/json", http.StatusOK,
+	rt := New(testScheme, Options{Log: logr.Discard()}).Wrap(serve("application/json", http.StatusOK,
 		io.NopCloser(&zipped), http.Header{"Content-Encoding": {"gzip"}}))
 	resp := get(t, rt, listURL)
 	out := readAll(t, resp)
@@ -102,7 +102,7 @@ func TestRoundTripPassesOthersThrough(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			body := io.NopCloser(strings.NewReader(bad))
-			resp := get(t, New(testScheme(), Options{Log: logr.Discard()}).Wrap(serve(tc.contentType, tc.status, body, tc.header)), listURL)
+			resp := get(t, New(testScheme, Options{Log: logr.Discard()}).Wrap(serve(tc.contentType, tc.status, body, tc.header)), listURL)
 			if resp.Body != body {
 				t.Errorf("body replaced")
 			}
@@ -112,7 +112,7 @@ func TestRoundTripPassesOthersThrough(t *testing.T) {
 
 func TestRoundTripHandsOnReadErrors(t *testing.T) {
 	failing := io.NopCloser(io.MultiReader(strings.NewReader(`{"apiVersion":`), errReader{errors.New("connection reset")}))
-	resp := get(t, New(testScheme(), Options{Log: logr.Discard()}).Wrap(serve("application/json", http.StatusOK, failing, nil)), listURL)
+	resp := get(t, New(testScheme, Options{Log: logr.Discard()}).Wrap(serve("application/json", http.StatusOK, failing, nil)), listURL)
 	b, err := io.ReadAll(resp.Body)
 	if string(b) != `{"apiVersion":` || err == nil || err.Error() != "connection reset" {
 		t.Errorf("got %q, %v", b, err)
@@ -156,7 +156,7 @@ func TestWatchIsFilteredFrameByFrame(t *testing.T) {
 	for _, f := range frames {
 		src.steps = append(src.steps, f+"\n")
 	}
-	resp := get(t, New(testScheme(), Options{Log: logr.Discard()}).Wrap(
+	resp := get(t, New(testScheme, Options{Log: logr.Discard()}).Wrap(
 		serve("application/json", http.StatusOK, io.NopCloser(src), nil)), listURL+"?watch=true&sendInitialEvents=true")
 	defer resp.Body.Close()
 	dec := json.NewDecoder(resp.Body)
@@ -198,7 +198,7 @@ func TestWatchIsFilteredFrameByFrame(t *testing.T) {
 
 func TestReportsOncePerObjectVersion(t *testing.T) {
 	var hooked []Report
-	g := New(testScheme(), Options{Log: logr.Discard(), OnQuarantine: func(r Report) { hooked = append(hooked, r) }})
+	g := New(testScheme, Options{Log: logr.Discard(), OnQuarantine: func(r Report) { hooked = append(hooked, r) }})
 	counter := quarantined.WithLabelValues("gateway.portico.dev", "APIRule", string(Dropped))
 	before := value(t, counter)
 

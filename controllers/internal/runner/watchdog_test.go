@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,9 +34,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{
-		Scheme: testenv.Scheme(apiextensionsv1.AddToScheme, gatewayv1alpha1.AddToScheme, corev1.AddToScheme),
-	}, func(env *testenv.Env) { testCfg, k8sClient = env.Config, env.Client })
+	os.Exit(testenv.Run(m, testenv.RunInput{
+		AddToScheme: []func(*runtime.Scheme) error{gatewayv1alpha1.AddToScheme},
+		Setup: func(_ context.Context, env *testenv.Env) error {
+			testCfg, k8sClient = env.Config, env.Client
+			return nil
+		},
+	}))
 }
 
 // syncBuffer is a log destination safe for concurrent writes.

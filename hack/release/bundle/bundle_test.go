@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -36,6 +35,34 @@ var checkedInDir = filepath.Join(root, "bundle")
 
 // olmCSVCRD is OLM's ClusterServiceVersion CRD, beside the repository.
 var olmCSVCRD = filepath.Join(root, "..", "shared", "testdata", "olm", "operators.coreos.com_clusterserviceversions.yaml")
+
+// k8sClient reaches an API server with Portico's CRDs and OLM's CSV CRD;
+// its writes are strictly validated.
+var k8sClient client.Client
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, testenv.RunInput{
+		CRDs:            olmCRDs,
+		FieldValidation: metav1.FieldValidationStrict,
+		Namespaces:      []string{DefaultNamespace, "mirror-system"},
+		Setup: func(_ context.Context, env *testenv.Env) error {
+			k8sClient = env.Client
+			return nil
+		},
+	}))
+}
+
+// olmCRDs is OLM's CSV CRD.
+func olmCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	crds, err := testenv.ReadCRDs(olmCSVCRD)
+	if err != nil {
+		return nil, fmt.Errorf("OLM's CSV CRD is expected at ../shared/testdata/olm/ beside the repository: %w", err)
+	}
+	if len(crds) != 1 {
+		return nil, fmt.Errorf("%s: %d CRDs, want 1", olmCSVCRD, len(crds))
+	}
+	return crds, nil
+}
 
 // optionsFor are the options `make bundle` uses, with a version and a
 // registry (empty for the defaults).
@@ -195,24 +222,7 @@ func TestWrite(t *testing.T) {
 // field validation (an unknown field is an error, not silently pruned);
 // the other manifests and the alm-examples are accepted too.
 func TestAPIServerAcceptsBundle(t *testing.T) {
-	g := NewWithT(t)
-	olmCRDs, err := testenv.ReadCRDs(olmCSVCRD)
-	g.Expect(err).NotTo(HaveOccurred(), "OLM's CSV CRD is expected at ../shared/testdata/olm/ beside the repository")
-	g.Expect(olmCRDs).To(HaveLen(1))
-
-	env, err := testenv.Start(testenv.Options{
-		CRDs:            olmCRDs,
-		Scheme:          runtime.NewScheme(),
-		FieldValidation: metav1.FieldValidationStrict,
-		Namespaces:      []string{DefaultNamespace, "mirror-system"},
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop envtest: %v", err)
-		}
-	})
-	c := env.Client
+	c := k8sClient
 	ctx := context.Background()
 
 	create := func(g Gomega, namespace string, raw []byte) *unstructured.Unstructured {

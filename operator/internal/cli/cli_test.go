@@ -9,13 +9,22 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/test/testenv"
 )
+
+// env is the API server of TestPreflight, with Portico's CRDs only.
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, testenv.RunInput{Setup: func(_ context.Context, e *testenv.Env) error {
+		env = e
+		return nil
+	}}))
+}
 
 func TestCatalogAndVersion(t *testing.T) {
 	g := NewWithT(t)
@@ -66,10 +75,6 @@ func TestRelatedImages(t *testing.T) {
 func TestPreflight(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	env, err := testenv.Start(testenv.Options{Scheme: testenv.Scheme(apiextensionsv1.AddToScheme)})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = env.Stop() })
-
 	user, err := env.AddUser(envtest.User{Name: "preflight-admin", Groups: []string{"system:masters"}}, env.Config)
 	g.Expect(err).NotTo(HaveOccurred())
 	kubeconfig, err := user.KubeConfig()

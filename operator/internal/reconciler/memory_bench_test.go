@@ -64,7 +64,7 @@ func measureCRDCache(b testing.TB, count int) (empty, withCRDs, plain float64) {
 func cachedHeap(b testing.TB, opts cache.Options, want int) float64 {
 	b.Helper()
 	cfg := testCfg
-	opts.Scheme = scheme()
+	opts.Scheme = k8sClient.Scheme()
 	before := liveHeap()
 	c, err := cache.New(cfg, opts)
 	if err != nil {

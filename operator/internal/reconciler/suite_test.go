@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,8 +14,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,10 +44,6 @@ var (
 	sourceCRDs = map[string]*apiextensionsv1.CustomResourceDefinition{}
 )
 
-func scheme() *runtime.Scheme {
-	return testenv.Scheme(corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme, operatorv1alpha1.AddToScheme, eventsv1.AddToScheme)
-}
-
 type countingTransport struct{ next http.RoundTripper }
 
 func (c countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -62,39 +57,37 @@ func (c countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 }
 
 func TestMain(m *testing.M) {
-	os.Exit(runSuite(m))
-}
-
-func runSuite(m *testing.M) int {
 	// PORTICO_TEST_LOGS=1 shows the operator's logs.
 	if os.Getenv("PORTICO_TEST_LOGS") != "" {
 		ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
 	} else {
 		ctrl.SetLogger(logr.Discard())
 	}
-	env, err := testenv.Start(testenv.Options{Scheme: scheme(), Namespaces: []string{namespace}})
-	if err != nil {
-		panic(err)
-	}
-	defer func() { _ = env.Stop() }()
+	os.Exit(testenv.Run(m, testenv.RunInput{
+		// The operator's types (testenv.Scheme's) and the Events the tests read.
+		AddToScheme: []func(*runtime.Scheme) error{eventsv1.AddToScheme},
+		Namespaces:  []string{namespace},
+		Setup:       startOperator,
+	}))
+}
 
+// startOperator runs the operator's reconciler in a manager until the
+// tests ran.
+func startOperator(ctx context.Context, env *testenv.Env) error {
 	testCfg, k8sClient = env.Config, env.Client
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	if err := loadSourceCRDs(); err != nil {
-		panic(err)
+		return err
 	}
-
 	operatorCfg := rest.CopyConfig(testCfg)
 	operatorCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt} }
 	mgr, err := ctrl.NewManager(operatorCfg, ctrl.Options{
-		Scheme:                 scheme(),
+		Scheme:                 env.Scheme,
 		Cache:                  reconciler.CacheOptions(namespace, catalog.Builtin.CRDNames()),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
 	if err != nil {
-		panic(err)
+		return err
 	}
 	r := &reconciler.Reconciler{
 		Client:    mgr.GetClient(),
@@ -110,7 +103,7 @@ func runSuite(m *testing.M) int {
 		Metrics:  reconciler.NewMetrics(prometheus.NewRegistry()),
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
-		panic(err)
+		return err
 	}
 	go func() {
 		if err := mgr.Start(ctx); err != nil {
@@ -118,9 +111,9 @@ func runSuite(m *testing.M) int {
 		}
 	}()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		panic("cache did not sync")
+		return errors.New("cache did not sync")
 	}
-	return m.Run()
+	return nil
 }
 
 // loadSourceCRDs reads the real Istio CRDs from the istio.io/api module,

@@ -15,7 +15,6 @@ import (
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +28,7 @@ import (
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
-	"github.com/portico-dev/portico/test/framework"
+	"github.com/portico-dev/portico/test/perf/internal/framework"
 )
 
 // bench holds the cluster, the informers and the plan.
@@ -50,9 +49,10 @@ type bench struct {
 	gateway *standIn
 }
 
-// kinds are the types the bench reads and writes.
+// kinds are the types the bench reads and writes beyond those
+// testenv.Scheme always has.
 var kinds = []func(*runtime.Scheme) error{
-	corev1.AddToScheme, discoveryv1.AddToScheme, apiextensionsv1.AddToScheme, gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme,
+	discoveryv1.AddToScheme, gatewayv1alpha1.AddToScheme,
 	networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme, gatewayapiv1.Install,
 }
 

@@ -110,7 +110,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/portico-dev/portico/test/framework"
+	"github.com/portico-dev/portico/test/perf/internal/framework"
 )
 
 func main() {

@@ -4,7 +4,7 @@ import (
 	"flag"
 	"time"
 
-	"github.com/portico-dev/portico/test/framework"
+	"github.com/portico-dev/portico/test/perf/internal/framework"
 )
 
 // options are the bench's flags.

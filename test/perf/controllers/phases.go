@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/portico-dev/portico/internal/contract"
-	"github.com/portico-dev/portico/test/framework"
+	"github.com/portico-dev/portico/test/perf/internal/framework"
 )
 
 const (

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/portico-dev/portico/internal/contract"
-	"github.com/portico-dev/portico/test/framework"
+	"github.com/portico-dev/portico/test/perf/internal/framework"
 )
 
 // reconcileNote: reconciles at convergence and once idle, by result, and

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/portico-dev/portico/test/framework"
+	"github.com/portico-dev/portico/test/perf/internal/framework"
 )
 
 // shortOptions are the short mode's: every phase and verdict with few

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/portico-dev/portico/test/framework"
+	"github.com/portico-dev/portico/test/perf/internal/framework"
 )
 
 // standInWorkers is how many status writes the stand-in makes at a time.

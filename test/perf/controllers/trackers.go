@@ -14,7 +14,7 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
-	"github.com/portico-dev/portico/test/framework"
+	"github.com/portico-dev/portico/test/perf/internal/framework"
 )
 
 // Labels of the EnvoyFilters the ratelimit controller writes (its topology

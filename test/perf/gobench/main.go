@@ -26,7 +26,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/portico-dev/portico/test/framework"
+	"github.com/portico-dev/portico/test/perf/internal/framework"
 )
 
 // benchLine matches a result line: name, -GOMAXPROCS, iterations, values.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/portico-dev/portico/test/framework"
+	"github.com/portico-dev/portico/test/perf/internal/framework"
 )
 
 func TestParse(t *testing.T) {

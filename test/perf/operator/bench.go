@@ -10,7 +10,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -21,7 +20,7 @@ import (
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
-	"github.com/portico-dev/portico/test/framework"
+	"github.com/portico-dev/portico/test/perf/internal/framework"
 	"github.com/portico-dev/portico/test/testenv"
 )
 
@@ -59,11 +58,6 @@ type bench struct {
 	gatedSource *apiextensionsv1.CustomResourceDefinition
 }
 
-// kinds are the types the bench reads and writes.
-var kinds = []func(*runtime.Scheme) error{
-	corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme, operatorv1alpha1.AddToScheme,
-}
-
 // run does the whole bench and reports to w; errors mean the run broke
 // (or, for the short mode, that the operator did not react correctly), not
 // that a target was missed.
@@ -71,7 +65,6 @@ func run(ctx context.Context, o options, w io.Writer) (results, error) {
 	o.operator = framework.RepoPath(o.operator)
 	b := &bench{opts: o, hub: newHub()}
 	return framework.Measure(ctx, o.BenchOptions, w, framework.Spec[results]{
-		Types:    kinds,
 		Binaries: []string{o.operator},
 		// Every event goes to the hub with the time it arrived.
 		Watches: []framework.Watch{

@@ -66,7 +66,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/portico-dev/portico/test/framework"
+	"github.com/portico-dev/portico/test/perf/internal/framework"
 )
 
 type options struct {

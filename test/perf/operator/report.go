@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/portico-dev/portico/test/framework"
+	"github.com/portico-dev/portico/test/perf/internal/framework"
 )
 
 // latencyTarget is every reaction's p99 target.

@@ -27,7 +27,6 @@ import (
 	gatewayapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
-	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/test/testenv"
 )
@@ -41,53 +40,27 @@ const (
 
 var k8sClient client.Client
 
-func testScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, discoveryv1.AddToScheme, gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme,
-		networkingv1.AddToScheme, securityv1.AddToScheme, gatewayapiv1.Install, gatewayapiv1beta1.Install,
-	} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
+// kinds are the apirule controller's types (controllers/apirule/main.go)
+// beyond those testenv.Scheme always has.
+var kinds = []func(*runtime.Scheme) error{
+	discoveryv1.AddToScheme, gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme,
+	gatewayapiv1.Install, gatewayapiv1beta1.Install,
 }
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(testenv.Run(m, testenv.RunInput{
+		Istio:       true,
+		GatewayAPI:  true,
+		AddToScheme: kinds,
+		Namespaces:  []string{ns, otherNS, "istio-system"},
+		Setup:       startController,
+	}))
 }
 
-func run(m *testing.M) int {
-	env, err := testenv.Environment()
-	if err != nil {
-		panic(err)
-	}
-	istio, err := testenv.IstioCRDs()
-	if err != nil {
-		panic(err)
-	}
-	gatewayAPI, err := testenv.GatewayAPICRDs()
-	if err != nil {
-		panic(err)
-	}
-	env.CRDs = append(istio, gatewayAPI...)
-	cfg, err := env.Start()
-	if err != nil {
-		panic(err)
-	}
-	defer func() { _ = env.Stop() }()
-	k8sClient, err = client.New(cfg, client.Options{Scheme: testScheme()})
-	if err != nil {
-		panic(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	for _, name := range []string{ns, otherNS, "istio-system"} {
-		if err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-			panic(err)
-		}
-	}
+// startController creates the Istio Gateway the APIRules use and runs the
+// reconciler in a manager until the tests ran.
+func startController(ctx context.Context, env *testenv.Env) error {
+	k8sClient = env.Client
 	gw := &networkingv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Name: "public", Namespace: "istio-system"},
 		Spec: networkingv1alpha3.Gateway{Selector: map[string]string{"istio": "ingressgateway"}, Servers: []*networkingv1alpha3.Server{{
@@ -95,27 +68,26 @@ func run(m *testing.M) int {
 		}}},
 	}
 	if err := k8sClient.Create(ctx, gw); err != nil {
-		panic(err)
+		return err
 	}
-
 	cacheOpts := cache.Options{}
 	ConfigureCache(&cacheOpts, true, true, true)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 testScheme(),
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
 		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
-		panic(err)
+		return err
 	}
 	if err := (&Reconciler{Client: mgr.GetClient(), CheckGateways: true, CheckServiceEntries: true, CheckWorkloadEntries: true, ReadGrants: true,
 		GatewayAPI: true, CheckGatewayAPIGateways: true}).SetupWithManager(ctx, mgr); err != nil {
-		panic(err)
+		return err
 	}
 	go func() { _ = mgr.Start(ctx) }()
-	return m.Run()
+	return nil
 }
 
 func createService(t *testing.T, name string) {

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/test/testenv"
 )
 
 // Disabled or removed, the controller takes its finalizer off every
@@ -24,7 +25,7 @@ func TestRetireReleasesEveryAPIRule(t *testing.T) {
 		rule("team-b", "held", "example.com/hold", Finalizer),
 		rule("team-b", "refused"),
 	}
-	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).Build()
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme(kinds...)).WithObjects(objs...).Build()
 	g.Expect(Retire(context.Background(), c)).To(Succeed())
 	for want, key := range map[string]client.ObjectKey{"": {Namespace: "team-a", Name: "applied"}, "example.com/hold": {Namespace: "team-b", Name: "held"}, "-": {Namespace: "team-b", Name: "refused"}} {
 		got := &gatewayv1alpha1.APIRule{}

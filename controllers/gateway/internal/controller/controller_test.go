@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,25 +31,19 @@ const ns = "istio-system"
 
 var k8sClient client.Client
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	env, err := testenv.Start(testenv.Options{
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, testenv.RunInput{
 		Istio:       true,
 		CertManager: true,
 		GatewayAPI:  true,
-		Scheme: testenv.Scheme(
-			corev1.AddToScheme, gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme, networkingv1.AddToScheme, cmv1.AddToScheme,
-			gatewayapiv1.Install,
-		),
-		Namespaces: []string{ns},
-	})
-	if err != nil {
-		panic(err)
-	}
-	defer func() { _ = env.Stop() }()
-	k8sClient = env.Client
-	return m.Run()
+		// The gateway controller's types (controllers/gateway/main.go).
+		AddToScheme: []func(*runtime.Scheme) error{gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, cmv1.AddToScheme, gatewayapiv1.Install},
+		Namespaces:  []string{ns},
+		Setup: func(_ context.Context, env *testenv.Env) error {
+			k8sClient = env.Client
+			return nil
+		},
+	}))
 }
 
 // start is the time the tests' clock starts at.

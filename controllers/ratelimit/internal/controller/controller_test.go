@@ -28,7 +28,6 @@ import (
 	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
-	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/ratelimit/internal/topology"
 	"github.com/portico-dev/portico/test/testenv"
 )
@@ -40,42 +39,37 @@ var (
 	ingress   = map[string]string{"istio": "ingressgateway"}
 )
 
-func testScheme() *runtime.Scheme {
-	return testenv.Scheme(corev1.AddToScheme, gatewayv1alpha1.AddToScheme, operatorv1alpha1.AddToScheme, networkingv1.AddToScheme, networkingv1alpha3.AddToScheme,
-		gatewayapiv1.Install)
-}
-
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	env, err := testenv.Start(testenv.Options{
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, testenv.RunInput{
 		Istio:      true,
 		GatewayAPI: true,
-		Scheme:     testScheme(),
+		// The ratelimit controller's types (controllers/ratelimit/main.go).
+		AddToScheme: []func(*runtime.Scheme) error{
+			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, gatewayapiv1.Install,
+		},
 		Namespaces: []string{"shop", "istio-system", "bookinfo", "gateways", "edge", "team-a", "team-b"},
-	})
-	if err != nil {
-		panic(err)
-	}
-	defer func() { _ = env.Stop() }()
+		Setup:      startController,
+	}))
+}
+
+// startController runs the reconciler in a manager until the tests ran.
+func startController(ctx context.Context, env *testenv.Env) error {
 	k8sClient = env.Client
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	cacheOpts := cache.Options{}
 	ConfigureCache(&cacheOpts)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: testScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Cache: cacheOpts,
+		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Cache: cacheOpts,
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
-		panic(err)
+		return err
 	}
 	r := &Reconciler{Client: mgr.GetClient(), GatewaysKnown: true, GatewayAPIGatewaysKnown: true, APIRulesKnown: true, RootNamespace: topology.DefaultRootNamespace}
 	if err := r.SetupWithManager(mgr); err != nil {
-		panic(err)
+		return err
 	}
 	go func() { _ = mgr.Start(ctx) }()
-	return m.Run()
+	return nil
 }
 
 func create(t *testing.T, obj client.Object) {

@@ -1,13 +1,17 @@
 package framework
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/portico-dev/portico/test/framework"
 )
 
 // KwokCluster is a local kwok cluster (fake nodes, real control plane)
@@ -24,11 +28,11 @@ type KwokCluster struct {
 // Up creates the cluster, or starts it again as it was, and returns its
 // kubeconfig.
 func (c KwokCluster) Up(ctx context.Context) (string, error) {
-	out, err := runCommand(ctx, c.Root, c.Log, filepath.Join(c.Root, "hack", "cluster.sh"), "up", c.Name)
+	out, err := c.script(ctx, "up")
 	if err != nil {
 		return "", err
 	}
-	kubeconfig := LastLine(out)
+	kubeconfig := framework.LastLine(out)
 	if _, err := os.Stat(kubeconfig); kubeconfig == "" || err != nil {
 		return "", fmt.Errorf("hack/cluster.sh up %s: last output line %q is not a kubeconfig file", c.Name, kubeconfig)
 	}
@@ -37,8 +41,21 @@ func (c KwokCluster) Up(ctx context.Context) (string, error) {
 
 // Down deletes the cluster (nothing when it does not exist).
 func (c KwokCluster) Down(ctx context.Context) error {
-	_, err := runCommand(ctx, c.Root, c.Log, filepath.Join(c.Root, "hack", "cluster.sh"), "down", c.Name)
+	_, err := c.script(ctx, "down")
 	return err
+}
+
+// script runs `hack/cluster.sh command name` from the repository's top
+// directory, its progress going to Log, and returns its output.
+func (c KwokCluster) script(ctx context.Context, command string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.Root, "hack", "cluster.sh"), command, c.Name)
+	cmd.Dir = c.Root
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, c.Log
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("hack/cluster.sh %s %s: %w", command, c.Name, err)
+	}
+	return stdout.String(), nil
 }
 
 // ControlPlanePIDs returns the process IDs of the cluster's kube-apiserver,

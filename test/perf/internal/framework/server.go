@@ -6,27 +6,15 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/portico-dev/portico/internal/contract"
+	"github.com/portico-dev/portico/test/framework"
 	"github.com/portico-dev/portico/test/testenv"
 )
-
-// ServingAddrs returns two loopback addresses free right now, for a Portico
-// binary's metrics and health probes.
-func ServingAddrs() (metrics, probe string, err error) {
-	if metrics, err = testenv.FreeLoopbackAddr(); err != nil {
-		return "", "", err
-	}
-	if probe, err = testenv.FreeLoopbackAddr(); err != nil {
-		return "", "", err
-	}
-	return metrics, probe, nil
-}
 
 // ServerConfig describes a Portico binary (the operator or a controller) to
 // run as a host process.
@@ -49,7 +37,7 @@ type ServerConfig struct {
 // Server is a running Portico binary with its metrics and health probes on
 // loopback addresses.
 type Server struct {
-	*Process
+	*framework.Process
 	Name       string
 	LogPath    string
 	MetricsURL string
@@ -60,7 +48,7 @@ type Server struct {
 
 // StartServer starts the binary with its output in a new log file.
 func StartServer(c ServerConfig) (*Server, error) {
-	metrics, probe, err := ServingAddrs()
+	metrics, probe, err := framework.ServingAddrs()
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +56,7 @@ func StartServer(c ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	_ = log.Close()
 	args := append([]string{
 		contract.Flag(contract.FlagMetricsAddress, metrics),
 		contract.Flag(contract.FlagHealthAddress, probe),
@@ -80,9 +69,7 @@ func StartServer(c ServerConfig) (*Server, error) {
 		}
 		args, pprofURL = append(args, contract.Flag(contract.FlagPprofAddress, addr)), "http://"+addr
 	}
-	cmd := exec.Command(c.Binary, args...)
-	cmd.Env = append(os.Environ(), c.Env...)
-	p, err := startLogged(cmd, log)
+	p, err := framework.StartProcess(c.Binary, args, c.Env, log.Name())
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", c.Binary, err)
 	}

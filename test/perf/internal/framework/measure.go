@@ -28,7 +28,8 @@ type Report interface {
 
 // Spec describes a benchmark to Measure.
 type Spec[R Report] struct {
-	// Types are the kinds the benchmark reads and writes.
+	// Types are the kinds the benchmark reads and writes beyond those
+	// testenv.Scheme always has.
 	Types []func(*runtime.Scheme) error
 	// GatewayAPI installs the Gateway API's standard CRDs
 	// (testenv.GatewayAPICRDs) with Portico's and Istio's, before the
@@ -86,15 +87,11 @@ func Measure[R Report](ctx context.Context, o BenchOptions, w io.Writer, spec Sp
 	return report, o.Publish(w, report.PerfData())
 }
 
-// setUp creates the connection's client for types and installs the CRDs
+// setUp creates the connection's client for types (testenv.Scheme's) and installs the CRDs
 // of a cluster with Portico and Istio (PorticoAndIstioCRDs), with
 // gatewayAPI the Gateway API's too.
 func (c *Connection) setUp(ctx context.Context, types []func(*runtime.Scheme) error, gatewayAPI bool, timeout time.Duration) error {
-	c.Scheme = runtime.NewScheme()
-	builder := runtime.NewSchemeBuilder(types...)
-	if err := builder.AddToScheme(c.Scheme); err != nil {
-		return err
-	}
+	c.Scheme = testenv.Scheme(types...)
 	var err error
 	if c.Client, err = client.New(c.Config, client.Options{Scheme: c.Scheme}); err != nil {
 		return err
