@@ -283,12 +283,12 @@ func publishImage(ctx context.Context, b Builder, img Image, o Options) (Artifac
 	}
 	fmt.Fprintf(o.Log, "pushed %s\n", ref)
 	a := Artifact{Name: img.Name, Kind: "image", Reference: ref.String(), Tag: o.Registry + "/" + img.Name + ":" + o.Version}
-	manifest, err := idx.IndexManifest()
+	index, err := idx.IndexManifest()
 	if err != nil {
 		return Artifact{}, err
 	}
 	for i, p := range platforms {
-		desc := manifest.Manifests[i]
+		desc := index.Manifests[i]
 		doc, err := sbom.FromBinary(p.BinaryPath, sbom.Subject{Name: img.Name, Version: o.Version, Platform: p.Platform, Created: o.Epoch})
 		if err != nil {
 			return Artifact{}, fmt.Errorf("SBOM of %s %s: %w", img.Name, p.Platform, err)
