@@ -230,7 +230,8 @@ func startTraefik(ctx context.Context, addr string, namespaces []string) {
 // Call it inside the Portico Describe (an Ordered container), on a cluster
 // where the apirule controller runs without the Gateway API's CRDs and the
 // orders backend runs behind the Service shop/orders, as after "routes a
-// request from a pod through the APIRule's VirtualService to its Service".
+// request from a pod through the APIRule's VirtualService to its Service"
+// (the suite calls it after the helm upgrade and rollback).
 // The specs run on the node target only and leave the Gateway API's CRDs
 // installed, and nothing else of theirs: Traefik is stopped (AfterSuite
 // stops it too, if a spec failed), and the APIRules, Gateway, GatewayClass,

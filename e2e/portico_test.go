@@ -249,8 +249,6 @@ var _ = Describe("Portico", Ordered, func() {
 
 	defaultGatewaySpecs()
 
-	gatewayAPISpecs(orders)
-
 	It("enforces a RateLimit with an EnvoyFilter on the gateway workload", func(ctx SpecContext) {
 		if !target.RealPods() {
 			By("running pods for the Gateway's selector (kwok fakes them), where the EnvoyFilter applies")
@@ -428,6 +426,11 @@ var _ = Describe("Portico", Ordered, func() {
 		By("helm rollback to " + releaseV1)
 		rollTo(ctx, releaseV1, gatewayIP, "rollback", release, "1")
 	})
+
+	// The Gateway API specs run late in the suite: their Traefik (built from
+	// its Go module, minutes on a cold machine) has had the time the specs
+	// before them spend waiting for pods and rollouts to finish building.
+	gatewayAPISpecs(orders)
 
 	It("removes every controller when the APIGateway is deleted, leaving users' objects", func(ctx SpecContext) {
 		Expect(k8sClient.Delete(ctx, &operatorv1alpha1.APIGateway{ObjectMeta: metav1.ObjectMeta{Name: "default"}})).To(Succeed())
