@@ -482,11 +482,12 @@ func setSpec(dst, src client.Object) {
 // are not in keep. Objects that are not the APIRule's are never deleted,
 // whatever their labels.
 func (r *Reconciler) deleteUnwanted(ctx context.Context, rule *gatewayv1alpha1.APIRule, reader client.Reader, keep map[string]bool) error {
-	var selector client.ListOption = client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: rule.Name}
+	var selector client.ListOption = client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy,
+		translate.LabelAPIRule: rule.Name, translate.LabelAPIRuleNamespace: rule.Namespace}
 	if r.cache != nil && reader == client.Reader(r.Client) {
 		// The same objects, from the cache's index rather than by matching
 		// the labels of every object the controller wrote.
-		reader, selector = r.cache, client.MatchingFields{ownerIndex: rule.Name}
+		reader, selector = r.cache, client.MatchingFields{ownerIndex: ownedBy(rule)}
 	}
 	objs, err := r.objectsOf(ctx, reader, selector)
 	if err != nil {
@@ -569,7 +570,8 @@ func (r *Reconciler) finalize(ctx context.Context, rule *gatewayv1alpha1.APIRule
 // hosts stay claimed; an object that another's finalizer holds is looked
 // at again after releaseRetry.
 func (r *Reconciler) release(ctx context.Context, rule *gatewayv1alpha1.APIRule) (ctrl.Result, error) {
-	selector := client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: rule.Name}
+	selector := client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy,
+		translate.LabelAPIRule: rule.Name, translate.LabelAPIRuleNamespace: rule.Namespace}
 	objs, err := r.objectsOf(ctx, r.Reader, selector)
 	if err != nil {
 		return ctrl.Result{}, err

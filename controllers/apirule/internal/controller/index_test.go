@@ -4,10 +4,12 @@ import (
 	"slices"
 	"testing"
 
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
+	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
 )
 
 // The host index must find every APIRule whose hosts overlap: the host
@@ -31,5 +33,41 @@ func TestHostIndexFindsEveryOverlap(t *testing.T) {
 				t.Errorf("%s overlaps %s, but the host index does not find it", b, a)
 			}
 		}
+	}
+}
+
+// The owner index keys an object by its APIRule's namespace and name: the
+// objects of shop/api are found for shop/api and never for team-b/api, so a
+// name many tenants use costs each reconcile only its own objects; objects
+// without Portico's labels are not indexed at all.
+func TestOwnerIndexKeysByNamespaceAndName(t *testing.T) {
+	labelled := func(labels map[string]string) *networkingv1.VirtualService {
+		return &networkingv1.VirtualService{ObjectMeta: metav1.ObjectMeta{Namespace: "backends", Name: "vs", Labels: labels}}
+	}
+	tests := []struct {
+		name   string
+		labels map[string]string
+		want   []string
+	}{
+		{name: "Portico's labels", want: []string{"shop/api"},
+			labels: map[string]string{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: "api", translate.LabelAPIRuleNamespace: "shop"}},
+		{name: "another manager", want: nil,
+			labels: map[string]string{translate.LabelManagedBy: "helm", translate.LabelAPIRule: "api", translate.LabelAPIRuleNamespace: "shop"}},
+		{name: "no APIRule namespace", want: nil,
+			labels: map[string]string{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: "api"}},
+		{name: "no labels", want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ownerKey(labelled(tt.labels)); !slices.Equal(got, tt.want) {
+				t.Errorf("ownerKey = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	shop := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "api"}}
+	teamB := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "api"}}
+	key := ownerKey(labelled(map[string]string{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: "api", translate.LabelAPIRuleNamespace: "shop"}))
+	if !slices.Contains(key, ownedBy(shop)) || slices.Contains(key, ownedBy(teamB)) {
+		t.Errorf("the objects of shop/api (key %q) must be found for shop/api (%q) only, not team-b/api (%q)", key, ownedBy(shop), ownedBy(teamB))
 	}
 }

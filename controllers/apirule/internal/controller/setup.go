@@ -55,7 +55,7 @@ const (
 	// their backends are in.
 	backendNamespaceIndex = "apirule.backendNamespaces"
 	// ownerIndex finds the Istio objects the controller labelled by the
-	// name of their APIRule.
+	// namespace and name of their APIRule.
 	ownerIndex = "apirule.owner"
 )
 
@@ -333,13 +333,21 @@ func gatewayAPIKey(namespace, name string) string {
 }
 
 // ownerKey is ownerIndex's key of an object the controller labelled: the
-// name of its APIRule, as the label selector of deleteUnwanted matches it.
+// namespace and name of its APIRule (ownedBy), as the label selector of
+// deleteUnwanted matches it. The namespace is part of the key so that a
+// name many tenants use (api, web) does not make every one of their
+// reconciles walk the objects of all the others.
 func ownerKey(o client.Object) []string {
 	l := o.GetLabels()
-	if l[translate.LabelManagedBy] != translate.ManagedBy || l[translate.LabelAPIRule] == "" {
+	if l[translate.LabelManagedBy] != translate.ManagedBy || l[translate.LabelAPIRule] == "" || l[translate.LabelAPIRuleNamespace] == "" {
 		return nil
 	}
-	return []string{l[translate.LabelAPIRule]}
+	return []string{l[translate.LabelAPIRuleNamespace] + "/" + l[translate.LabelAPIRule]}
+}
+
+// ownedBy is ownerIndex's key of the objects of rule.
+func ownedBy(rule *gatewayv1alpha1.APIRule) string {
+	return rule.Namespace + "/" + rule.Name
 }
 
 // hostKeys are hostIndex's keys of an APIRule: per host "h:" and the host,
