@@ -46,20 +46,7 @@ func parsePackage(t *testing.T, dir string) *goPackage {
 			t.Fatal(err)
 		}
 		p.files = append(p.files, f)
-		for _, decl := range f.Decls {
-			gd, ok := decl.(*ast.GenDecl)
-			if !ok || gd.Tok != token.CONST {
-				continue
-			}
-			for _, spec := range gd.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, n := range vs.Names {
-					if i < len(vs.Values) {
-						p.consts[n.Name] = vs.Values[i]
-					}
-				}
-			}
-		}
+		eachConst(f, func(name string, _ *ast.ValueSpec, value ast.Expr) { p.consts[name] = value })
 	}
 	if len(p.files) == 0 {
 		t.Fatalf("%s holds no Go file", dir)
@@ -73,31 +60,41 @@ func (p *goPackage) stringConsts(t *testing.T, keep func(name, typ string) bool)
 	t.Helper()
 	out := map[string]string{}
 	for _, f := range p.files {
-		for _, decl := range f.Decls {
-			gd, ok := decl.(*ast.GenDecl)
-			if !ok || gd.Tok != token.CONST {
-				continue
+		eachConst(f, func(name string, vs *ast.ValueSpec, value ast.Expr) {
+			typ := ""
+			if id, ok := vs.Type.(*ast.Ident); ok {
+				typ = id.Name
 			}
-			for _, spec := range gd.Specs {
-				vs := spec.(*ast.ValueSpec)
-				typ := ""
-				if id, ok := vs.Type.(*ast.Ident); ok {
-					typ = id.Name
-				}
-				for i, n := range vs.Names {
-					if !keep(n.Name, typ) || i >= len(vs.Values) {
-						continue
-					}
-					v, ok := p.eval(vs.Values[i])
-					if !ok || v.kind != kindString {
-						t.Fatalf("%s: cannot read the value of constant %s", p.dir, n.Name)
-					}
-					out[n.Name] = v.text
+			if !keep(name, typ) {
+				return
+			}
+			v, ok := p.eval(value)
+			if !ok || v.kind != kindString {
+				t.Fatalf("%s: cannot read the value of constant %s", p.dir, name)
+			}
+			out[name] = v.text
+		})
+	}
+	return out
+}
+
+// eachConst calls fn with every package-level constant of f that has a
+// value of its own: its name, its spec and its value expression.
+func eachConst(f *ast.File, fn func(name string, spec *ast.ValueSpec, value ast.Expr)) {
+	for _, decl := range f.Decls {
+		gd, ok := decl.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, n := range vs.Names {
+				if i < len(vs.Values) {
+					fn(n.Name, vs, vs.Values[i])
 				}
 			}
 		}
 	}
-	return out
 }
 
 // value is what eval makes of a Go expression.
