@@ -124,8 +124,15 @@ var contractValues = map[string]value{
 	"FlagLogLevel":         {kind: kindString, text: contract.FlagLogLevel},
 	"FlagNamespace":        {kind: kindString, text: contract.FlagNamespace},
 	"FlagPprofAddress":     {kind: kindString, text: contract.FlagPprofAddress},
-	"MetricsPort":          {kind: kindInt, n: contract.MetricsPort},
-	"HealthPort":           {kind: kindInt, n: contract.HealthPort},
+	"FlagKubeAPIQPS":       {kind: kindString, text: contract.FlagKubeAPIQPS},
+	"FlagKubeAPIBurst":     {kind: kindString, text: contract.FlagKubeAPIBurst},
+	"FlagKubeAPITimeout":   {kind: kindString, text: contract.FlagKubeAPITimeout},
+	// An untyped constant: a fractional default would not compile here.
+	"DefaultKubeAPIQPS":     {kind: kindInt, n: contract.DefaultKubeAPIQPS},
+	"DefaultKubeAPIBurst":   {kind: kindInt, n: contract.DefaultKubeAPIBurst},
+	"DefaultKubeAPITimeout": {kind: kindDuration, n: int64(contract.DefaultKubeAPITimeout)},
+	"MetricsPort":           {kind: kindInt, n: contract.MetricsPort},
+	"HealthPort":            {kind: kindInt, n: contract.HealthPort},
 }
 
 var durationUnits = map[string]time.Duration{
@@ -241,8 +248,8 @@ func (f codeFlag) key() string { return strings.TrimSpace(f.command + " " + f.na
 
 // pflag's definitions: name and default argument positions.
 var flagDefiners = map[string][2]int{
-	"StringVar": {1, 2}, "BoolVar": {1, 2}, "DurationVar": {1, 2}, "IntVar": {1, 2},
-	"String": {0, 1}, "Bool": {0, 1}, "Duration": {0, 1}, "Int": {0, 1},
+	"StringVar": {1, 2}, "BoolVar": {1, 2}, "DurationVar": {1, 2}, "IntVar": {1, 2}, "Float64Var": {1, 2},
+	"String": {0, 1}, "Bool": {0, 1}, "Duration": {0, 1}, "Int": {0, 1}, "Float64": {0, 1},
 }
 
 // flags returns the flags the package's commands register with pflag, and

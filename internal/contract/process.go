@@ -1,5 +1,7 @@
 package contract
 
+import "time"
+
 // The controller container: what the operator's Deployment passes and
 // probes, and what the controller binary parses and serves. The operator's
 // own binary takes the same address flags.
@@ -27,6 +29,24 @@ const (
 	// FlagPprofAddress serves Go's /debug/pprof profiles; off unless set
 	// (the operator never sets it: it is for benchmarks and debugging).
 	FlagPprofAddress = "pprof-bind-address"
+	// FlagKubeAPIQPS, FlagKubeAPIBurst and FlagKubeAPITimeout bound the
+	// process's requests to the API server (package internal/apiclient):
+	// the operator and every controller take them.
+	FlagKubeAPIQPS     = "kube-api-qps"
+	FlagKubeAPIBurst   = "kube-api-burst"
+	FlagKubeAPITimeout = "kube-api-timeout"
+
+	// DefaultKubeAPIQPS is the sustained request rate of one process: far
+	// above what a controller needs at steady state, so it only shapes a
+	// bulk (a restart or a mass create), where the API server's priority
+	// and fairness would otherwise answer with 429s.
+	DefaultKubeAPIQPS = 300
+	// DefaultKubeAPIBurst is how many requests may go at once above
+	// DefaultKubeAPIQPS.
+	DefaultKubeAPIBurst = 600
+	// DefaultKubeAPITimeout bounds one request that is not a watch, so a
+	// request the API server never answers frees its worker.
+	DefaultKubeAPITimeout = 30 * time.Second
 
 	// EnvPodNamespace tells the controller its namespace (the leader
 	// Lease's); the operator sets it from the pod's metadata and a spec may

@@ -30,6 +30,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/apiclient"
 	"github.com/portico-dev/portico/internal/contract"
 )
 
@@ -86,6 +87,8 @@ type Options struct {
 	Namespace        string
 	ShutdownTimeout  time.Duration
 	PprofAddr        string
+	// APIBounds bound the process's requests to the API server.
+	APIBounds apiclient.Bounds
 
 	// Tests substitute the cluster and the log destination.
 	restConfig *rest.Config
@@ -119,6 +122,9 @@ func NewCommand(c Controller) *cobra.Command {
 	fs.StringVar(&o.Namespace, contract.FlagNamespace, "", "watch only this namespace (all namespaces when empty)")
 	fs.StringVar(&o.PprofAddr, contract.FlagPprofAddress, "", "address Go's /debug/pprof profiles are served on; empty disables them")
 	fs.DurationVar(&o.ShutdownTimeout, "graceful-shutdown-timeout", 10*time.Second, "how long workers may take to finish on shutdown")
+	fs.Float64Var(&o.APIBounds.QPS, contract.FlagKubeAPIQPS, contract.DefaultKubeAPIQPS, "API requests per second the process sends at most; 0 or less: no client-side limit")
+	fs.IntVar(&o.APIBounds.Burst, contract.FlagKubeAPIBurst, contract.DefaultKubeAPIBurst, "API requests the process may send at once above --"+contract.FlagKubeAPIQPS)
+	fs.DurationVar(&o.APIBounds.Timeout, contract.FlagKubeAPITimeout, contract.DefaultKubeAPITimeout, "how long one API request other than a watch may take; 0: unbounded")
 	if kubeconfig := flag.CommandLine.Lookup("kubeconfig"); kubeconfig != nil {
 		fs.AddGoFlag(kubeconfig)
 	}
@@ -157,6 +163,9 @@ func Run(ctx context.Context, c Controller, o Options) error {
 	if err != nil {
 		return err
 	}
+	if err := o.APIBounds.Validate(); err != nil {
+		return err
+	}
 	zapOpts := []zap.Opts{zap.Level(level)}
 	if o.logOutput != nil {
 		zapOpts = append(zapOpts, zap.WriteTo(o.logOutput))
@@ -179,9 +188,11 @@ func Run(ctx context.Context, c Controller, o Options) error {
 	// No object the API server accepts may stop the controller: every client
 	// skips (and reports) objects that do not decode into their Go types.
 	undecodable := &quarantineEvents{}
-	cfg = guardConfig(cfg, scheme, undecodable, log.WithName("quarantine"))
+	leaderCfg := guardConfig(cfg, scheme, undecodable, log.WithName("quarantine"))
+	cfg = o.APIBounds.Apply(leaderCfg)
+	apiclient.ReportThrottling()
 
-	outer, err := newOuterManager(cfg, scheme, c, o)
+	outer, err := newOuterManager(cfg, leaderCfg, scheme, c, o)
 	if err != nil {
 		return err
 	}
@@ -206,8 +217,10 @@ func Run(ctx context.Context, c Controller, o Options) error {
 }
 
 // newOuterManager creates the manager that runs whatever CRDs come and go:
-// leader election, probes, metrics and the schema-less CRD cache.
-func newOuterManager(cfg *rest.Config, scheme *runtime.Scheme, c Controller, o Options) (ctrl.Manager, error) {
+// leader election, probes, metrics and the schema-less CRD cache. Leader
+// election uses leaderCfg, without the request bounds, so that bulk work
+// never makes a renewal wait for the token bucket.
+func newOuterManager(cfg, leaderCfg *rest.Config, scheme *runtime.Scheme, c Controller, o Options) (ctrl.Manager, error) {
 	leaderNS := o.LeaderElectionNS
 	if leaderNS == "" {
 		leaderNS = os.Getenv(contract.EnvPodNamespace)
@@ -231,6 +244,7 @@ func newOuterManager(cfg *rest.Config, scheme *runtime.Scheme, c Controller, o O
 		HealthProbeBindAddress:        o.ProbeAddr,
 		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElect,
+		LeaderElectionConfig:          leaderCfg,
 		LeaderElectionID:              c.Contract.LeaderElectionID(),
 		LeaderElectionNamespace:       leaderNS,
 		LeaderElectionReleaseOnCancel: true,

@@ -2,7 +2,9 @@
 // the cobra command with the standard flags the operator passes (metrics and
 // health addresses, leader election, log level, namespace to watch),
 // manager set-up, /healthz and /readyz, metrics, graceful shutdown, and the
-// CRD watchdog.
+// CRD watchdog. Every client of the process except leader election's is
+// bounded by --kube-api-qps, --kube-api-burst and --kube-api-timeout
+// (package internal/apiclient).
 //
 // The watchdog keeps a controller from crash-looping or spamming errors when
 // a CRD it needs is missing: an outer manager (leader election, probes,

@@ -22,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/apiclient"
 	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/operator/internal/catalog"
 	"github.com/portico-dev/portico/operator/internal/reconciler"
@@ -40,7 +41,9 @@ type runOptions struct {
 	imageTag      string
 	// progressDeadline overrides the catalog's rollout deadline (0 keeps it).
 	progressDeadline time.Duration
-	zap              zap.Options
+	// apiBounds bound the operator's requests to the API server.
+	apiBounds apiclient.Bounds
+	zap       zap.Options
 }
 
 func (o *runOptions) bindFlags(cmd *cobra.Command) {
@@ -52,6 +55,9 @@ func (o *runOptions) bindFlags(cmd *cobra.Command) {
 	fs.StringVar(&o.imageRegistry, "controller-image-registry", DefaultRegistry, "registry of the default controller images, <registry>/<name>-controller:<tag>")
 	fs.StringVar(&o.imageTag, "controller-image-tag", contract.Version(), "tag of the default controller images; the operator version unless set")
 	fs.DurationVar(&o.progressDeadline, "controller-progress-deadline", 0, "progress deadline of every controller Deployment, after which a stuck rollout is Degraded (0: the catalog's, 10m)")
+	fs.Float64Var(&o.apiBounds.QPS, contract.FlagKubeAPIQPS, contract.DefaultKubeAPIQPS, "API requests per second the operator sends at most; 0 or less: no client-side limit")
+	fs.IntVar(&o.apiBounds.Burst, contract.FlagKubeAPIBurst, contract.DefaultKubeAPIBurst, "API requests the operator may send at once above --"+contract.FlagKubeAPIQPS)
+	fs.DurationVar(&o.apiBounds.Timeout, contract.FlagKubeAPITimeout, contract.DefaultKubeAPITimeout, "how long one API request other than a watch may take; 0: unbounded")
 	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.zap.BindFlags(goFlags)
 	fs.AddGoFlagSet(goFlags)
@@ -94,17 +100,25 @@ func run(ctx context.Context, o *runOptions) error {
 		return fmt.Errorf("--controller-progress-deadline must not be negative")
 	}
 	ordered = ordered.WithProgressDeadline(o.progressDeadline)
+	if err := o.apiBounds.Validate(); err != nil {
+		return err
+	}
 
-	cfg, err := ctrl.GetConfig()
+	leaderCfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
+	// Leader election keeps the unbounded configuration: its renewals never
+	// wait behind the reconciler's requests.
+	cfg := o.apiBounds.Apply(leaderCfg)
+	apiclient.ReportThrottling()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        Scheme(),
 		Cache:                         reconciler.CacheOptions(o.namespace, ordered.CRDNames()),
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
+		LeaderElectionConfig:          leaderCfg,
 		LeaderElectionID:              LeaderElectionID,
 		LeaderElectionNamespace:       o.namespace,
 		LeaderElectionReleaseOnCancel: true,
