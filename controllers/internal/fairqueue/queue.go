@@ -67,14 +67,128 @@ type entry[T comparable] struct {
 	againAt       time.Time
 }
 
-// level is the ready items of one priority: a FIFO per tenant, and the
-// tenants with items in the order they are served.
+// level is the ready items of one priority, served by start-time fair
+// queueing: each tenant has a virtual start tag, the tenant with the
+// smallest is served next and its tag then advances by one, and a tenant
+// that becomes active starts at the level's virtual time (the tag of the
+// item last served), or at its own later tag if it was served so recently
+// that it still has one. A tenant that keeps its FIFO full, or refills it
+// right after each item, is served once per round of tags like everyone
+// else; one that was idle starts at the current round, ahead of every
+// tenant already served in it.
 type level[T comparable] struct {
-	fifos map[string][]place[T]
-	ring  []string
-	next  int
+	// tenants holds the tenants with ready items and the idle tenants whose
+	// tag is still ahead of vtime; an idle tenant is forgotten once vtime
+	// reaches its tag (it would start there anyway), so the map never grows
+	// with the number of tenants ever seen.
+	tenants map[string]*tenant[T]
+	active  activeHeap[T]
+	idle    idleHeap[T]
+	vtime   uint64
+	// served counts the items handed out at this level.
+	served uint64
 }
 
+// tenant is one tenant's FIFO and place at a level.
+type tenant[T comparable] struct {
+	name string
+	fifo []place[T]
+	tag  uint64
+	// Ties between equal tags: a tenant that became active at this tag
+	// (fresh) goes before one that reached it by being served; fresh
+	// tenants that became active after more items were served go first
+	// (the one that just arrived has waited for none of this round), then
+	// in the order they became active (seq); served tenants go in the
+	// order they were served (since).
+	fresh       bool
+	since, seq  uint64
+	activeIndex int
+	idleIndex   int
+}
+
+// before orders two tenants of a level: the next one to serve first.
+func (a *tenant[T]) before(b *tenant[T]) bool {
+	switch {
+	case a.tag != b.tag:
+		return a.tag < b.tag
+	case a.fresh != b.fresh:
+		return a.fresh
+	case a.fresh && a.since != b.since:
+		return a.since > b.since
+	case a.fresh:
+		return a.seq < b.seq
+	}
+	return a.since < b.since
+}
+
+func newLevel[T comparable]() *level[T] {
+	return &level[T]{tenants: map[string]*tenant[T]{}}
+}
+
+// enqueue appends a place to its tenant's FIFO, activating the tenant.
+func (l *level[T]) enqueue(name string, p place[T]) {
+	t := l.tenants[name]
+	switch {
+	case t == nil:
+		t = &tenant[T]{name: name, tag: l.vtime, fresh: true, since: l.served, seq: p.seq, idleIndex: -1}
+		l.tenants[name] = t
+		heap.Push(&l.active, t)
+	case t.activeIndex < 0: // remembered: its tag is still ahead of vtime
+		heap.Remove(&l.idle, t.idleIndex)
+		heap.Push(&l.active, t)
+	}
+	t.fifo = append(t.fifo, p)
+}
+
+// next takes the next tenant's oldest place that valid accepts, and
+// charges the tenant for it; ok is false when the level has none.
+func (l *level[T]) next(valid func(place[T]) bool) (p place[T], ok bool) {
+	for l.active.Len() > 0 {
+		t := l.active[0]
+		for len(t.fifo) > 0 && !ok {
+			p, ok = t.fifo[0], valid(t.fifo[0])
+			t.fifo[0] = place[T]{}
+			t.fifo = t.fifo[1:]
+		}
+		if ok {
+			l.served++
+			l.vtime = t.tag
+			t.tag++
+			t.fresh, t.since = false, l.served
+			l.forget()
+		}
+		if len(t.fifo) > 0 {
+			heap.Fix(&l.active, 0)
+		} else {
+			heap.Pop(&l.active)
+			t.fifo = nil
+			l.rest(t)
+		}
+		if ok {
+			return p, true
+		}
+	}
+	return p, false
+}
+
+// rest remembers an idle tenant while its tag is ahead of vtime.
+func (l *level[T]) rest(t *tenant[T]) {
+	if t.tag > l.vtime {
+		heap.Push(&l.idle, t)
+		return
+	}
+	delete(l.tenants, t.name)
+}
+
+// forget drops the idle tenants vtime has caught up with.
+func (l *level[T]) forget() {
+	for l.idle.Len() > 0 && l.idle[0].tag <= l.vtime {
+		delete(l.tenants, heap.Pop(&l.idle).(*tenant[T]).name)
+	}
+}
+
+// place is an item's place in its tenant's FIFO; seq tells a current place
+// from one its item left.
 type place[T comparable] struct {
 	item T
 	seq  uint64
@@ -197,57 +311,46 @@ func (q *Queue[T]) place(e *entry[T], readyAt, now time.Time) {
 func (q *Queue[T]) push(e *entry[T], now time.Time) {
 	l := q.levels[e.priority]
 	if l == nil {
-		l = &level[T]{fifos: map[string][]place[T]{}}
+		l = newLevel[T]()
 		q.levels[e.priority] = l
 		q.prios = append(q.prios, e.priority)
 		slices.SortFunc(q.prios, func(a, b int) int { return b - a })
-	}
-	if len(l.fifos[e.tenant]) == 0 {
-		l.ring = append(l.ring, e.tenant)
 	}
 	q.seq++
 	if e.state != stateReady || e.addedAt.IsZero() {
 		e.addedAt = now
 	}
 	e.state, e.seq = stateReady, q.seq
-	l.fifos[e.tenant] = append(l.fifos[e.tenant], place[T]{item: e.item, seq: e.seq})
+	l.enqueue(e.tenant, place[T]{item: e.item, seq: e.seq})
 	q.ready++
 	q.metrics.setDepth(q.ready)
 	q.cond.Signal()
 }
 
 // pop takes the next ready item: the highest priority first, and within
-// it the next tenant's oldest item.
+// it the oldest item of the tenant with the smallest tag. Places left
+// behind by a move to another priority are skipped; a level with no
+// ready item left is dropped with what it remembered.
 func (q *Queue[T]) pop() (*entry[T], bool) {
 	for len(q.prios) > 0 {
 		prio := q.prios[0]
 		l := q.levels[prio]
-		for len(l.ring) > 0 {
-			i := l.next % len(l.ring)
-			tenant := l.ring[i]
-			fifo := l.fifos[tenant]
-			var found *entry[T]
-			for len(fifo) > 0 && found == nil {
-				p := fifo[0]
-				fifo = fifo[1:]
-				if e, ok := q.items[p.item]; ok && e.state == stateReady && e.seq == p.seq && e.priority == prio {
-					found = e
-				}
+		var found *entry[T]
+		_, ok := l.next(func(p place[T]) bool {
+			e, ok := q.items[p.item]
+			if ok && e.state == stateReady && e.seq == p.seq && e.priority == prio {
+				found = e
+				return true
 			}
-			if len(fifo) == 0 {
-				delete(l.fifos, tenant)
-				l.ring = slices.Delete(l.ring, i, i+1)
-				l.next = i // the next tenant moved into place i
-			} else {
-				l.fifos[tenant] = fifo
-				l.next = i + 1
-			}
-			if found != nil {
-				return found, true
-			}
+			return false
+		})
+		if !ok || l.active.Len() == 0 {
+			delete(q.levels, prio)
+			q.prios = q.prios[1:]
 		}
-		delete(q.levels, prio)
-		q.prios = q.prios[1:]
+		if ok {
+			return found, true
+		}
 	}
 	return nil, false
 }
@@ -387,4 +490,50 @@ func (h *waitHeap[T]) Pop() any {
 	e := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return e
+}
+
+// activeHeap orders a level's tenants with ready items, next first.
+type activeHeap[T comparable] []*tenant[T]
+
+func (h activeHeap[T]) Len() int           { return len(h) }
+func (h activeHeap[T]) Less(i, j int) bool { return h[i].before(h[j]) }
+func (h activeHeap[T]) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].activeIndex, h[j].activeIndex = i, j
+}
+func (h *activeHeap[T]) Push(x any) {
+	t := x.(*tenant[T])
+	t.activeIndex = len(*h)
+	*h = append(*h, t)
+}
+func (h *activeHeap[T]) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	t.activeIndex = -1
+	return t
+}
+
+// idleHeap orders a level's remembered idle tenants by tag, to forget.
+type idleHeap[T comparable] []*tenant[T]
+
+func (h idleHeap[T]) Len() int           { return len(h) }
+func (h idleHeap[T]) Less(i, j int) bool { return h[i].tag < h[j].tag }
+func (h idleHeap[T]) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idleIndex, h[j].idleIndex = i, j
+}
+func (h *idleHeap[T]) Push(x any) {
+	t := x.(*tenant[T])
+	t.idleIndex = len(*h)
+	*h = append(*h, t)
+}
+func (h *idleHeap[T]) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	t.idleIndex = -1
+	return t
 }

@@ -119,6 +119,109 @@ func TestWaitIsBoundedByTheNumberOfTenants(t *testing.T) {
 	}
 }
 
+// The scale of issue 29 (500 busy namespaces): once the bulk is draining,
+// an item of a tenant that was quiet is the next one handed out, wherever
+// the busy tenants are in their rounds. (Before anything was handed out,
+// every tenant is equally unserved and they go in the order they became
+// busy: TestOrder.)
+func TestAQuietTenantIsServedNext(t *testing.T) {
+	const tenants, items = 500, 20
+	for _, served := range []int{1, 7, 250, 499, 500, 501, 1337, 5000, tenants*items - 1} {
+		t.Run(fmt.Sprintf("after %d items of the bulk", served), func(t *testing.T) {
+			g := NewWithT(t)
+			q := New("", tenantOf, nil)
+			defer q.ShutDown()
+			for i := range items {
+				for tenant := range tenants {
+					q.Add(fmt.Sprintf("busy%d/%d", tenant, i))
+				}
+			}
+			for range served {
+				item, _ := q.Get()
+				q.Done(item)
+			}
+			q.Add("quiet/1")
+			item, _ := q.Get()
+			g.Expect(item).To(Equal("quiet/1"))
+			q.Done(item)
+			q.Add("quiet/2")
+			before := 0
+			for item, _ = q.Get(); item != "quiet/2"; item, _ = q.Get() {
+				q.Done(item)
+				before++
+			}
+			g.Expect(before).To(BeNumerically(">", 0), "a second item right away waits for its turn")
+			g.Expect(before).To(BeNumerically("<=", tenants), "and for at most one item of each busy tenant")
+		})
+	}
+}
+
+// A tenant that adds an item again right after each of its items is handed
+// out (an attacker hammering its namespace) gets its share and no more.
+func TestATenantThatRefillsGetsItsShare(t *testing.T) {
+	const busy, pops = 10, 11 * 100
+	for name, refill := range map[string]func(q *Queue[string], item string, n int){
+		"added again while being processed": func(q *Queue[string], item string, _ int) { q.Add(item); q.Done(item) },
+		"a new item once Done":              func(q *Queue[string], item string, n int) { q.Done(item); q.Add(fmt.Sprintf("evil/%d", n)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			q := New("", tenantOf, nil)
+			defer q.ShutDown()
+			for i := range pops {
+				q.Add(fmt.Sprintf("busy%d/%d", i%busy, i))
+			}
+			q.Add("evil/0")
+			evil := 0
+			for n := range pops {
+				item, _ := q.Get()
+				if tenantOf(item) != "evil" {
+					q.Done(item)
+					continue
+				}
+				evil++
+				refill(q, item, n)
+			}
+			g.Expect(evil).To(BeNumerically("<=", pops/(busy+1)+1))
+			g.Expect(evil).To(BeNumerically(">=", pops/(busy+1)-1), "nor less: it is a tenant like the others")
+		})
+	}
+}
+
+// What a level remembers of idle tenants stays bounded by the tenants
+// active lately, not by every tenant ever seen.
+func TestIdleTenantsAreForgotten(t *testing.T) {
+	g := NewWithT(t)
+	q := New("", tenantOf, nil)
+	defer q.ShutDown()
+	for i := range 50 {
+		q.Add(fmt.Sprintf("busy/%d", i))
+	}
+	most := 0
+	for i := range 10_000 {
+		q.Add(fmt.Sprintf("once%d/1", i))
+		for range 2 {
+			item, _ := q.Get()
+			q.Done(item)
+			if tenantOf(item) == "busy" {
+				q.Add(item)
+			}
+		}
+		q.mu.Lock()
+		most = max(most, len(q.levels[0].tenants))
+		q.mu.Unlock()
+	}
+	g.Expect(most).To(BeNumerically("<=", 3))
+	q.ShutDown()
+	drained := New("", tenantOf, nil)
+	defer drained.ShutDown()
+	drained.Add("a/1")
+	drain(drained)
+	drained.mu.Lock()
+	defer drained.mu.Unlock()
+	g.Expect(drained.levels).To(BeEmpty(), "an empty level is dropped with what it remembered")
+}
+
 func TestAnItemIsHandedOutToOneWorkerAtATime(t *testing.T) {
 	g := NewWithT(t)
 	q := New("", tenantOf, nil)
@@ -208,4 +311,22 @@ func labelOf(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// Get and Done with 500 tenants of 20 items each, every item added again
+// once Done so the backlog stays that size.
+func BenchmarkQueue(b *testing.B) {
+	q := New("", tenantOf, nil)
+	defer q.ShutDown()
+	for tenant := range 500 {
+		for i := range 20 {
+			q.Add(fmt.Sprintf("t%d/%d", tenant, i))
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		item, _ := q.Get()
+		q.Done(item)
+		q.Add(item)
+	}
 }
