@@ -268,6 +268,17 @@ bench-controllers: build ## Measure how long the apirule/ratelimit controllers t
 	go run ./test/perf/controllers --bin $(LOCALBIN) --output $(PERF_DIR)/controllers.json \
 		--baseline test/perf/baseline/controllers.json $(BENCH_RESULT_FLAGS) $(BENCH_ARGS)
 
+# The 10,000 scale of issue 29: 10,000 APIRules of each mode in 500
+# namespaces (20,000 Services) next to their control plane's floor, with
+# its own baseline (none until its first run with BENCH_UPDATE_BASELINE=1:
+# the results are then reported without comparison).
+BENCH_10K_ARGS := --apirules 10000 --namespaces 500 --ratelimits 1000 --gateways 50 --flood 500 --timeout 45m
+
+.PHONY: bench-controllers-10k
+bench-controllers-10k: build ## bench-controllers at 10,000 APIRules per mode in 500 namespaces (45m per wait); compare with test/perf/baseline/controllers-10k.json (BENCH_ARGS adds flags, BENCH_UPDATE_BASELINE=1).
+	go run ./test/perf/controllers --bin $(LOCALBIN) --output $(PERF_DIR)/controllers-10k.json \
+		--baseline test/perf/baseline/controllers-10k.json $(BENCH_RESULT_FLAGS) $(BENCH_10K_ARGS) $(BENCH_ARGS)
+
 .PHONY: bench-short
 bench-short: build ## Run bench and bench-controllers in their short mode (few objects, each on a kwok cluster of its own, deleted at the end); asserts convergence and results, never speed. make test runs it.
 	@# The clusters go also when go test's -timeout killed a benchmark

@@ -189,6 +189,9 @@ cmd_up() {
 	# leader-elect=false: there is one controller-manager and one scheduler;
 	# with leader election on, after a restart both wait out the lease of
 	# their previous process (~15s) before doing anything.
+	# kube-api-qps/burst: the controller-manager's client defaults to 20
+	# QPS, so the Endpoints and EndpointSlices of the benchmark's 20,000
+	# Services (10,000 APIRules of two modes) would take ~17 minutes.
 	# --kubeconfig= (empty) stops kwokctl from editing ~/.kube/config.
 	local extra=()
 	if [[ -n "${PORTICO_APISERVER_ADVERTISE:-}" ]]; then
@@ -218,6 +221,8 @@ cmd_up() {
 		--kwok-controller-binary "$bin/kwok" \
 		--node-lease-duration-seconds 0 \
 		--extra-args kube-controller-manager=leader-elect=false \
+		--extra-args kube-controller-manager=kube-api-qps=500 \
+		--extra-args kube-controller-manager=kube-api-burst=1000 \
 		--extra-args kube-scheduler=leader-elect=false \
 		--quiet-pull \
 		--kubeconfig= \

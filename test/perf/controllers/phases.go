@@ -68,6 +68,11 @@ type controller struct {
 // the ratelimit controller, which starts after them (the apirule
 // controller keeps running), then (3) on both.
 func (b *bench) measure(ctx context.Context) (res results, retErr error) {
+	// (0) and (0h) first, while no controller runs.
+	res, err := b.measureFloors(ctx)
+	if err != nil {
+		return nil, err
+	}
 	running := map[string]*controller{}
 	for _, step := range []struct {
 		controller contract.Controller
@@ -100,6 +105,7 @@ func (b *bench) measure(ctx context.Context) (res results, retErr error) {
 	if err := b.compareModes(ctx, res); err != nil {
 		return res, err
 	}
+	res.noteFloors()
 	return b.addFairness(ctx, res)
 }
 
@@ -291,10 +297,13 @@ func (b *bench) runPhase(ctx context.Context, p *controller, label string, ph ph
 	return res, nil
 }
 
-// cpu reads the CPU time of the controller, the bench and the control
+// cpu reads the CPU time of the controller (if any), the bench and the control
 // plane (when the bench brought the cluster up).
 func (b *bench) cpu(p *controller) framework.CPUSnapshot {
-	pids := map[string]int{p.Name: p.Pid(), "bench": os.Getpid()}
+	pids := map[string]int{"bench": os.Getpid()}
+	if p != nil { // nil: no controller runs (the floor)
+		pids[p.Name] = p.Pid()
+	}
 	if b.conn.Cluster != nil {
 		for name, pid := range b.conn.Cluster.ControlPlanePIDs() {
 			pids[name] = pid

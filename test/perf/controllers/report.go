@@ -61,14 +61,18 @@ func (r *result) requestsPerObject() float64 {
 func (res results) WriteTable(w io.Writer) error {
 	rows := [][]string{{"controller", "objects", "create time", "converge time", "reconciles", "peak RSS", "peak heap"}}
 	for _, r := range res {
-		rows = append(rows, []string{r.controller, r.objects, framework.FormatSeconds(r.create), framework.FormatSeconds(r.converge),
-			fmt.Sprintf("%g", r.reconciles), framework.FormatMiB(r.peakRSS), framework.FormatMiB(r.peakHeap)})
+		row := []string{r.controller, r.objects, framework.FormatSeconds(r.create), framework.FormatSeconds(r.converge), "-", "-", "-"}
+		if r.controller != floorController { // no process of its own
+			row[4], row[5], row[6] = fmt.Sprintf("%g", r.reconciles), framework.FormatMiB(r.peakRSS), framework.FormatMiB(r.peakHeap)
+		}
+		rows = append(rows, row)
 	}
 	if err := framework.WriteTable(w, rows); err != nil {
 		return err
 	}
 	fmt.Fprint(w, "\ncreate: first create call until the last returned; converge: first create call until converged.\n"+
-		"peak RSS: VmHWM of the process; peak heap: largest sampled go_memstats_heap_inuse_bytes.\n")
+		"peak RSS: VmHWM of the process; peak heap: largest sampled go_memstats_heap_inuse_bytes.\n"+
+		"floor: the bench itself writes what the apirule controller would (its golden objects and statuses), no controller running.\n")
 	for _, r := range res {
 		for _, n := range r.notes {
 			fmt.Fprintf(w, "%s: %s\n", r.label(), n)
@@ -80,8 +84,11 @@ func (res results) WriteTable(w io.Writer) error {
 // PerfData is per controller its times, memory, reconciles, API requests
 // and CPU, labelled with what it converged.
 func (res results) PerfData() framework.PerfData {
-	var d framework.PerfData
+	d := framework.PerfData{DataItems: res.floorPerfData()}
 	for _, r := range res {
+		if r.controller == floorController {
+			continue
+		}
 		labels := func(metric string) map[string]string {
 			return map[string]string{"Metric": metric, "Controller": r.controller, "Objects": r.objects}
 		}

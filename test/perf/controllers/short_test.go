@@ -22,8 +22,9 @@ func shortOptions() options {
 // TestShort runs the whole bench with few objects (make bench-short): both
 // controllers must converge to the expected verdicts and objects, the
 // APIRules in both modes (in HTTPRoute mode: Ready only with the stand-in
-// gateway's answer, their HTTPRoutes checked by the bench's verifyRoutes).
-// It asserts no timing.
+// gateway's answer, their HTTPRoutes checked by the bench's verifyRoutes),
+// after the floor phases (the bench's own golden writes) converged in both
+// modes. It asserts no timing, and no ratio to the floor.
 func TestShort(t *testing.T) {
 	ctx := framework.StartShort(t, 5*time.Minute)
 	var out bytes.Buffer
@@ -32,16 +33,24 @@ func TestShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 3 {
-		t.Fatalf("%d results, want one per controller and APIRule mode", len(results))
+	if len(results) != 5 {
+		t.Fatalf("%d results, want one per controller and APIRule mode, and a floor per mode", len(results))
 	}
 	o := shortOptions()
 	for _, mode := range []string{modeIstio, modeHTTPRoute} {
 		if r := results.find("apirule", mode); r == nil || r.count != o.apiRules {
 			t.Errorf("APIRules in %s mode: result %+v, want %d converged", mode, r, o.apiRules)
 		}
+		// The floor converged by the bench's own writes: at least the
+		// APIRule, its patch, its two or three objects and its status.
+		if r := results.find(floorController, mode); r == nil || r.count != o.apiRules || r.requestsPerObject() < 5 {
+			t.Errorf("floor of %s mode: result %+v, want %d APIRules converged with at least 5 requests each", mode, r, o.apiRules)
+		}
 	}
 	for _, r := range results {
+		if r.controller == floorController {
+			continue
+		}
 		if r.reconciles == 0 || r.requests["POST"]+r.requests["PATCH"] == 0 {
 			t.Errorf("%s converged without reconciling or writing: %g reconciles, requests %v", r.controller, r.reconciles, r.requests)
 		}

@@ -211,8 +211,7 @@ func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, o
 		return ctrl.Result{}, err
 	}
 	if out.HTTPRoute != nil {
-		reason, msg := gatewayv1alpha1.ReasonRoutePending, fmt.Sprintf(
-			"HTTPRoute %s/%s is written; waiting for the controller of Gateway %s/%s to accept it", out.HTTPRoute.Namespace, out.HTTPRoute.Name, parent.Namespace, parent.Name)
+		reason, msg := gatewayv1alpha1.ReasonRoutePending, routeWritten(out.HTTPRoute, parent)
 		if route != nil {
 			reason, msg = routeReadiness(route, parent)
 		}

@@ -57,6 +57,13 @@ func routeReadiness(route *gatewayapiv1.HTTPRoute, parent *gatewayv1alpha1.Paren
 	return "", ""
 }
 
+// routeWritten is the message of an APIRule whose HTTPRoute was just
+// written, before its Gateway's controller could answer.
+func routeWritten(route *gatewayapiv1.HTTPRoute, parent *gatewayv1alpha1.ParentReference) string {
+	return fmt.Sprintf("HTTPRoute %s/%s is written; waiting for the controller of Gateway %s/%s to accept it",
+		route.Namespace, route.Name, parent.Namespace, parent.Name)
+}
+
 // sameParent reports whether a route status entry's parentRef is parent,
 // reading the Gateway API's defaults (group gateway.networking.k8s.io, kind
 // Gateway, the route's namespace).

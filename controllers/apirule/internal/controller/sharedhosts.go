@@ -84,8 +84,7 @@ func (r *Reconciler) setHostShared(ctx context.Context, rule *gatewayv1alpha1.AP
 			}
 		}
 	}
-	c := metav1.Condition{Type: gatewayv1alpha1.ConditionHostShared, Status: metav1.ConditionFalse, Reason: gatewayv1alpha1.ReasonNoForeignRoute,
-		Message: "no other HTTPRoute claims a host of the APIRule on its Gateway", ObservedGeneration: rule.Generation}
+	c := noForeignRoute(rule)
 	if len(named)+others > 0 {
 		slices.Sort(named)
 		var who []string
@@ -102,6 +101,13 @@ func (r *Reconciler) setHostShared(ctx context.Context, rule *gatewayv1alpha1.AP
 	}
 	meta.SetStatusCondition(&rule.Status.Conditions, c)
 	return nil
+}
+
+// noForeignRoute is the HostShared condition of an APIRule in HTTPRoute
+// mode whose hosts no HTTPRoute Portico did not write claims.
+func noForeignRoute(rule *gatewayv1alpha1.APIRule) metav1.Condition {
+	return metav1.Condition{Type: gatewayv1alpha1.ConditionHostShared, Status: metav1.ConditionFalse, Reason: gatewayv1alpha1.ReasonNoForeignRoute,
+		Message: "no other HTTPRoute claims a host of the APIRule on its Gateway", ObservedGeneration: rule.Generation}
 }
 
 // onParent reports whether an HTTPRoute attaches to parent's Gateway: the

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -79,8 +80,8 @@ func RepoPath(path string) string {
 var ErrRegressed = errors.New("results regressed against the baseline")
 
 // Publish writes the results to o.Output and compares them with
-// o.Baseline, printing the comparison to w; with o.UpdateBaseline it
-// writes them to o.Baseline instead.
+// o.Baseline, printing the comparison to w (or that there is no baseline
+// file yet); with o.UpdateBaseline it writes them to o.Baseline instead.
 func (o BenchOptions) Publish(w io.Writer, d PerfData) error {
 	d.Version = PerfDataVersion
 	if o.Output != "" {
@@ -100,6 +101,11 @@ func (o BenchOptions) Publish(w io.Writer, d PerfData) error {
 		return nil
 	}
 	baseline, err := ReadPerfData(RepoPath(o.Baseline))
+	if errors.Is(err, fs.ErrNotExist) {
+		// A new scale or benchmark: its first real run writes one.
+		fmt.Fprintf(w, "\nno baseline %s: the results were not compared (write one with --update-baseline)\n", o.Baseline)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("baseline: %w (write one with --update-baseline)", err)
 	}

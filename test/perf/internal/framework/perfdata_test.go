@@ -2,6 +2,7 @@ package framework
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -140,5 +141,25 @@ func TestLatencyItemAndRoundTrip(t *testing.T) {
 	back, err := ReadPerfData(path)
 	if err != nil || !reflect.DeepEqual(back, perf(got)) {
 		t.Errorf("ReadPerfData = %+v, %v", back, err)
+	}
+}
+
+func TestPublishWithoutBaselineFile(t *testing.T) {
+	dir := t.TempDir()
+	d := perf(item(UnitMilliseconds, map[string]float64{"Converge": 1}, "Metric", "Convergence"))
+	var out bytes.Buffer
+	missing := filepath.Join(dir, "controllers-10k.json")
+	if err := (BenchOptions{Output: filepath.Join(dir, "out.json"), Baseline: missing, Tolerance: 0.3}).Publish(&out, d); err != nil {
+		t.Fatalf("no baseline file: %v, want the results reported without comparison", err)
+	}
+	if !strings.Contains(out.String(), "no baseline "+missing) {
+		t.Errorf("output %q does not say there is no baseline", out.String())
+	}
+	// A baseline file that exists but cannot be read still fails.
+	if err := os.WriteFile(missing, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := (BenchOptions{Baseline: missing, Tolerance: 0.3}).Publish(&out, d); err == nil {
+		t.Error("a broken baseline file passed")
 	}
 }

@@ -1,0 +1,39 @@
+package golden
+
+import (
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/controllers/apirule/internal/controller"
+)
+
+// Writes is what the apirule controller writes for one APIRule.
+type Writes struct {
+	// Objects are the RequestAuthentications and AuthorizationPolicies,
+	// then the route (VirtualService or HTTPRoute), in the order the
+	// controller creates them, each controlled by the APIRule (so the
+	// APIRule passed in must carry its UID).
+	Objects []client.Object
+	// Statuses are the APIRule's statuses in the order the controller
+	// patches them; the last is the one it ends with (Ready, Applied). In
+	// HTTPRoute mode the first is RoutePending, until the Gateway's
+	// controller accepted the route.
+	Statuses []gatewayv1alpha1.APIRuleStatus
+}
+
+// Final is the status the controller ends with.
+func (w Writes) Final() gatewayv1alpha1.APIRuleStatus { return w.Statuses[len(w.Statuses)-1] }
+
+// For returns the writes of rule, whose backends have the pod selectors
+// given; apiGateway (nil: none) resolves an APIRule that names no gateway.
+// It fails where the controller would refuse the APIRule as written
+// (InvalidRule, NoDefaultGateway, HostNotOnGateway).
+func For(rule *gatewayv1alpha1.APIRule, apiGateway *operatorv1alpha1.APIGateway, selectors map[types.NamespacedName]map[string]string) (Writes, error) {
+	objs, statuses, err := controller.Golden(rule, apiGateway, selectors)
+	if err != nil {
+		return Writes{}, err
+	}
+	return Writes{Objects: objs, Statuses: statuses}, nil
+}
