@@ -80,6 +80,9 @@ func (b *bench) measure(ctx context.Context) (res results, retErr error) {
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
+	if err := b.warmWatchCaches(ctx); err != nil {
+		return nil, err
+	}
 	if b.kubeconfigs, err = b.installServiceAccounts(ctx, dir); err != nil {
 		return nil, err
 	}

@@ -11,12 +11,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -263,4 +267,39 @@ func (t throttling) note() (string, error) {
 		return note, fmt.Errorf("the API server answered 429 to %s (want none)", strings.Join(throttled, ", "))
 	}
 	return note, nil
+}
+
+// warmWatchCaches opens a watch on every installed CRD's resources until
+// kube-apiserver accepts it. It builds a CRD's storage, and its watch
+// cache, on the first request; until the cache is initialized it answers
+// watches with 429 whatever the load. On a real cluster the CRDs have long
+// been served when a controller starts; here they were installed moments
+// ago, and those 429s would be counted against the controllers.
+func (b *bench) warmWatchCaches(ctx context.Context) error {
+	dc, err := dynamic.NewForConfig(b.conn.Config)
+	if err != nil {
+		return err
+	}
+	for _, crd := range b.conn.CRDs {
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: crd.Spec.Names.Plural}
+			err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				w, err := dc.Resource(gvr).Watch(ctx, metav1.ListOptions{})
+				if apierrors.IsTooManyRequests(err) {
+					return false, nil
+				} else if err != nil {
+					return false, err
+				}
+				w.Stop()
+				return true, nil
+			})
+			if err != nil {
+				return fmt.Errorf("watch %s: %w", gvr, err)
+			}
+		}
+	}
+	return nil
 }
