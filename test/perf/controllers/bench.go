@@ -38,6 +38,9 @@ type bench struct {
 	// c writes to and reads from the API server directly.
 	c    client.Client
 	plan *plan
+	// kubeconfigs are the controllers' (impersonating their
+	// ServiceAccounts), by binary.
+	kubeconfigs map[string]string
 
 	mu   sync.Mutex
 	tr   tracker // the running phase's, fed by every informer event

@@ -40,6 +40,17 @@
 //	    with observedGeneration == generation (in the condition and the
 //	    status), and its VirtualService, AuthorizationPolicy and, for JWT
 //	    rules, RequestAuthentication exist.
+//	(1q) during (1): once the bench has seen a fifth of the bulk, one
+//	    APIRule in a namespace of its own (bench-lone), timed from its
+//	    create call to Ready; fails above 2 s from 100 APIRules on.
+//	(1r) restart: the apirule controller gets SIGTERM and starts again with
+//	    everything in place; the bench waits for a reconcile of every
+//	    APIRule and an idle controller, reports the times, requests and
+//	    peak RSS, and fails on any write (POST, PUT, PATCH, DELETE).
+//	(1e) --edits edits, one at a time, of random APIRules' spec.timeout,
+//	    each timed from the patch call until the APIRule is Ready for its
+//	    new generation and its VirtualService has a new generation;
+//	    p50/p99/max, failing above a p99 of 1 s from 100 edits on.
 //	(1h) apirule, HTTPRoute mode (the same controller process, idle after
 //	    (1)). As many APIRules with the same rules, under other names and
 //	    hosts, each naming a Gateway API Gateway (spec.parentRef) instead
@@ -93,6 +104,14 @@
 // (VmHWM, exact); peak heap is the largest go_memstats_heap_inuse_bytes
 // sampled from /metrics every --sample (it can miss short spikes); both are
 // the process's since it started, so (1h)'s cover (1) too.
+//
+// The controllers run as their ServiceAccounts (config/rbac's accounts and
+// roles, installed in portico-system; a kubeconfig that impersonates them),
+// so API Priority and Fairness treats them as on a cluster: the admin is
+// exempt. The bench first opens a watch on every CRD so that
+// kube-apiserver's watch caches exist (it answers 429 until they are
+// initialized), and fails when a ready controller was answered 429; it
+// reports kube-apiserver's APF rejections and every 429 it served.
 //
 // Services are headless (clusterIP: None): the kwok cluster's service CIDR is
 // kube-apiserver's default 10.0.0.0/24, too small for 1,000 ClusterIPs, and

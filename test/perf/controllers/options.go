@@ -13,6 +13,7 @@ type options struct {
 	sizes
 	workers  int
 	flood    int
+	edits    int
 	sample   time.Duration
 	binDir   string
 	logLevel string
@@ -27,7 +28,7 @@ func defaultOptions() options {
 			Output: "bin/perf/controllers.json", Baseline: "test/perf/baseline/controllers.json",
 		},
 		sizes:   sizes{apiRules: 1000, rateLimits: 1000, gateways: 50, namespaces: 10},
-		workers: 16, flood: 500, sample: 250 * time.Millisecond, binDir: "bin", logLevel: "info",
+		workers: 16, flood: 500, edits: 100, sample: 250 * time.Millisecond, binDir: "bin", logLevel: "info",
 	}
 }
 
@@ -43,6 +44,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 		{&o.gateways, "gateways", "Istio Gateways (each with its own pod) the APIRules and RateLimits spread over"},
 		{&o.namespaces, "namespaces", "namespaces the Services, APIRules and APIRule-kind RateLimits spread over"},
 		{&o.workers, "workers", "concurrent create calls"},
+		{&o.edits, "edits", "edits of one APIRule at a time at steady state after (1), each timed until applied (0: none)"},
 		{&o.flood, "flood", "APIRules and RateLimits team-b floods the controllers with in (3), the noisy-neighbour phase (0: no phase)"},
 	} {
 		fs.IntVar(count.value, count.name, *count.value, count.usage)
@@ -57,5 +59,5 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 
 func (o options) valid() bool {
 	return o.apiRules > 0 && o.rateLimits > 0 && o.gateways > 0 && o.namespaces > 0 &&
-		o.workers > 0 && o.flood >= 0 && o.sample > 0 && o.Timeout > 0
+		o.workers > 0 && o.flood >= 0 && o.edits >= 0 && o.sample > 0 && o.Timeout > 0
 }

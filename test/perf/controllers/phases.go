@@ -56,32 +56,69 @@ type result struct {
 	notes    []string
 	// fairness is the noisy-neighbour phase's figures for the kind.
 	fairness *fairness
+	// scale is what steady.go measures around (1), on its result.
+	scale *scaleFigures
 }
 
 // controller is a running controller binary and its heap sampler.
 type controller struct {
 	*framework.Server
 	heap *framework.PeakSampler
+	// startup429 are the 429 answers the process got until ready.
+	startup429 float64
 }
 
-// measure runs the phases: (1) and (1h) on the apirule controller, (2) on
-// the ratelimit controller, which starts after them (the apirule
-// controller keeps running), then (3) on both.
+// measure runs the phases: (1) on the apirule controller, then (1q)'s
+// figure, (1r) and (1e) on it (steady.go), (1h) on it, (2) on the
+// ratelimit controller, which starts after them (the apirule controller
+// keeps running), then (3) on both. The controllers run as their
+// ServiceAccounts (throttle.go). A bound that fails ends the run once
+// every phase has run.
 func (b *bench) measure(ctx context.Context) (res results, retErr error) {
-	// (0) and (0h) first, while no controller runs.
-	res, err := b.measureFloors(ctx)
+	dir, err := os.MkdirTemp("", "portico-bench-kubeconfigs-")
 	if err != nil {
 		return nil, err
 	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	if err := b.warmWatchCaches(ctx); err != nil {
+		return nil, err
+	}
+	// (0) and (0h) first, while no controller runs.
+	if res, err = b.measureFloors(ctx); err != nil {
+		return nil, err
+	}
+	if b.kubeconfigs, err = b.installServiceAccounts(ctx, dir); err != nil {
+		return nil, err
+	}
+	rejected0, err := apiServerRejections(ctx, b.conn.Config)
+	if err != nil {
+		return nil, err
+	}
+	lone, err := b.prepareLone(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var gates []error
+	gate := func(err error) { gates = append(gates, err) }
+	throttled, startup := map[string]float64{}, map[string]float64{}
 	running := map[string]*controller{}
 	for _, step := range []struct {
 		controller contract.Controller
 		label      string
 		phase      func() phase
+		// after, when set, runs once the phase is done; it may replace
+		// the controller's process.
+		after func(*controller, *result) (*controller, error)
 	}{
-		{contract.APIRule, "(1)", b.apiRulePhase},
-		{contract.APIRule, "(1h)", b.routePhase},
-		{contract.RateLimit, "(2)", b.rateLimitPhase},
+		{contract.APIRule, "(1)", func() phase {
+			ph := b.apiRulePhase()
+			ph.start = lone.start(ctx, b)
+			return ph
+		}, func(p *controller, r *result) (*controller, error) {
+			return b.steadyState(ctx, p, r, lone, throttled, startup, gate)
+		}},
+		{contract.APIRule, "(1h)", b.routePhase, nil},
+		{contract.RateLimit, "(2)", b.rateLimitPhase, nil},
 	} {
 		p := running[step.controller.Binary()]
 		if p == nil {
@@ -89,7 +126,8 @@ func (b *bench) measure(ctx context.Context) (res results, retErr error) {
 			p, err = b.startController(ctx, step.controller)
 			if p != nil {
 				running[step.controller.Binary()] = p
-				// Every controller runs until the end (in a loop on purpose).
+				// Every controller runs until the end (in a loop on
+				// purpose); p is the last process of the controller.
 				defer func() { retErr = errors.Join(retErr, p.stop()) }()
 			}
 			if err != nil {
@@ -101,12 +139,25 @@ func (b *bench) measure(ctx context.Context) (res results, retErr error) {
 			return nil, err
 		}
 		res = append(res, r)
+		if step.after != nil {
+			next, err := step.after(p, &res[len(res)-1])
+			if next != nil {
+				p, running[step.controller.Binary()] = next, next
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := b.compareModes(ctx, res); err != nil {
 		return res, err
 	}
 	res.noteFloors()
-	return b.addFairness(ctx, res)
+	if res, err = b.addFairness(ctx, res); err != nil {
+		return res, err
+	}
+	gate(b.addThrottling(ctx, res, running, throttled, startup, rejected0))
+	return res, errors.Join(gates...)
 }
 
 // addFairness runs (3) and adds its figures to the Istio-mode APIRule and
@@ -157,7 +208,7 @@ func (b *bench) startController(ctx context.Context, c contract.Controller) (*co
 	s, err := framework.StartServer(framework.ServerConfig{
 		Name: c.Binary(), Binary: b.opts.binary(c),
 		Args: []string{
-			"--kubeconfig=" + b.conn.Kubeconfig,
+			"--kubeconfig=" + b.kubeconfigs[c.Binary()],
 			contract.Flag(contract.FlagLeaderElect, "false"),
 			contract.Flag(contract.FlagLogLevel, b.opts.logLevel),
 		},
@@ -170,7 +221,10 @@ func (b *bench) startController(ctx context.Context, c contract.Controller) (*co
 	p := &controller{Server: s, heap: s.SamplePeak(b.opts.sample, func(m framework.Metrics) float64 {
 		return m.Sum("go_memstats_heap_inuse_bytes", nil)
 	})}
-	return p, s.WaitReady(ctx, 2*time.Minute)
+	if err := s.WaitReady(ctx, 2*time.Minute); err != nil {
+		return p, err
+	}
+	return p, p.noteStartup(ctx)
 }
 
 func (p *controller) stop() error {

@@ -108,6 +108,7 @@ func (res results) PerfData() framework.PerfData {
 			framework.DataItem{Labels: labels("APIRequests"), Unit: framework.UnitCount, Data: requests},
 			framework.DataItem{Labels: labels("CPUUntilConverged"), Unit: framework.UnitSeconds, Data: r.cpu.Seconds},
 		)
+		d.DataItems = append(d.DataItems, r.scale.dataItems(labels)...)
 		if f := r.fairness; f != nil {
 			d.DataItems = append(d.DataItems, framework.DataItem{Labels: labels("NoisyNeighbour"), Unit: framework.UnitMilliseconds, Data: map[string]float64{
 				"AloneMax": framework.Milliseconds(slices.Max(f.alone)), "FloodedMedian": framework.Milliseconds(median(f.flooded)),

@@ -16,6 +16,7 @@ func shortOptions() options {
 	o.Output, o.Baseline = "bin/perf/controllers-short.json", ""
 	o.sizes = sizes{apiRules: 20, rateLimits: 20, gateways: 2, namespaces: 2}
 	o.flood = 20
+	o.edits = 10
 	return o
 }
 
@@ -24,7 +25,9 @@ func shortOptions() options {
 // APIRules in both modes (in HTTPRoute mode: Ready only with the stand-in
 // gateway's answer, their HTTPRoutes checked by the bench's verifyRoutes),
 // after the floor phases (the bench's own golden writes) converged in both
-// modes. It asserts no timing, and no ratio to the floor.
+// modes. The restarted apirule controller must write nothing, the edits and
+// the quiet namespace's APIRule must be applied, and no controller may get
+// a 429. It asserts no timing, and no ratio to the floor.
 func TestShort(t *testing.T) {
 	ctx := framework.StartShort(t, 5*time.Minute)
 	var out bytes.Buffer
@@ -47,6 +50,9 @@ func TestShort(t *testing.T) {
 			t.Errorf("floor of %s mode: result %+v, want %d APIRules converged with at least 5 requests each", mode, r, o.apiRules)
 		}
 	}
+	if r := results.find("apirule", modeIstio); r != nil {
+		checkScale(t, r.scale, o.edits)
+	}
 	for _, r := range results {
 		if r.controller == floorController {
 			continue
@@ -54,5 +60,21 @@ func TestShort(t *testing.T) {
 		if r.reconciles == 0 || r.requests["POST"]+r.requests["PATCH"] == 0 {
 			t.Errorf("%s converged without reconciling or writing: %g reconciles, requests %v", r.controller, r.reconciles, r.requests)
 		}
+	}
+}
+
+// checkScale checks that (1q), (1r), (1e) and the 429 count were measured
+// (their bounds on writes and 429s fail the run itself).
+func checkScale(t *testing.T, s *scaleFigures, edits int) {
+	t.Helper()
+	switch {
+	case s == nil || s.restart == nil || s.throttled == nil:
+		t.Errorf("figures around (1) missing: %+v", s)
+	case s.lone <= 0:
+		t.Errorf("the quiet namespace's APIRule was not timed: %s", s.lone)
+	case len(s.edits.latencies) != edits:
+		t.Errorf("%d edits timed, want %d", len(s.edits.latencies), edits)
+	case s.restart.reconciles < float64(s.restart.apiRules):
+		t.Errorf("the restarted controller reconciled %g times, want at least %d", s.restart.reconciles, s.restart.apiRules)
 	}
 }
