@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 func startController(ctx context.Context, env *testenv.Env) error {
 	k8sClient = env.Client
 	cacheOpts := cache.Options{}
-	ConfigureCache(&cacheOpts)
+	ConfigureCache(&cacheOpts, true)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Cache: cacheOpts,
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
