@@ -30,7 +30,9 @@ func main() {
 		AddToScheme: []func(*runtime.Scheme) error{
 			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, gatewayapiv1.Install,
 		},
-		Cache:  func(opts *cache.Options, _ runner.Environment) { controller.ConfigureCache(opts) },
+		Cache: func(opts *cache.Options, env runner.Environment) {
+			controller.ConfigureCache(opts, env.HasOptional(contract.APIRules))
+		},
 		Retire: controller.Retire,
 		Setup: func(mgr ctrl.Manager, env runner.Environment) error {
 			r := &controller.Reconciler{

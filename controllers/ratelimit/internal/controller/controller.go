@@ -297,7 +297,7 @@ func (r *Reconciler) read(ctx context.Context) (topology.Input, []gatewayv1alpha
 	if in.Pods, err = r.gatewayPods(ctx, selectors); err != nil {
 		return in, nil, err
 	}
-	if in.APIRules, err = r.apiRules(ctx); err != nil {
+	if in.APIRules, err = r.apiRules(ctx, in.Policies); err != nil {
 		return in, nil, err
 	}
 	return in, limits.Items, nil
@@ -354,47 +354,73 @@ func httpPorts(listeners []gatewayapiv1.Listener) []int32 {
 	return slices.Compact(ports)
 }
 
-// apiRules lists the APIRules with their gateway: the Istio Gateway they
-// name or the APIGateway's default one, or in HTTPRoute mode their parent
-// Gateway API Gateway.
-func (r *Reconciler) apiRules(ctx context.Context) ([]topology.APIRule, error) {
+// apiRules gets the APIRules the policies target, with their gateway: the
+// Istio Gateway they name or the APIGateway's default one, or in HTTPRoute
+// mode their parent Gateway API Gateway. Only targets are read (the
+// topology needs no other), so a reconcile costs the same with 10 APIRules
+// in the cluster or 10,000.
+func (r *Reconciler) apiRules(ctx context.Context, policies []topology.Policy) ([]topology.APIRule, error) {
 	if !r.APIRulesKnown {
 		return nil, nil
 	}
-	var rules gatewayv1alpha1.APIRuleList
-	if err := r.Client.List(ctx, &rules, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list APIRules: %w", err)
-	}
-	// APIRules that name no gateway use the APIGateway's default one.
-	defaultGateway, defaultGatewayAPI, err := r.defaultGateway(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]topology.APIRule, 0, len(rules.Items))
-	for _, a := range rules.Items {
-		rule := topology.APIRule{Namespace: a.Namespace, Name: a.Name, Gateway: a.Spec.Gateway, Rules: a.Spec.Rules}
-		var parent *types.NamespacedName
-		switch p := a.Spec.ParentRef; {
-		case p != nil:
-			parent = &types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
-			if parent.Namespace == "" {
-				parent.Namespace = a.Namespace
-			}
-		case rule.Gateway == "" && defaultGatewayAPI && defaultGateway != "":
-			ns, name, _ := strings.Cut(defaultGateway, "/")
-			parent = &types.NamespacedName{Namespace: ns, Name: name}
-		case rule.Gateway == "":
-			rule.Gateway = defaultGateway
+	var (
+		out  []topology.APIRule
+		seen = map[types.NamespacedName]bool{}
+		// APIRules that name no gateway use the APIGateway's default one,
+		// read (past the cache) once such an APIRule is a target.
+		defaultRead                       bool
+		defaultGateway, defaultGatewayAPI = "", false
+	)
+	for _, p := range policies {
+		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.TargetRef.Name}
+		if !topology.TargetsAPIRule(p.Spec.TargetRef) || seen[key] {
+			continue
 		}
-		if parent != nil {
-			rule.ParentRef = parent
-			for _, h := range a.Spec.Hosts {
-				rule.Hosts = append(rule.Hosts, string(h))
-			}
+		seen[key] = true
+		a := &gatewayv1alpha1.APIRule{}
+		if err := r.Client.Get(ctx, key, a, client.UnsafeDisableDeepCopy); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("get APIRule %s: %w", key, err)
 		}
-		out = append(out, rule)
+		if a.Spec.Gateway == "" && a.Spec.ParentRef == nil && !defaultRead {
+			var err error
+			if defaultGateway, defaultGatewayAPI, err = r.defaultGateway(ctx); err != nil {
+				return nil, err
+			}
+			defaultRead = true
+		}
+		out = append(out, targetOf(a, defaultGateway, defaultGatewayAPI))
 	}
 	return out, nil
+}
+
+// targetOf is an APIRule as the topology sees it: its parent Gateway API
+// Gateway in HTTPRoute mode (spec.parentRef, or the default gateway when
+// that is a Gateway API one and the APIRule names none), else its Istio
+// Gateway, the default one when it names none.
+func targetOf(a *gatewayv1alpha1.APIRule, defaultGateway string, defaultGatewayAPI bool) topology.APIRule {
+	rule := topology.APIRule{Namespace: a.Namespace, Name: a.Name, Gateway: a.Spec.Gateway, Rules: a.Spec.Rules}
+	var parent *types.NamespacedName
+	switch p := a.Spec.ParentRef; {
+	case p != nil:
+		parent = &types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+		if parent.Namespace == "" {
+			parent.Namespace = a.Namespace
+		}
+	case rule.Gateway == "" && defaultGatewayAPI && defaultGateway != "":
+		ns, name, _ := strings.Cut(defaultGateway, "/")
+		parent = &types.NamespacedName{Namespace: ns, Name: name}
+	case rule.Gateway == "":
+		rule.Gateway = defaultGateway
+	}
+	if parent != nil {
+		rule.ParentRef = parent
+		for _, h := range a.Spec.Hosts {
+			rule.Hosts = append(rule.Hosts, string(h))
+		}
+	}
+	return rule
 }
 
 // gatewayPods returns where the pods that gateways select run: one entry
@@ -486,14 +512,20 @@ func (r *Reconciler) writeStatus(ctx context.Context, limit *gatewayv1alpha1.Rat
 }
 
 // ConfigureCache narrows what the controller caches: only the EnvoyFilters
-// it manages, and of pods (cluster-wide, as gateway pods may run anywhere)
-// only the metadata the topology reads.
-func ConfigureCache(opts *cache.Options) {
+// it manages, of pods (cluster-wide, as gateway pods may run anywhere) only
+// the metadata the topology reads, and of APIRules only what the topology
+// reads (StripAPIRule).
+func ConfigureCache(opts *cache.Options, apiRulesKnown bool) {
 	if opts.ByObject == nil {
 		opts.ByObject = map[client.Object]cache.ByObject{}
 	}
 	opts.ByObject[&networkingv1alpha3.EnvoyFilter{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{topology.LabelManagedBy: topology.ManagedBy})}
 	opts.ByObject[podMetadata()] = cache.ByObject{Transform: StripPod}
+	if apiRulesKnown {
+		// Only while the CRD is installed: the cache resolves every type it
+		// is configured for as it starts.
+		opts.ByObject[&gatewayv1alpha1.APIRule{}] = cache.ByObject{Transform: StripAPIRule}
+	}
 }
 
 func podMetadata() *metav1.PartialObjectMetadata {
@@ -528,19 +560,7 @@ func (r *Reconciler) gatewayPodEvents() predicate.Predicate {
 			// be a Gateway's, or look like one of another namespace.
 			return true
 		}
-		if !r.GatewaysKnown {
-			return false
-		}
-		var gateways networkingv1.GatewayList
-		if err := r.Client.List(context.Background(), &gateways, client.UnsafeDisableDeepCopy); err != nil {
-			return true // cannot tell: let the reconcile decide
-		}
-		for _, g := range gateways.Items {
-			if len(g.Spec.Selector) > 0 && labels.SelectorFromSet(g.Spec.Selector).Matches(labels.Set(o.GetLabels())) {
-				return true
-			}
-		}
-		return false
+		return r.GatewaysKnown && r.istioGatewaySelects(context.Background(), o.GetLabels())
 	}
 	return predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool { return selected(e.Object) },
@@ -552,11 +572,20 @@ func (r *Reconciler) gatewayPodEvents() predicate.Predicate {
 	}
 }
 
-// SetupWithManager maps every watched event to the World key.
+// SetupWithManager maps every watched event that can change the topology
+// to the World key.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Reader == nil {
 		r.Reader = mgr.GetAPIReader()
 	}
+	if err := r.setupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	// Of a Gateway the topology reads only the spec (an Istio Gateway's
+	// selector, a Gateway API Gateway's listeners): status updates, which
+	// Istio writes for every route attached to a Gateway API Gateway, pass
+	// no further.
+	specChanged := builder.WithPredicates(predicate.GenerationChangedPredicate{})
 	toWorld := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{World}
 	})
@@ -572,17 +601,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&gatewayv1alpha1.RateLimit{}, toWorld).
 		Watches(&networkingv1alpha3.EnvoyFilter{}, toWorld, builder.WithPredicates(managed))
 	if r.GatewaysKnown {
-		b = b.Watches(&networkingv1.Gateway{}, toWorld)
+		b = b.Watches(&networkingv1.Gateway{}, toWorld, specChanged)
 	}
 	if r.GatewayAPIGatewaysKnown {
-		b = b.Watches(&gatewayapiv1.Gateway{}, toWorld)
+		b = b.Watches(&gatewayapiv1.Gateway{}, toWorld, specChanged)
 	}
 	if r.GatewaysKnown || r.GatewayAPIGatewaysKnown {
 		// Pods matter only through gateways' selectors.
 		b = b.Watches(podMetadata(), toWorld, builder.WithPredicates(r.gatewayPodEvents()))
 	}
 	if r.APIRulesKnown {
-		b = b.Watches(&gatewayv1alpha1.APIRule{}, toWorld)
+		// Only APIRules a RateLimit targets, and only changes of what the
+		// topology reads of them.
+		b = b.Watches(&gatewayv1alpha1.APIRule{}, handler.EnqueueRequestsFromMapFunc(r.targeted), builder.WithPredicates(apiRuleEvents()))
 	}
 	return b.Complete(r)
 }

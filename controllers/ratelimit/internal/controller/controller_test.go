@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 func startController(ctx context.Context, env *testenv.Env) error {
 	k8sClient = env.Client
 	cacheOpts := cache.Options{}
-	ConfigureCache(&cacheOpts)
+	ConfigureCache(&cacheOpts, true)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Cache: cacheOpts,
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -544,4 +544,44 @@ func TestRetireRemovesOnlyManagedFilters(t *testing.T) {
 		}
 	}
 	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(admins), &networkingv1alpha3.EnvoyFilter{})).To(Succeed())
+}
+
+// An APIRule's events reach the RateLimits that target it, whichever comes
+// first: the APIRule appearing after its RateLimit, a path edited (a new
+// Envoy route name) and the APIRule going.
+func TestTargetedAPIRuleEvents(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	selector := map[string]string{"app": "shop-gateway"}
+	gatewayPod(t, "shop", "shop-gateway-1", selector)
+	create(t, gatewayIn("shop", "shop-gateway", selector))
+	create(t, rateLimit("shop", "late", gatewayv1alpha1.TargetAPIRule, "late", 10))
+	g.Eventually(func(g Gomega) {
+		g.Expect(verdict(g, "shop", "late").Reason).To(Equal(gatewayv1alpha1.ReasonTargetNotFound))
+	}, eventually).Should(Succeed())
+
+	routeOf := func(g Gomega) any {
+		_, patches := envoyFilterIn(g, "shop", "shop", selector)
+		g.Expect(patches).To(HaveLen(2))
+		return patches[1]["match"].(map[string]any)["routeConfiguration"].(map[string]any)["vhost"].(map[string]any)["route"].(map[string]any)["name"]
+	}
+	rule := apiRule("shop", "late", "shop/shop-gateway", "/a")
+	create(t, rule)
+	g.Eventually(func(g Gomega) {
+		g.Expect(verdict(g, "shop", "late").Reason).To(Equal(gatewayv1alpha1.ReasonEnforced))
+		g.Expect(routeOf(g)).To(Equal(gatewayv1alpha1.RouteName("shop", "late", rule.Spec.Rules[0])))
+	}, eventually).Should(Succeed())
+
+	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(rule), rule)).To(Succeed())
+	rule.Spec.Rules[0].Path = "/b"
+	g.Expect(k8sClient.Update(ctx, rule)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(routeOf(g)).To(Equal(gatewayv1alpha1.RouteName("shop", "late", rule.Spec.Rules[0])))
+	}, eventually).Should(Succeed())
+
+	g.Expect(k8sClient.Delete(ctx, rule)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(verdict(g, "shop", "late").Reason).To(Equal(gatewayv1alpha1.ReasonTargetNotFound))
+	}, eventually).Should(Succeed())
+	g.Eventually(gone(filterKey("shop", "shop", selector)), eventually).Should(BeTrue())
 }

@@ -21,4 +21,11 @@
 // pass (the queue holds one key), and since writes are diffed a change to
 // one RateLimit writes nothing for the others. Computing the topology of
 // 1,000 policies from memory takes well under a millisecond per reconcile.
+//
+// A reconcile's reads follow the RateLimits, not the cluster: it gets only
+// the APIRules they target, and the watches drop what cannot change the
+// topology (APIRules no RateLimit targets, status writes, pods no Gateway
+// selects), looking up targets and selectors through field indexes
+// (indexes.go) rather than listing. BenchmarkReconcile keeps that true at
+// 10,000 APIRules.
 package controller

@@ -97,8 +97,10 @@ type Pod struct {
 type Input struct {
 	Gateways           []Gateway
 	GatewayAPIGateways []GatewayAPIGateway
-	APIRules           []APIRule
-	Policies           []Policy
+	// APIRules need only be those a policy targets (TargetsAPIRule): no
+	// other APIRule changes the output.
+	APIRules []APIRule
+	Policies []Policy
 	// Pods are the pods gateways select; pods no gateway selects may be left
 	// out, and pods with the same namespace and labels may be passed once.
 	Pods []Pod
@@ -547,10 +549,17 @@ func (w *snapshot) resolve(p Policy) (target, *Verdict) {
 			return target{}, v
 		}
 		return target{gateway: g, via: g.String(), gatewayWide: true}, nil
-	case ref.Kind == gatewayv1alpha1.TargetAPIRule && (ref.Group == "" || ref.Group == gatewayv1alpha1.PorticoGatewayGroup):
+	case TargetsAPIRule(ref):
 		return w.resolveAPIRule(p)
 	}
 	return target{}, verdict(gatewayv1alpha1.ReasonInvalid, "unknown target: kind %q of group %q", ref.Kind, ref.Group)
+}
+
+// TargetsAPIRule reports whether a RateLimit's target is an APIRule (of
+// the RateLimit's namespace, named ref.Name): the only APIRules Compute
+// reads.
+func TargetsAPIRule(ref gatewayv1alpha1.TargetReference) bool {
+	return ref.Kind == gatewayv1alpha1.TargetAPIRule && (ref.Group == "" || ref.Group == gatewayv1alpha1.PorticoGatewayGroup)
 }
 
 // maxLabelValue is the longest label value Kubernetes accepts.
