@@ -2,6 +2,7 @@ package controller
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
@@ -179,4 +180,39 @@ func TestRouteHostKeysOfHostnames(t *testing.T) {
 	if got, want := routeHostKeys(route), []string{"h:api.example.com", "u:example.com", "u:com"}; !slices.Equal(got, want) {
 		t.Errorf("routeHostKeys = %q, want %q", got, want)
 	}
+}
+
+// The cached Service keeps every field the backend checks read (aliasOf,
+// permits, the selectors of checkAccess) and drops the rest.
+func TestStripServiceKeepsWhatTheChecksRead(t *testing.T) {
+	full := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", ResourceVersion: "7", UID: "u", Labels: map[string]string{"app": "web"},
+			Annotations: map[string]string{
+				gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces: "team-b",
+				corev1.LastAppliedConfigAnnotation:                 strings.Repeat("x", 4096),
+			},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "db.example.com", Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}, ClusterIP: "10.0.0.1"},
+	}
+	got, err := stripService(full.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := got.(*corev1.Service)
+	if aliasOfSpec(svc) != aliasOfSpec(full) || !permits(svc, "team-b") || permits(svc, "team-c") ||
+		svc.Name != "web" || svc.Namespace != "shop" || svc.ResourceVersion != "7" || svc.UID != "u" || svc.Spec.Selector["app"] != "web" {
+		t.Errorf("stripService lost what the checks read: %+v", svc)
+	}
+	if len(svc.Annotations) != 1 || svc.ManagedFields != nil || svc.Spec.Ports != nil || svc.Spec.ClusterIP != "" || svc.Labels != nil {
+		t.Errorf("stripService kept what nothing reads: %+v", svc)
+	}
+	other := &networkingv1.ServiceEntry{}
+	if kept, _ := stripService(other); kept != other {
+		t.Errorf("stripService changed an object that is no Service")
+	}
+}
+
+func aliasOfSpec(svc *corev1.Service) string {
+	return string(svc.Spec.Type) + "/" + svc.Spec.ExternalName
 }

@@ -73,6 +73,7 @@ func ConfigureCache(opts *cache.Options, serviceEntries, workloadEntries, gatewa
 	opts.ByObject[&securityv1.AuthorizationPolicy{}] = managed
 	opts.ByObject[&securityv1.RequestAuthentication{}] = managed
 	opts.ByObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Transform: stripEndpointSlice}
+	opts.ByObject[&corev1.Service{}] = cache.ByObject{Transform: stripService}
 	if serviceEntries {
 		opts.ByObject[&networkingv1.ServiceEntry{}] = cache.ByObject{Transform: stripServiceEntry}
 	}
@@ -130,6 +131,27 @@ func stripEndpointSlice(obj any) (any, error) {
 	for _, ep := range s.Endpoints {
 		out.Endpoints = append(out.Endpoints, discoveryv1.Endpoint{TargetRef: ep.TargetRef})
 	}
+	return out, nil
+}
+
+// stripService keeps what the backend checks read of a Service, of which
+// the cache holds every one of the cluster: its identity, the consent
+// annotation, its type, ExternalName and pod selector. The rest (ports,
+// addresses, status, the last-applied-configuration annotation, often the
+// largest part) is the bulk of a Service and read by nothing here.
+func stripService(obj any) (any, error) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Service{TypeMeta: svc.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: svc.Name, Namespace: svc.Namespace, ResourceVersion: svc.ResourceVersion, UID: svc.UID,
+		DeletionTimestamp: svc.DeletionTimestamp,
+	}}
+	if v, ok := svc.Annotations[gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces]; ok {
+		out.Annotations = map[string]string{gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces: v}
+	}
+	out.Spec.Type, out.Spec.ExternalName, out.Spec.Selector = svc.Spec.Type, svc.Spec.ExternalName, svc.Spec.Selector
 	return out, nil
 }
 
