@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -71,6 +73,7 @@ func ConfigureCache(opts *cache.Options, serviceEntries, workloadEntries, gatewa
 	opts.ByObject[&securityv1.AuthorizationPolicy{}] = managed
 	opts.ByObject[&securityv1.RequestAuthentication{}] = managed
 	opts.ByObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Transform: stripEndpointSlice}
+	opts.ByObject[&corev1.Service{}] = cache.ByObject{Transform: stripService}
 	if serviceEntries {
 		opts.ByObject[&networkingv1.ServiceEntry{}] = cache.ByObject{Transform: stripServiceEntry}
 	}
@@ -131,6 +134,27 @@ func stripEndpointSlice(obj any) (any, error) {
 	return out, nil
 }
 
+// stripService keeps what the backend checks read of a Service, of which
+// the cache holds every one of the cluster: its identity, the consent
+// annotation, its type, ExternalName and pod selector. The rest (ports,
+// addresses, status, the last-applied-configuration annotation, often the
+// largest part) is the bulk of a Service and read by nothing here.
+func stripService(obj any) (any, error) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Service{TypeMeta: svc.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: svc.Name, Namespace: svc.Namespace, ResourceVersion: svc.ResourceVersion, UID: svc.UID,
+		DeletionTimestamp: svc.DeletionTimestamp,
+	}}
+	if v, ok := svc.Annotations[gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces]; ok {
+		out.Annotations = map[string]string{gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces: v}
+	}
+	out.Spec.Type, out.Spec.ExternalName, out.Spec.Selector = svc.Spec.Type, svc.Spec.ExternalName, svc.Spec.Selector
+	return out, nil
+}
+
 // stripWorkloadEntry keeps a WorkloadEntry's identity and labels.
 func stripWorkloadEntry(obj any) (any, error) {
 	we, ok := obj.(*networkingv1.WorkloadEntry)
@@ -163,11 +187,13 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if r.Reader == nil {
 		r.Reader = mgr.GetAPIReader()
 	}
-	if err := registerIndexes(ctx, mgr.GetFieldIndexer(), r.GatewayAPI); err != nil {
-		return err
+	for _, index := range r.indexes() {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, index.obj, index.name, index.keys); err != nil {
+			return fmt.Errorf("index %s: %w", index.name, err)
+		}
 	}
 	r.cache = mgr.GetCache()
-	m := mapper{c: mgr.GetClient()}
+	m := mapper{c: mgr.GetClient(), readGrants: r.ReadGrants}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("apirule").
 		// APIRules are independent and a reconcile mostly waits for the API
@@ -209,7 +235,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		gw.SetGroupVersionKind(schema.GroupVersionKind{Group: gatewayapiv1.GroupName, Version: "v1", Kind: "Gateway"})
 		b = b.Watches(gw, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			reqs := requests(m.list(ctx, client.MatchingFields{gatewayIndex: gatewayAPIKey(o.GetNamespace(), o.GetName())}), nil)
-			if o.GetName() == operatorv1alpha1.DefaultGatewayName {
+			if m.isDefaultGateway(ctx, o.GetNamespace(), o.GetName()) {
 				// It may be the default gateway, of the APIRules naming none.
 				reqs = append(reqs, requests(m.list(ctx, client.MatchingFields{gatewayIndex: defaultGatewayKey}), nil)...)
 			}
@@ -224,13 +250,15 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		gw.SetGroupVersionKind(networkingv1.SchemeGroupVersion.WithKind("Gateway"))
 		b = b.Watches(gw, handler.EnqueueRequestsFromMapFunc(m.gateways))
 	}
-	// ServiceEntries and WorkloadEntries are rare, and a ServiceEntry's
-	// hosts may be wildcards: every APIRule looks again.
+	// Tenants write ServiceEntries and WorkloadEntries: each maps to the
+	// APIRules of the Services it may alias, never to every APIRule.
 	if r.CheckServiceEntries {
-		b = b.Watches(&networkingv1.ServiceEntry{}, handler.EnqueueRequestsFromMapFunc(m.everyAPIRule))
+		b = b.Watches(&networkingv1.ServiceEntry{}, handler.EnqueueRequestsFromMapFunc(m.serviceEntries))
 	}
 	if r.CheckWorkloadEntries {
-		b = b.Watches(&networkingv1.WorkloadEntry{}, handler.EnqueueRequestsFromMapFunc(m.everyAPIRule))
+		b = b.Watches(&networkingv1.WorkloadEntry{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return m.backendsIn(ctx, o.GetNamespace())
+		}))
 	}
 	return b.Complete(r)
 }
@@ -267,17 +295,20 @@ func routeEvents(m mapper) handler.EventHandler {
 // maxConcurrentReconciles is the number of workers.
 const maxConcurrentReconciles = 16
 
-// registerIndexes adds the cache indexes the reconciler and the mapper
-// read.
-func registerIndexes(ctx context.Context, indexer client.FieldIndexer, gatewayAPI bool) error {
+// fieldIndex is a cache index: the keys of obj's kind under name.
+type fieldIndex struct {
+	obj  client.Object
+	name string
+	keys client.IndexerFunc
+}
+
+// indexes are the cache indexes the reconciler and the mapper read, of
+// the kinds the reconciler's options say are installed.
+func (r *Reconciler) indexes() []fieldIndex {
 	rule := func(f func(*gatewayv1alpha1.APIRule) []string) client.IndexerFunc {
 		return func(o client.Object) []string { return f(o.(*gatewayv1alpha1.APIRule)) }
 	}
-	for _, index := range []struct {
-		obj  client.Object
-		name string
-		keys client.IndexerFunc
-	}{
+	out := []fieldIndex{
 		{&gatewayv1alpha1.APIRule{}, serviceIndex, rule(func(a *gatewayv1alpha1.APIRule) []string {
 			var keys []string
 			for _, s := range translate.Backends(a) {
@@ -313,17 +344,15 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer, gatewayAP
 		{&networkingv1.VirtualService{}, ownerIndex, ownerKey},
 		{&securityv1.AuthorizationPolicy{}, ownerIndex, ownerKey},
 		{&securityv1.RequestAuthentication{}, ownerIndex, ownerKey},
-		{&gatewayapiv1.HTTPRoute{}, ownerIndex, ownerKey},
-		{&gatewayapiv1.HTTPRoute{}, routeHostIndex, routeHostKeys},
-	} {
-		if _, isRoute := index.obj.(*gatewayapiv1.HTTPRoute); isRoute && !gatewayAPI {
-			continue
-		}
-		if err := indexer.IndexField(ctx, index.obj, index.name, index.keys); err != nil {
-			return err
-		}
+		{&discoveryv1.EndpointSlice{}, endpointSliceIndex, endpointSliceKey},
 	}
-	return nil
+	if r.CheckServiceEntries {
+		out = append(out, fieldIndex{&networkingv1.ServiceEntry{}, serviceEntryHostIndex, serviceEntryHostKeys})
+	}
+	if r.GatewayAPI {
+		out = append(out, fieldIndex{&gatewayapiv1.HTTPRoute{}, ownerIndex, ownerKey}, fieldIndex{&gatewayapiv1.HTTPRoute{}, routeHostIndex, routeHostKeys})
+	}
+	return out
 }
 
 // gatewayAPIKey is gatewayIndex's key of a Gateway API Gateway: the group
@@ -398,7 +427,12 @@ func properSuffixes(host string) []string {
 
 // mapper maps events to the APIRules they concern, from the cache's
 // indexes.
-type mapper struct{ c client.Client }
+type mapper struct {
+	c client.Client
+	// readGrants: the APIGateway, which names the default gateway, is
+	// read (Reconciler.ReadGrants).
+	readGrants bool
+}
 
 // list lists APIRules read-only: it shares the cache's objects rather
 // than copy them all.
@@ -463,20 +497,66 @@ func (m mapper) policyEvents(ctx context.Context, o client.Object) []reconcile.R
 
 // apiGateway: the APIGateway's host ownership and its default gateway's
 // health host concern every APIRule (its wildcard grants and default
-// gateway a subset, but the administrator's edits are rare).
+// gateway a subset, but the administrator's edits are rare, and the
+// watch's predicate passes only those that matter).
 func (m mapper) apiGateway(ctx context.Context, _ client.Object) []reconcile.Request {
 	return requests(m.list(ctx), nil)
 }
 
-// gateways: a Gateway concerns the APIRules naming it and, when it may be
-// the default gateway (its name is; its namespace is the APIGateway's to
-// say), those naming none.
+// gateways: a Gateway concerns the APIRules naming it and, when it is the
+// default gateway, those naming none.
 func (m mapper) gateways(ctx context.Context, o client.Object) []reconcile.Request {
 	reqs := m.byIndex(gatewayIndex)(ctx, o)
-	if o.GetName() == operatorv1alpha1.DefaultGatewayName {
+	if m.isDefaultGateway(ctx, o.GetNamespace(), o.GetName()) {
 		reqs = append(reqs, requests(m.list(ctx, client.MatchingFields{gatewayIndex: defaultGatewayKey}), nil)...)
 	}
 	return reqs
+}
+
+// isDefaultGateway reports whether the APIGateway makes the Gateway
+// <namespace>/<name> the default gateway, of the APIRules naming none: a
+// Gateway of another namespace with its name concerns none of them (any
+// tenant may create one). When the APIGateway names another, its own event
+// (apiGateway) brings them all when that changes; when it cannot be read,
+// the answer is yes.
+func (m mapper) isDefaultGateway(ctx context.Context, namespace, name string) bool {
+	if name != operatorv1alpha1.DefaultGatewayName || !m.readGrants {
+		return false
+	}
+	gw := &operatorv1alpha1.APIGateway{}
+	if err := m.c.Get(ctx, client.ObjectKey{Name: operatorv1alpha1.SingletonName}, gw); err != nil {
+		return !apierrors.IsNotFound(err)
+	}
+	def, _, ok := gw.DefaultGateway()
+	return ok && def == namespace+"/"+name
+}
+
+// serviceEntries maps a ServiceEntry to the APIRules of the Services it
+// may declare a name of (serviceEntryTargets).
+func (m mapper) serviceEntries(ctx context.Context, o client.Object) []reconcile.Request {
+	se, ok := o.(*networkingv1.ServiceEntry)
+	if !ok {
+		return nil
+	}
+	services, namespace := serviceEntryTargets(se)
+	var reqs []reconcile.Request
+	for _, svc := range services {
+		reqs = append(reqs, requests(m.list(ctx, client.MatchingFields{serviceIndex: svc}), nil)...)
+	}
+	if namespace != "" {
+		reqs = append(reqs, m.backendsIn(ctx, namespace)...)
+	}
+	return reqs
+}
+
+// backendsIn maps to the APIRules with a backend in the namespace: those
+// of the namespace that route to one of its Services, and those of others
+// that route into it.
+func (m mapper) backendsIn(ctx context.Context, namespace string) []reconcile.Request {
+	reqs := requests(m.list(ctx, client.InNamespace(namespace)), func(a *gatewayv1alpha1.APIRule) bool {
+		return slices.ContainsFunc(translate.Backends(a), func(s types.NamespacedName) bool { return s.Namespace == namespace })
+	})
+	return append(reqs, requests(m.list(ctx, client.MatchingFields{backendNamespaceIndex: namespace}), nil)...)
 }
 
 // endpoints maps an EndpointSlice to the APIRules routing to its Service.
@@ -486,10 +566,6 @@ func (m mapper) endpoints(ctx context.Context, o client.Object) []reconcile.Requ
 		return nil
 	}
 	return requests(m.list(ctx, client.MatchingFields{serviceIndex: o.GetNamespace() + "/" + svc}), nil)
-}
-
-func (m mapper) everyAPIRule(ctx context.Context, _ client.Object) []reconcile.Request {
-	return requests(m.list(ctx), nil)
 }
 
 // toAPIRuleRequests maps an object the controller labelled to its APIRule.

@@ -19,30 +19,8 @@ import (
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
 )
 
-// routeHostIndex finds HTTPRoutes by their hostnames, with hostIndex's
-// keys ("h:" host, "u:" each name it lies under), or anyHostKey for a
-// route without hostnames, which serves every host of its listeners.
-const (
-	routeHostIndex = "httproute.hosts"
-	anyHostKey     = "any"
-)
-
-// routeHostKeys are routeHostIndex's keys of an HTTPRoute.
-func routeHostKeys(o client.Object) []string {
-	route := o.(*gatewayapiv1.HTTPRoute)
-	if len(route.Spec.Hostnames) == 0 {
-		return []string{anyHostKey}
-	}
-	var keys []string
-	for _, h := range route.Spec.Hostnames {
-		host := strings.ToLower(string(h))
-		keys = append(keys, "h:"+host)
-		for _, s := range properSuffixes(strings.TrimPrefix(host, "*.")) {
-			keys = append(keys, "u:"+s)
-		}
-	}
-	return keys
-}
+// routeHostIndex finds HTTPRoutes by their hostnames (routeHostKeys).
+const routeHostIndex = "httproute.hosts"
 
 // maxSharedRoutesNamed bounds how many routes the HostShared message names.
 const maxSharedRoutesNamed = 5
@@ -61,7 +39,7 @@ func (r *Reconciler) setHostShared(ctx context.Context, rule *gatewayv1alpha1.AP
 	seen := map[types.UID]bool{}
 	var named []string
 	others, host := 0, ""
-	for _, key := range append(overlapKeys(rule), anyHostKey) {
+	for _, key := range append(overlapKeys(rule), anyHostKey(parent.Namespace, parent.Name)) {
 		var routes gatewayapiv1.HTTPRouteList
 		if err := r.Client.List(ctx, &routes, client.MatchingFields{routeHostIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
 			return fmt.Errorf("list the HTTPRoutes that may claim %s: %w", strings.TrimPrefix(key, "h:"), err)
@@ -181,15 +159,20 @@ func (m mapper) routes(ctx context.Context, o client.Object) []reconcile.Request
 	}
 	var candidates []gatewayv1alpha1.APIRule
 	if len(route.Spec.Hostnames) == 0 {
-		if onDefaultGateway(route) {
-			candidates = append(candidates, m.list(ctx, client.MatchingFields{gatewayIndex: defaultGatewayKey})...)
-		}
+		onDefault := false
 		for _, ref := range route.Spec.ParentRefs {
 			ns := route.Namespace
 			if ref.Namespace != nil {
 				ns = string(*ref.Namespace)
 			}
 			candidates = append(candidates, m.list(ctx, client.MatchingFields{gatewayIndex: gatewayAPIKey(ns, string(ref.Name))})...)
+			onDefault = onDefault || m.isDefaultGateway(ctx, ns, string(ref.Name))
+		}
+		if onDefault {
+			// Every APIRule on the default gateway shares its hosts with
+			// this route; a route on another namespace's Gateway of that
+			// name shares none.
+			candidates = append(candidates, m.list(ctx, client.MatchingFields{gatewayIndex: defaultGatewayKey})...)
 		}
 	} else {
 		probe := &gatewayv1alpha1.APIRule{}

@@ -222,7 +222,7 @@ func (r *Reconciler) aliasOf(ctx context.Context, svc *corev1.Service) (string, 
 		return "has no pod selector (its endpoints may be anything)", nil
 	}
 	var slices discoveryv1.EndpointSliceList
-	if err := r.Client.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, &slices, client.MatchingFields{endpointSliceIndex: svc.Namespace + "/" + svc.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return "", fmt.Errorf("list the endpoints of service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	for _, s := range slices.Items {
@@ -246,23 +246,16 @@ func (r *Reconciler) aliasOf(ctx context.Context, svc *corev1.Service) (string, 
 	if !r.CheckServiceEntries {
 		return "", nil
 	}
-	var entries networkingv1.ServiceEntryList
-	if err := r.Client.List(ctx, &entries, client.UnsafeDisableDeepCopy); err != nil {
-		return "", fmt.Errorf("list ServiceEntries: %w", err)
-	}
-	names := serviceHostNames(svc)
-	for _, se := range entries.Items {
-		for _, h := range se.Spec.Hosts {
-			if hosts.IsWildcard(h) && se.Namespace != svc.Namespace {
-				// A wildcard of another namespace names no Service in
-				// particular: counting it would let one tenant's
-				// "*.svc.cluster.local" stop every APIRule of the cluster.
-				continue
-			}
-			for _, name := range names {
-				if hosts.Overlap(strings.ToLower(h), name) {
-					return "has a host that a ServiceEntry also declares (" + h + ")", nil
-				}
+	// The host index narrows the ServiceEntries to those with one of the
+	// Service's names or a wildcard over one.
+	for _, key := range serviceEntryLookupKeys(svc) {
+		var entries networkingv1.ServiceEntryList
+		if err := r.Client.List(ctx, &entries, client.MatchingFields{serviceEntryHostIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
+			return "", fmt.Errorf("list the ServiceEntries of host %s: %w", key[2:], err)
+		}
+		for i := range entries.Items {
+			if h := declaredHost(entries.Items[i], svc); h != "" {
+				return "has a host that a ServiceEntry also declares (" + h + ")", nil
 			}
 		}
 	}
@@ -350,6 +343,10 @@ func olderThan[T metav1.Object](self T, others []T) []T {
 // livePolicies reads the access control the controller keeps in the
 // APIRule's namespace, split into this APIRule's and the others'.
 func (r *Reconciler) livePolicies(ctx context.Context, rule *gatewayv1alpha1.APIRule) (own, other []*securityv1.AuthorizationPolicy, ownRA, otherRA []*securityv1.RequestAuthentication, err error) {
+	// The namespace's policies, not an index of them: two selectors may
+	// meet on a pod without a label in common ({app: a} and {tier: b}), so
+	// no key of one policy's selector finds every policy it may meet. A
+	// namespace holds one tenant's APIRules, however many the cluster has.
 	managed := client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy}
 	var aps securityv1.AuthorizationPolicyList
 	// Read-only: share the cache's objects rather than copy every policy.
