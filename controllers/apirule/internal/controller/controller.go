@@ -127,7 +127,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	// parent is the Gateway API Gateway of an APIRule in HTTPRoute mode
 	// (its parentRef, or the default gateway when that is one).
 	var parent *gatewayv1alpha1.ParentReference
+	// awaitingAnswer: the status waits for the Gateway's answer (apply).
+	var awaitingAnswer bool
 	defer func() {
+		if awaitingAnswer {
+			return
+		}
 		// Left to right: the HostShared condition, then the status write.
 		retErr = errors.Join(retErr, r.setHostShared(ctx, rule, parent), r.writeStatus(ctx, before, rule))
 	}()
@@ -187,12 +192,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonAccessConflict, msg)
 		return ctrl.Result{}, nil
 	}
-	return r.apply(ctx, rule, out, parent)
+	result, awaitingAnswer, retErr = r.apply(ctx, rule, out, parent)
+	return result, retErr
 }
 
 // apply writes the desired objects of a translated APIRule and reports
-// the outcome: Applied, or in HTTPRoute mode the Gateway's answer.
-func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, out translate.Output, parent *gatewayv1alpha1.ParentReference) (ctrl.Result, error) {
+// the outcome: Applied, or in HTTPRoute mode the Gateway's answer. It
+// reports awaitingAnswer, and sets no condition, when a new APIRule's
+// route was created just now: its status cannot hold the Gateway's answer
+// yet, and that answer's event starts the reconcile that reports it, with
+// the APIRule's first status (Applied, RouteNotAccepted, and HostShared).
+// RoutePending is written only if no answer comes within routeAnswerWait.
+func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, out translate.Output, parent *gatewayv1alpha1.ParentReference) (_ ctrl.Result, awaitingAnswer bool, _ error) {
 	desired := desiredObjects(out)
 	// An APIRule found in Conflict looks for the object in the way past
 	// the cache before writing anything: the conflict most likely stays, and
@@ -201,37 +212,35 @@ func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, o
 	live, conflicts, err := r.liveObjects(ctx, rule, desired, pastCache)
 	if err != nil {
 		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
-		return ctrl.Result{}, err
+		return ctrl.Result{}, false, err
 	}
 	if len(conflicts) > 0 {
 		setConflict(rule, conflicts)
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		return ctrl.Result{RequeueAfter: conflictRetry}, false, nil
 	}
 	// The route is the last object written; a live route that needs no
 	// write carries the Gateway's answer about the current version.
 	route, _ := live[len(live)-1].(*gatewayapiv1.HTTPRoute)
+	newRoute := out.HTTPRoute != nil && route == nil
 	if route != nil && !upToDate(desired[len(desired)-1], route) {
 		route = nil
 	}
 	conflict, err := r.converge(ctx, rule, desired, live)
 	if conflict != "" {
-		return r.conflicted(ctx, rule, desired, conflict, err)
+		result, err := r.conflicted(ctx, rule, desired, conflict, err)
+		return result, false, err
 	}
 	if err != nil {
 		if reason, msg, ok := invalidRoute(err); ok {
 			setReady(rule, metav1.ConditionFalse, reason, msg)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, false, nil
 		}
 		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
-		return ctrl.Result{}, err
+		return ctrl.Result{}, false, err
 	}
 	if out.HTTPRoute != nil {
-		if route == nil && awaitsAnswer(rule) {
-			// The route was written just now: its status cannot hold the
-			// Gateway's answer yet, and that answer's event starts the
-			// reconcile that reports it. RoutePending is written only if
-			// none comes in time.
-			return ctrl.Result{RequeueAfter: routeAnswerWait}, nil
+		if newRoute && readyReason(rule) == "" {
+			return ctrl.Result{RequeueAfter: routeAnswerWait}, true, nil
 		}
 		reason, msg := gatewayv1alpha1.ReasonRoutePending, fmt.Sprintf(
 			"HTTPRoute %s/%s is written; waiting for the controller of Gateway %s/%s to accept it", out.HTTPRoute.Namespace, out.HTTPRoute.Name, parent.Namespace, parent.Name)
@@ -241,11 +250,11 @@ func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, o
 		if reason != "" {
 			// Not an error: the route's status change starts the next reconcile.
 			setReady(rule, metav1.ConditionFalse, reason, msg)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, false, nil
 		}
 	}
 	setReady(rule, metav1.ConditionTrue, gatewayv1alpha1.ReasonApplied, appliedMessage(desired))
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, false, nil
 }
 
 // conflicted reports the Conflict that a create met (the object in the
@@ -279,16 +288,6 @@ func readyReason(rule *gatewayv1alpha1.APIRule) string {
 		return c.Reason
 	}
 	return ""
-}
-
-// awaitsAnswer reports whether an APIRule whose HTTPRoute was just written
-// may wait for the Gateway's answer without a word: it has no Ready
-// condition yet (it is new), or one saying Applied (of an earlier
-// version, as its observedGeneration shows). Any other condition would be
-// wrong once the route is written, so RoutePending replaces it at once.
-func awaitsAnswer(rule *gatewayv1alpha1.APIRule) bool {
-	reason := readyReason(rule)
-	return reason == "" || reason == gatewayv1alpha1.ReasonApplied
 }
 
 // invalidRoute turns the API server's refusal of an HTTPRoute (its CRD's
@@ -500,9 +499,10 @@ func (r *Reconciler) write(ctx context.Context, rule *gatewayv1alpha1.APIRule, d
 	}
 	key := client.ObjectKeyFromObject(desired)
 	obj := desired.DeepCopyObject().(client.Object)
+	r.written.begin(obj)
 	err := r.Client.Create(ctx, obj, client.FieldOwner(FieldManager))
+	r.written.end(obj, err == nil)
 	if err == nil {
-		r.written.add(obj)
 		ctrl.LoggerFrom(ctx).V(1).Info("Created", "kind", kindOf(desired), "object", klog.KObj(desired))
 		return obj, "", nil
 	}
@@ -548,10 +548,12 @@ func (r *Reconciler) update(ctx context.Context, desired, live client.Object) er
 		updated.SetOwnerReferences(append(refs, ref))
 	}
 	setSpec(updated, desired)
-	if err := r.Client.Update(ctx, updated, client.FieldOwner(FieldManager)); err != nil {
+	r.written.begin(updated)
+	err := r.Client.Update(ctx, updated, client.FieldOwner(FieldManager))
+	r.written.end(updated, err == nil)
+	if err != nil {
 		return fmt.Errorf("update %s %s: %w", kindOf(desired), client.ObjectKeyFromObject(desired), err)
 	}
-	r.written.add(updated)
 	ctrl.LoggerFrom(ctx).V(1).Info("Updated", "kind", kindOf(desired), "object", klog.KObj(desired))
 	return nil
 }
@@ -718,14 +720,16 @@ func (r *Reconciler) setFinalizer(ctx context.Context, rule *gatewayv1alpha1.API
 	} else {
 		controllerutil.RemoveFinalizer(updated, Finalizer)
 	}
-	if err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(rule, client.MergeFromWithOptimisticLock{})); err != nil {
+	r.written.begin(updated)
+	err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(rule, client.MergeFromWithOptimisticLock{}))
+	r.written.end(updated, err == nil)
+	if err != nil {
 		if apierrors.IsNotFound(err) && !present {
 			return nil
 		}
 		return fmt.Errorf("update the finalizers of the APIRule: %w", err)
 	}
 	rule.Finalizers, rule.ResourceVersion = updated.Finalizers, updated.ResourceVersion
-	r.written.add(updated)
 	return nil
 }
 
@@ -800,10 +804,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, after *gatewayv1al
 	// describe). The patch carries the base's resourceVersion.
 	base := before.DeepCopy()
 	base.ResourceVersion = after.ResourceVersion
-	if err := r.Client.Status().Patch(ctx, after, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	r.written.begin(after)
+	err := r.Client.Status().Patch(ctx, after, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	r.written.end(after, err == nil)
+	if err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("write APIRule status: %w", err))
 	}
-	r.written.add(after)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -22,9 +23,16 @@ import (
 // that wrote it did not know. Any later version (an edit or a deletion by
 // someone else, a Gateway's answer in a route's status) differs in its
 // resourceVersion and still starts one.
+//
+// A watch can report a write before its response arrives: an event of an
+// object the controller is writing at that moment waits for the write's
+// outcome (at most ownWriteWait) before it is judged.
 type ownWrites struct {
 	mu       sync.Mutex
 	versions map[types.UID]ownWrite
+	// writing holds, by writeKey, a channel for each write under way,
+	// closed when its outcome is recorded.
+	writing map[string]chan struct{}
 }
 
 type ownWrite struct {
@@ -39,6 +47,46 @@ const ownWriteTTL = 5 * time.Minute
 
 // ownWritesPrune is the size from which adding prunes expired writes.
 const ownWritesPrune = 1024
+
+// ownWriteWait bounds how long an event waits for the outcome of a write
+// under way of its object: the write is persisted when its event comes, so
+// its response is moments away.
+const ownWriteWait = time.Second
+
+// writeKey identifies an object across its versions: its type, namespace
+// and name.
+func writeKey(obj client.Object) string {
+	return fmt.Sprintf("%T %s/%s", obj, obj.GetNamespace(), obj.GetName())
+}
+
+// begin announces a write of obj; end, which must follow, records its
+// outcome.
+func (w *ownWrites) begin(obj client.Object) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.writing == nil {
+		w.writing = map[string]chan struct{}{}
+	}
+	key := writeKey(obj)
+	if _, ok := w.writing[key]; !ok {
+		w.writing[key] = make(chan struct{})
+	}
+}
+
+// end records the outcome of the write begin announced: obj, as written,
+// or nothing when the write failed.
+func (w *ownWrites) end(obj client.Object, written bool) {
+	if written {
+		w.add(obj)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	key := writeKey(obj)
+	if done, ok := w.writing[key]; ok {
+		close(done)
+		delete(w.writing, key)
+	}
+}
 
 // add records the version of obj that a write returned.
 func (w *ownWrites) add(obj client.Object) {
@@ -66,6 +114,14 @@ func (w *ownWrites) add(obj client.Object) {
 func (w *ownWrites) take(obj client.Object) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if done, ok := w.writing[writeKey(obj)]; ok {
+		w.mu.Unlock()
+		select {
+		case <-done:
+		case <-time.After(ownWriteWait):
+		}
+		w.mu.Lock()
+	}
 	v, ok := w.versions[obj.GetUID()]
 	if !ok || v.resourceVersion != obj.GetResourceVersion() {
 		return false
