@@ -17,9 +17,11 @@ type Writes struct {
 	// APIRule passed in must carry its UID).
 	Objects []client.Object
 	// Statuses are the APIRule's statuses in the order the controller
-	// patches them; the last is the one it ends with (Ready, Applied). In
-	// HTTPRoute mode the first is RoutePending, until the Gateway's
-	// controller accepted the route.
+	// patches them; the last is the one it ends with (Ready, Applied).
+	// Today that is the only one in both modes: in HTTPRoute mode the
+	// controller writes a new route's first status once the Gateway's
+	// controller answered (RoutePending only when no answer came within
+	// its wait).
 	Statuses []gatewayv1alpha1.APIRuleStatus
 }
 

@@ -87,10 +87,10 @@ func TestFor(t *testing.T) {
 			reasons: []string{gatewayv1alpha1.ReasonApplied},
 			message: "RequestAuthentication shop/orders; AuthorizationPolicy shop/orders; VirtualService shop/orders applied",
 		},
-		"HTTPRoute mode: pending until the Gateway answered": {
+		"HTTPRoute mode: one status, once the Gateway answered": {
 			rule:    newAPIRule(withJWT, onGatewayAPI),
 			kinds:   []string{"RequestAuthentication", "AuthorizationPolicy", "HTTPRoute"},
-			reasons: []string{gatewayv1alpha1.ReasonRoutePending, gatewayv1alpha1.ReasonApplied},
+			reasons: []string{gatewayv1alpha1.ReasonApplied},
 			message: "RequestAuthentication shop/orders; AuthorizationPolicy shop/orders; HTTPRoute shop/orders applied", hostShared: true,
 		},
 	} {

@@ -68,8 +68,8 @@ func (b *bench) measureFloors(ctx context.Context) (results, error) {
 // writers, what the controller writes: the APIRule is created (by the
 // bench, as in the controller's phase), patched once (the finalizer's
 // patch), its golden objects created and its status patched to the golden
-// status; in HTTPRoute mode to RoutePending first and, once the stand-in
-// Gateway answered the route, to Ready. Converged is the tracker's verdict,
+// status; in HTTPRoute mode only once the stand-in Gateway answered the
+// route, as the controller writes a new route's first status. Converged is the tracker's verdict,
 // as for the controller. Then it deletes all it wrote and waits until
 // that is gone, so that the controller's phase starts on the same cluster.
 func (b *bench) measureFloor(ctx context.Context, ph floorPhase) (result, error) {
@@ -202,8 +202,8 @@ type floorWriter struct {
 	selectors map[types.NamespacedName]map[string]string
 
 	mu sync.Mutex
-	// pending holds HTTPRoute-mode APIRules whose RoutePending status is
-	// written, answered the routes the stand-in answered, both by key;
+	// pending holds HTTPRoute-mode APIRules whose objects are written,
+	// answered the routes the stand-in answered, both by key;
 	// final receives the keys that have both, finals their final status.
 	pending  map[string]*gatewayv1alpha1.APIRule
 	answered map[string]bool
@@ -212,7 +212,8 @@ type floorWriter struct {
 }
 
 // write creates the APIRule, patches its metadata, creates its golden
-// objects and patches its status (the first of its golden statuses).
+// objects and patches its status to the golden one (in HTTPRoute mode
+// once the route is answered).
 func (w *floorWriter) write(ctx context.Context, planned *gatewayv1alpha1.APIRule) error {
 	rule := planned.DeepCopy()
 	if err := w.c.Create(ctx, rule); err != nil {
@@ -232,18 +233,30 @@ func (w *floorWriter) write(ctx context.Context, planned *gatewayv1alpha1.APIRul
 			return fmt.Errorf("create %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
 		}
 	}
-	after, err := w.patchStatus(ctx, patched, writes.Statuses[0])
-	if err != nil || len(writes.Statuses) == 1 {
+	if !writesRoute(writes.Objects) {
+		_, err := w.patchStatus(ctx, patched, writes.Final())
 		return err
 	}
+	// HTTPRoute mode: as the controller, one status, once the Gateway
+	// answered the route.
 	k := key(rule.Namespace, rule.Name)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.pending[k], w.finals[k] = after, writes.Final()
+	w.pending[k], w.finals[k] = patched, writes.Final()
 	if w.answered[k] {
 		w.final <- k
 	}
 	return nil
+}
+
+// writesRoute reports whether objs hold an HTTPRoute.
+func writesRoute(objs []client.Object) bool {
+	for _, o := range objs {
+		if _, ok := o.(*gatewayapiv1.HTTPRoute); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // observe notes the stand-in's answers (informer events, under the

@@ -23,8 +23,8 @@
 //	    the apirule controller would (controllers/apirule/golden): it
 //	    creates the APIRule, patches it once (an annotation in place of the
 //	    finalizer), creates its golden objects and patches its status to
-//	    the golden status (in HTTPRoute mode RoutePending, then Ready once
-//	    the stand-in answered the route). Converged: (1)'s and (1h)'s
+//	    the golden status (in HTTPRoute mode once the stand-in answered
+//	    the route, as the controller does). Converged: (1)'s and (1h)'s
 //	    trackers. It reports the time, CPU and its own API requests, then
 //	    deletes what it wrote and waits until it is gone. Every APIRule
 //	    phase is reported beside its floor as a ratio (ConvergenceOverFloor)

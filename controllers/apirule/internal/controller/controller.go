@@ -49,6 +49,11 @@ const (
 	// object in the way is not cached (it is not labelled as ours), so its
 	// removal raises no event.
 	conflictRetry = time.Minute
+	// routeAnswerWait is how long an APIRule whose HTTPRoute was just
+	// written waits for its Gateway's answer before it reports
+	// RoutePending: the answer usually comes first (its event starts the
+	// reconcile that reports it), and the pending status write is saved.
+	routeAnswerWait = 10 * time.Second
 )
 
 // +kubebuilder:rbac:groups=gateway.portico.dev,resources=apirules,verbs=get;list;watch;patch
@@ -101,6 +106,9 @@ type Reconciler struct {
 	// shows them gone: a cached copy of one is read again past the cache,
 	// so a status never says Applied for an object that is gone.
 	deleted tombstones
+	// written remembers the versions the controller wrote, whose watch
+	// events start no reconcile of the APIRule that wrote them.
+	written ownWrites
 }
 
 // Reconcile converges one APIRule's Istio objects.
@@ -119,7 +127,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	// parent is the Gateway API Gateway of an APIRule in HTTPRoute mode
 	// (its parentRef, or the default gateway when that is one).
 	var parent *gatewayv1alpha1.ParentReference
+	// awaitingAnswer: the status waits for the Gateway's answer (apply).
+	var awaitingAnswer bool
 	defer func() {
+		if awaitingAnswer {
+			return
+		}
 		// Left to right: the HostShared condition, then the status write.
 		retErr = errors.Join(retErr, r.setHostShared(ctx, rule, parent), r.writeStatus(ctx, before, rule))
 	}()
@@ -179,38 +192,56 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonAccessConflict, msg)
 		return ctrl.Result{}, nil
 	}
-	return r.apply(ctx, rule, out, parent)
+	result, awaitingAnswer, retErr = r.apply(ctx, rule, out, parent)
+	return result, retErr
 }
 
 // apply writes the desired objects of a translated APIRule and reports
-// the outcome: Applied, or in HTTPRoute mode the Gateway's answer.
-func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, out translate.Output, parent *gatewayv1alpha1.ParentReference) (ctrl.Result, error) {
+// the outcome: Applied, or in HTTPRoute mode the Gateway's answer. It
+// reports awaitingAnswer, and sets no condition, when a new APIRule's
+// route was created just now: its status cannot hold the Gateway's answer
+// yet, and that answer's event starts the reconcile that reports it, with
+// the APIRule's first status (Applied, RouteNotAccepted, and HostShared).
+// RoutePending is written only if no answer comes within routeAnswerWait.
+func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, out translate.Output, parent *gatewayv1alpha1.ParentReference) (_ ctrl.Result, awaitingAnswer bool, _ error) {
 	desired := desiredObjects(out)
-	live, conflicts, err := r.liveObjects(ctx, rule, desired)
+	// An APIRule found in Conflict looks for the object in the way past
+	// the cache before writing anything: the conflict most likely stays, and
+	// creating its other objects only to delete them again is churn.
+	pastCache := readyReason(rule) == gatewayv1alpha1.ReasonConflict
+	live, conflicts, err := r.liveObjects(ctx, rule, desired, pastCache)
 	if err != nil {
 		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
-		return ctrl.Result{}, err
+		return ctrl.Result{}, false, err
 	}
 	if len(conflicts) > 0 {
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonConflict, strings.Join(conflicts, "; ")+
-			" and was not created for this APIRule: it is left untouched, and nothing is written until it is removed or renamed")
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		setConflict(rule, conflicts)
+		return ctrl.Result{RequeueAfter: conflictRetry}, false, nil
 	}
 	// The route is the last object written; a live route that needs no
 	// write carries the Gateway's answer about the current version.
 	route, _ := live[len(live)-1].(*gatewayapiv1.HTTPRoute)
+	newRoute := out.HTTPRoute != nil && route == nil
 	if route != nil && !upToDate(desired[len(desired)-1], route) {
 		route = nil
 	}
-	if err := r.converge(ctx, rule, desired, live); err != nil {
+	conflict, err := r.converge(ctx, rule, desired, live)
+	if conflict != "" {
+		result, err := r.conflicted(ctx, rule, desired, conflict, err)
+		return result, false, err
+	}
+	if err != nil {
 		if reason, msg, ok := invalidRoute(err); ok {
 			setReady(rule, metav1.ConditionFalse, reason, msg)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, false, nil
 		}
 		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
-		return ctrl.Result{}, err
+		return ctrl.Result{}, false, err
 	}
 	if out.HTTPRoute != nil {
+		if newRoute && readyReason(rule) == "" {
+			return ctrl.Result{RequeueAfter: routeAnswerWait}, true, nil
+		}
 		reason, msg := gatewayv1alpha1.ReasonRoutePending, routeWritten(out.HTTPRoute, parent)
 		if route != nil {
 			reason, msg = routeReadiness(route, parent)
@@ -218,11 +249,44 @@ func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, o
 		if reason != "" {
 			// Not an error: the route's status change starts the next reconcile.
 			setReady(rule, metav1.ConditionFalse, reason, msg)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, false, nil
 		}
 	}
 	setReady(rule, metav1.ConditionTrue, gatewayv1alpha1.ReasonApplied, appliedMessage(desired))
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, false, nil
+}
+
+// conflicted reports the Conflict that a create met (the object in the
+// way was not cached) once the objects this pass created are deleted
+// again; the message names every object in the way, as a check before
+// writing would have.
+func (r *Reconciler) conflicted(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired []client.Object, conflict string, undoErr error) (ctrl.Result, error) {
+	if undoErr != nil {
+		// Objects of this pass that could not be deleted: ApplyFailed,
+		// retried until they are gone or the conflict is.
+		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, undoErr.Error())
+		return ctrl.Result{}, undoErr
+	}
+	conflicts := []string{conflict}
+	if _, all, err := r.liveObjects(ctx, rule, desired, true); err == nil && len(all) > 0 {
+		conflicts = all
+	}
+	setConflict(rule, conflicts)
+	return ctrl.Result{RequeueAfter: conflictRetry}, nil
+}
+
+// setConflict reports the objects in the way of the APIRule.
+func setConflict(rule *gatewayv1alpha1.APIRule, conflicts []string) {
+	setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonConflict, strings.Join(conflicts, "; ")+
+		" and was not created for this APIRule: it is left untouched, and nothing is written until it is removed or renamed")
+}
+
+// readyReason is the reason of the APIRule's Ready condition, or "".
+func readyReason(rule *gatewayv1alpha1.APIRule) string {
+	if c := meta.FindStatusCondition(rule.Status.Conditions, gatewayv1alpha1.ConditionReady); c != nil {
+		return c.Reason
+	}
+	return ""
 }
 
 // invalidRoute turns the API server's refusal of an HTTPRoute (its CRD's
@@ -340,21 +404,21 @@ func owns(rule *gatewayv1alpha1.APIRule, obj client.Object) bool {
 		l[translate.LabelAPIRuleNamespace] == rule.Namespace && metav1.GetControllerOf(obj) == nil
 }
 
-// liveObjects reads the live counterpart of every desired object: the
-// cached one, or, when the cache has none (it holds only labelled objects),
-// the API server's. It returns nil for an object that does not exist yet,
-// and names every object that exists but is not this APIRule's.
-func (r *Reconciler) liveObjects(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired []client.Object) ([]client.Object, []string, error) {
+// liveObjects reads the live counterpart of every desired object from the
+// cache. An object the cache lacks is taken as missing (write creates it
+// and finds out otherwise), unless pastCache asks the API server, which
+// also has the objects the cache does not hold (those not labelled as the
+// controller's). It returns nil for an object that does not exist yet, and
+// names every object found that is not this APIRule's.
+func (r *Reconciler) liveObjects(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired []client.Object, pastCache bool) ([]client.Object, []string, error) {
 	live := make([]client.Object, len(desired))
 	var conflicts []string
 	for i, d := range desired {
-		// Read into an empty object: decoding into a copy of the desired one
-		// would keep desired fields the live object lacks (owner references).
-		obj := reflect.New(reflect.TypeOf(d).Elem()).Interface().(client.Object)
+		obj := emptyLike(d)
 		key := client.ObjectKeyFromObject(d)
 		err := r.Client.Get(ctx, key, obj)
-		if apierrors.IsNotFound(err) || (err == nil && r.deleted.has(obj.GetUID())) {
-			// Not cached, or a copy of an object the controller deleted that
+		if (pastCache && apierrors.IsNotFound(err)) || (err == nil && r.deleted.has(obj.GetUID())) {
+			// Asked to, or a copy of an object the controller deleted that
 			// the cache has not yet seen go: ask the API server.
 			err = r.Reader.Get(ctx, key, obj)
 		}
@@ -372,49 +436,94 @@ func (r *Reconciler) liveObjects(ctx context.Context, rule *gatewayv1alpha1.APIR
 	return live, conflicts, nil
 }
 
+// emptyLike returns an empty object of obj's kind to read into: decoding
+// into a copy of a desired object would keep desired fields the live
+// object lacks (owner references).
+func emptyLike(obj client.Object) client.Object {
+	return reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
+}
+
 // converge writes the desired objects and deletes this APIRule's objects
 // that are no longer desired. The finalizer goes on before the first object
 // is written (with the APIRule's resourceVersion: an APIRule the cache
 // still shows but that changed or went meanwhile writes nothing); it comes
 // off when the APIRule is deleted or refused, once its objects are gone.
-func (r *Reconciler) converge(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired, live []client.Object) error {
+//
+// A create that finds another's object in the way (the cache, which holds
+// only the controller's objects, could not show it) stops the pass: nothing
+// more is written (the route, last, never reaches pods without their
+// access control), the objects this pass created are deleted again, and
+// converge returns the conflict with the error of that deletion.
+func (r *Reconciler) converge(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired, live []client.Object) (string, error) {
 	if err := r.setFinalizer(ctx, rule, true); err != nil {
-		return err
+		return "", err
 	}
 	var errs []error
+	var created []client.Object
 	for i, d := range desired {
 		if i == len(desired)-1 && len(errs) > 0 {
 			// Never route to pods whose access control could not be written.
 			break
 		}
-		if err := r.write(ctx, d, live[i]); err != nil {
+		obj, conflict, err := r.write(ctx, rule, d, live[i])
+		if obj != nil {
+			created = append(created, obj)
+		}
+		if conflict != "" {
+			_, err := r.deleteObjects(ctx, rule, created, nil)
+			return conflict, err
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
-		return errors.Join(errs...)
+		return "", errors.Join(errs...)
 	}
 	keep := map[string]bool{}
 	for _, d := range desired {
 		keep[objectID(d)] = true
 	}
-	return r.deleteUnwanted(ctx, rule, r.Client, keep)
+	return "", r.deleteUnwanted(ctx, rule, r.Client, keep)
 }
 
-// write creates a missing object, or updates one of ours that differs. An
-// update carries the resourceVersion of the object whose ownership was
-// checked, so it fails rather than overwrite an object that replaced it
-// meanwhile; server-side apply with force would take it over instead.
-func (r *Reconciler) write(ctx context.Context, desired, live client.Object) error {
-	log := ctrl.LoggerFrom(ctx)
-	if live == nil {
-		obj := desired.DeepCopyObject().(client.Object)
-		if err := r.Client.Create(ctx, obj, client.FieldOwner(FieldManager)); err != nil {
-			return fmt.Errorf("create %s %s: %w", kindOf(desired), client.ObjectKeyFromObject(desired), err)
-		}
-		log.V(1).Info("Created", "kind", kindOf(desired), "object", klog.KObj(desired))
-		return nil
+// write creates an object the cache does not show, or updates one of ours
+// that differs. It returns the object it created, or the conflict when
+// another's object holds the name. Created objects are assumed missing
+// from the API server too: a create that meets an existing object reads
+// it there, and updates it if it is ours (the cache had not seen it yet).
+func (r *Reconciler) write(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired, live client.Object) (client.Object, string, error) {
+	if live != nil {
+		return nil, "", r.update(ctx, desired, live)
 	}
+	key := client.ObjectKeyFromObject(desired)
+	obj := desired.DeepCopyObject().(client.Object)
+	r.written.begin(obj)
+	err := r.Client.Create(ctx, obj, client.FieldOwner(FieldManager))
+	r.written.end(obj, err == nil)
+	if err == nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Created", "kind", kindOf(desired), "object", klog.KObj(desired))
+		return obj, "", nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return nil, "", fmt.Errorf("create %s %s: %w", kindOf(desired), key, err)
+	}
+	live = emptyLike(desired)
+	if err := r.Reader.Get(ctx, key, live); err != nil {
+		// Gone again (NotFound) or unreadable: the retry looks again.
+		return nil, "", fmt.Errorf("read %s %s, which exists: %w", kindOf(desired), key, err)
+	}
+	if !owns(rule, live) {
+		return nil, fmt.Sprintf("%s %s exists", kindOf(desired), key), nil
+	}
+	return nil, "", r.update(ctx, desired, live)
+}
+
+// update updates an object of ours that differs from the desired one. It
+// carries the resourceVersion of the object whose ownership was checked,
+// so it fails rather than overwrite an object that replaced it meanwhile;
+// server-side apply with force would take it over instead.
+func (r *Reconciler) update(ctx context.Context, desired, live client.Object) error {
 	if upToDate(desired, live) {
 		return nil
 	}
@@ -438,10 +547,13 @@ func (r *Reconciler) write(ctx context.Context, desired, live client.Object) err
 		updated.SetOwnerReferences(append(refs, ref))
 	}
 	setSpec(updated, desired)
-	if err := r.Client.Update(ctx, updated, client.FieldOwner(FieldManager)); err != nil {
+	r.written.begin(updated)
+	err := r.Client.Update(ctx, updated, client.FieldOwner(FieldManager))
+	r.written.end(updated, err == nil)
+	if err != nil {
 		return fmt.Errorf("update %s %s: %w", kindOf(desired), client.ObjectKeyFromObject(desired), err)
 	}
-	log.V(1).Info("Updated", "kind", kindOf(desired), "object", klog.KObj(desired))
+	ctrl.LoggerFrom(ctx).V(1).Info("Updated", "kind", kindOf(desired), "object", klog.KObj(desired))
 	return nil
 }
 
@@ -607,7 +719,10 @@ func (r *Reconciler) setFinalizer(ctx context.Context, rule *gatewayv1alpha1.API
 	} else {
 		controllerutil.RemoveFinalizer(updated, Finalizer)
 	}
-	if err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(rule, client.MergeFromWithOptimisticLock{})); err != nil {
+	r.written.begin(updated)
+	err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(rule, client.MergeFromWithOptimisticLock{}))
+	r.written.end(updated, err == nil)
+	if err != nil {
 		if apierrors.IsNotFound(err) && !present {
 			return nil
 		}
@@ -688,8 +803,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, after *gatewayv1al
 	// describe). The patch carries the base's resourceVersion.
 	base := before.DeepCopy()
 	base.ResourceVersion = after.ResourceVersion
-	if err := r.Client.Status().Patch(ctx, after, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("write APIRule status: %w", err)
+	r.written.begin(after)
+	err := r.Client.Status().Patch(ctx, after, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	r.written.end(after, err == nil)
+	if err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("write APIRule status: %w", err))
 	}
 	return nil
 }

@@ -72,7 +72,7 @@ func startController(ctx context.Context, env *testenv.Env) error {
 	}
 	cacheOpts := cache.Options{}
 	ConfigureCache(&cacheOpts, true, true, true)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(countedConfig(env.Config), ctrl.Options{
 		Scheme:                 env.Scheme,
 		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},

@@ -10,11 +10,15 @@
 // It writes and deletes only objects it created for the APIRule: those it
 // controls by owner reference in the APIRule's namespace (and, for objects
 // an earlier version wrote in a Service's other namespace, those labelled
-// with the APIRule's namespace and name, which a finalizer lets it delete). A same-named object of someone else's is reported (Conflict) and
-// left alone. Objects are created, or updated at the resourceVersion whose
-// ownership was checked, never force-applied: an object that replaced ours
-// in between makes the write fail instead of being taken over. A Service in
-// another namespace is used only when its annotation
+// with the APIRule's namespace and name, which a finalizer lets it
+// delete). A same-named object of someone else's is reported (Conflict)
+// and left alone; it is found before any write when the cache shows it
+// (labelled as the controller's), or when its create fails, which deletes
+// what that pass created and writes nothing more. Objects are created, or
+// updated at the resourceVersion whose ownership was checked, never
+// force-applied: an object that replaced ours in between makes the write
+// fail instead of being taken over. A Service in another namespace is used
+// only when its annotation
 // gateway.portico.dev/allowed-apirule-namespaces consents.
 //
 // Tenant isolation (docs/threat-model.md): a host has one owner, the oldest

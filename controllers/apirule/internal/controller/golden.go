@@ -18,8 +18,8 @@ import (
 // with the pod selectors given, its gateway present, no route Portico did
 // not write on its hosts), with HTTPRoute mode on: the objects in the
 // order it writes them, and every status it writes, the last the one it
-// ends with (in HTTPRoute mode the first says RoutePending, until the
-// Gateway's controller accepted the route). apiGateway (nil: none)
+// ends with (in HTTPRoute mode too: a new route's first status waits for
+// the Gateway controller's answer). apiGateway (nil: none)
 // resolves an APIRule that names no gateway. It reads nothing and runs the
 // functions Reconcile runs, so it cannot drift from what the controller
 // writes.
@@ -45,10 +45,7 @@ func Golden(rule *gatewayv1alpha1.APIRule, apiGateway *operatorv1alpha1.APIGatew
 		}
 		return r.Status
 	}
-	var statuses []gatewayv1alpha1.APIRuleStatus
-	if out.HTTPRoute != nil {
-		statuses = append(statuses, status(metav1.ConditionFalse, gatewayv1alpha1.ReasonRoutePending, routeWritten(out.HTTPRoute, parent)))
-	}
-	statuses = append(statuses, status(metav1.ConditionTrue, gatewayv1alpha1.ReasonApplied, appliedMessage(desired)))
-	return desired, statuses, nil
+	// In HTTPRoute mode the first status waits for the Gateway's answer
+	// (routeAnswerWait), so it is the final one too.
+	return desired, []gatewayv1alpha1.APIRuleStatus{status(metav1.ConditionTrue, gatewayv1alpha1.ReasonApplied, appliedMessage(desired))}, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	"google.golang.org/protobuf/proto"
+	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 	securityv1beta1api "istio.io/api/security/v1beta1"
 	typev1beta1 "istio.io/api/type/v1beta1"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
@@ -200,4 +201,54 @@ func TestCrossNamespaceServiceNeedsConsent(t *testing.T) {
 		g.Eventually(gone("xns", &networkingv1.VirtualService{}), eventually).Should(BeTrue())
 		g.Eventually(gone("xns", &securityv1.AuthorizationPolicy{}), eventually).Should(BeTrue())
 	})
+}
+
+// A foreign VirtualService with the APIRule's name exists only in the API
+// server (not labelled, so never cached): the controller learns of it when
+// its create fails, after it created the APIRule's policies. It writes
+// nothing to the foreign object, deletes the policies again (no partial
+// set stays behind) and reports the same Conflict as a check before
+// writing would.
+func TestForeignRouteFoundOnCreateUndoesThePass(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	foreign := &networkingv1.VirtualService{ObjectMeta: metav1.ObjectMeta{Name: "lateral", Namespace: ns}}
+	foreign.Spec.Hosts = []string{"lateral.internal"}
+	foreign.Spec.Http = []*networkingv1alpha3.HTTPRoute{{Route: []*networkingv1alpha3.HTTPRouteDestination{{
+		Destination: &networkingv1alpha3.Destination{Host: "elsewhere.other.svc.cluster.local"},
+	}}}}
+	g.Expect(k8sClient.Create(ctx, foreign, client.FieldOwner("admin"))).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, foreign) })
+
+	createService(t, "lateral")
+	createAPIRule(t, "lateral", "lateral", health, orders)
+	g.Eventually(func(g Gomega) {
+		c := readyCondition(g, "lateral")
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonConflict))
+		g.Expect(c.Message).To(Equal("VirtualService shop/lateral exists and was not created for this APIRule: " +
+			"it is left untouched, and nothing is written until it is removed or renamed"))
+	}, eventually).Should(Succeed())
+
+	nothingLeft := func(g Gomega) {
+		live := &networkingv1.VirtualService{}
+		get(g, "lateral", live)
+		g.Expect(live.UID).To(Equal(foreign.UID))
+		g.Expect(live.ResourceVersion).To(Equal(foreign.ResourceVersion), "the foreign VirtualService is never written")
+		g.Expect(goneIn(ns, "lateral", &securityv1.AuthorizationPolicy{})()).To(BeTrue(), "the pass's AuthorizationPolicy is deleted again")
+		g.Expect(goneIn(ns, "lateral", &securityv1.RequestAuthentication{})()).To(BeTrue(), "the pass's RequestAuthentication is deleted again")
+	}
+	g.Eventually(nothingLeft, eventually).Should(Succeed())
+	g.Consistently(nothingLeft, "2s").Should(Succeed())
+
+	// The foreign object goes: the next look (conflictRetry, or an edit of
+	// the APIRule as here) applies the APIRule.
+	g.Expect(k8sClient.Delete(ctx, foreign)).To(Succeed())
+	updateAPIRule(t, "lateral", func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules = r.Spec.Rules[:1] })
+	g.Eventually(func(g Gomega) {
+		g.Expect(readyCondition(g, "lateral").Reason).To(Equal(gatewayv1alpha1.ReasonApplied))
+		vs := &networkingv1.VirtualService{}
+		get(g, "lateral", vs)
+		g.Expect(vs.UID).NotTo(Equal(foreign.UID))
+	}, eventually).Should(Succeed())
 }

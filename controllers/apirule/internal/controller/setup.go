@@ -201,13 +201,15 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// bench-controllers, issue #17). The namespaces take turns, so one
 		// tenant's backlog does not hold up another's APIRule (issue #26).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles, NewQueue: fairqueue.ByNamespace}).
-		For(&gatewayv1alpha1.APIRule{}).
+		// Its own finalizer and status writes start no reconcile; the
+		// objects it writes requeue it only when others change them.
+		For(&gatewayv1alpha1.APIRule{}, builder.WithPredicates(r.written.notOwnWrite())).
 		Watches(&gatewayv1alpha1.APIRule{}, handler.EnqueueRequestsFromMapFunc(m.overlappingHosts)).
-		Watches(&networkingv1.VirtualService{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		Watches(&networkingv1.VirtualService{}, r.written.exceptOwner(handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return toAPIRuleRequests(o)
-		})).
-		Watches(&securityv1.AuthorizationPolicy{}, handler.EnqueueRequestsFromMapFunc(m.policyEvents)).
-		Watches(&securityv1.RequestAuthentication{}, handler.EnqueueRequestsFromMapFunc(m.policyEvents)).
+		}))).
+		Watches(&securityv1.AuthorizationPolicy{}, r.written.exceptOwner(handler.EnqueueRequestsFromMapFunc(m.policyEvents))).
+		Watches(&securityv1.RequestAuthentication{}, r.written.exceptOwner(handler.EnqueueRequestsFromMapFunc(m.policyEvents))).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(m.byIndex(serviceIndex))).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(m.endpoints))
 	if r.ReadGrants {
@@ -227,7 +229,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if r.GatewayAPI {
 		// The route's status is the Gateway's answer (readiness); a grant
 		// concerns the APIRules routing into its namespace.
-		b = b.Watches(&gatewayapiv1.HTTPRoute{}, routeEvents(m)).
+		b = b.Watches(&gatewayapiv1.HTTPRoute{}, r.written.exceptOwner(routeEvents(m))).
 			Watches(&gatewayapiv1beta1.ReferenceGrant{}, handler.EnqueueRequestsFromMapFunc(m.byNamespaceIndex(backendNamespaceIndex)))
 	}
 	if r.CheckGatewayAPIGateways {
