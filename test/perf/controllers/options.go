@@ -27,7 +27,7 @@ func defaultOptions() options {
 			Cluster: "portico-bench-ctrl", Timeout: 15 * time.Minute, Tolerance: framework.DefaultTolerance.Relative,
 			Output: "bin/perf/controllers.json", Baseline: "test/perf/baseline/controllers.json",
 		},
-		sizes:   sizes{apiRules: 1000, rateLimits: 1000, gateways: 50, namespaces: 10},
+		sizes:   sizes{apiRules: 1000, rateLimits: 1000, gateways: 50, namespaces: 50},
 		workers: 16, flood: 500, edits: 100, sample: 250 * time.Millisecond, binDir: "bin", logLevel: "info",
 	}
 }
