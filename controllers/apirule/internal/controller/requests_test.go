@@ -25,8 +25,6 @@ import (
 // by method, except watches.
 var controllerRequests requestCounter
 
-var debugRequests = false
-
 type requestCounter struct {
 	mu       sync.Mutex
 	byMethod map[string]int
@@ -42,9 +40,6 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 			}
 			c.byMethod[req.Method]++
 			c.mu.Unlock()
-			if debugRequests {
-				fmt.Println("REQ", req.Method, req.URL.Path)
-			}
 		}
 		return rt.RoundTrip(req)
 	})
