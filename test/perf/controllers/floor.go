@@ -78,7 +78,7 @@ func (b *bench) measureFloor(ctx context.Context, ph floorPhase) (result, error)
 	if err != nil {
 		return result{}, err
 	}
-	w := &floorWriter{c: c, selectors: b.selectors(), pending: map[string]*gatewayv1alpha1.APIRule{},
+	w := &floorWriter{c: c, creator: b.c, selectors: b.selectors(), pending: map[string]*gatewayv1alpha1.APIRule{},
 		answered: map[string]bool{}, final: make(chan string, len(ph.rules)), finals: map[string]gatewayv1alpha1.APIRuleStatus{}}
 	framework.Logf("%s floor: the bench writes the golden objects and statuses of %d APIRules (%s mode), no controller running (%d workers)",
 		ph.label, len(ph.rules), ph.mode, b.opts.workers)
@@ -198,7 +198,10 @@ func (b *bench) deleteFloor(ctx context.Context) error {
 
 // floorWriter writes what the controller would.
 type floorWriter struct {
-	c         client.Client
+	// c writes what the controller writes, as its ServiceAccount, and
+	// counts its requests; creator creates the APIRules, as the bench
+	// does in the controller's phase.
+	c, creator client.Client
 	selectors map[types.NamespacedName]map[string]string
 
 	mu sync.Mutex
@@ -216,7 +219,7 @@ type floorWriter struct {
 // once the route is answered).
 func (w *floorWriter) write(ctx context.Context, planned *gatewayv1alpha1.APIRule) error {
 	rule := planned.DeepCopy()
-	if err := w.c.Create(ctx, rule); err != nil {
+	if err := w.creator.Create(ctx, rule); err != nil {
 		return fmt.Errorf("create APIRule %s/%s: %w", rule.Namespace, rule.Name, err)
 	}
 	patched := rule.DeepCopy()
@@ -337,8 +340,11 @@ func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 
 // countingClient is a client of its own whose requests rc counts: the
 // floor's requests, as rest_client_requests_total counts the controller's.
+// It impersonates the apirule controller's ServiceAccount, so that the API
+// server authorizes the floor's requests as the controller's.
 func (b *bench) countingClient(rc *requestCounter) (client.Client, error) {
 	cfg := rest.CopyConfig(b.conn.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: serviceAccountUser(contract.APIRule.Binary()), Groups: serviceAccountGroups()}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt, rc: rc} })
 	return client.New(cfg, client.Options{Scheme: b.conn.Scheme})
 }

@@ -21,11 +21,12 @@
 //	(0) and (0h) the control plane's floor (floor.go). For the APIRules
 //	    of (1), then of (1h), with --workers writers, the bench writes what
 //	    the apirule controller would (controllers/apirule/golden): it
-//	    creates the APIRule, patches it once (an annotation in place of the
-//	    finalizer), creates its golden objects and patches its status to
-//	    the golden status (in HTTPRoute mode once the stand-in answered
-//	    the route, as the controller does). Converged: (1)'s and (1h)'s
-//	    trackers. It reports the time, CPU and its own API requests, then
+//	    creates the APIRule and then, as the controller's ServiceAccount,
+//	    patches it once (an annotation in place of the finalizer), creates
+//	    its golden objects and patches its status to the golden status (in
+//	    HTTPRoute mode once the stand-in answered the route, as the
+//	    controller does). Converged: (1)'s and (1h)'s trackers. It reports
+//	    the time, CPU and the API requests made as the controller, then
 //	    deletes what it wrote and waits until it is gone. Every APIRule
 //	    phase is reported beside its floor as a ratio (ConvergenceOverFloor)
 //	    and, from 100 APIRules on, the bench fails after its report when a

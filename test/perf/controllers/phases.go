@@ -83,11 +83,11 @@ func (b *bench) measure(ctx context.Context) (res results, retErr error) {
 	if err := b.warmWatchCaches(ctx); err != nil {
 		return nil, err
 	}
-	// (0) and (0h) first, while no controller runs.
-	if res, err = b.measureFloors(ctx); err != nil {
+	if b.kubeconfigs, err = b.installServiceAccounts(ctx, dir); err != nil {
 		return nil, err
 	}
-	if b.kubeconfigs, err = b.installServiceAccounts(ctx, dir); err != nil {
+	// (0) and (0h) first, while no controller runs.
+	if res, err = b.measureFloors(ctx); err != nil {
 		return nil, err
 	}
 	rejected0, err := apiServerRejections(ctx, b.conn.Config)

@@ -61,6 +61,12 @@ func serviceAccountUser(account string) string {
 	return "system:serviceaccount:" + controllerNS + ":" + account
 }
 
+// serviceAccountGroups are the groups the API server gives a
+// ServiceAccount's token in controllerNS.
+func serviceAccountGroups() []string {
+	return []string{"system:serviceaccounts", "system:serviceaccounts:" + controllerNS, "system:authenticated"}
+}
+
 // installServiceAccounts creates (or updates) the controllers' accounts,
 // roles and bindings, and writes one impersonating kubeconfig per
 // controller into dir; it returns their paths by binary.
@@ -159,7 +165,7 @@ func impersonatingKubeconfig(admin, path, account string) error {
 	}
 	user := cfg.AuthInfos[kctx.AuthInfo].DeepCopy()
 	user.Impersonate = serviceAccountUser(account)
-	user.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + controllerNS, "system:authenticated"}
+	user.ImpersonateGroups = serviceAccountGroups()
 	cfg.AuthInfos = map[string]*clientcmdapi.AuthInfo{account: user}
 	kctx = kctx.DeepCopy()
 	kctx.AuthInfo = account
