@@ -202,7 +202,7 @@ type floorWriter struct {
 	// counts its requests; creator creates the APIRules, as the bench
 	// does in the controller's phase.
 	c, creator client.Client
-	selectors map[types.NamespacedName]map[string]string
+	selectors  map[types.NamespacedName]map[string]string
 
 	mu sync.Mutex
 	// pending holds HTTPRoute-mode APIRules whose objects are written,
