@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,8 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-
-	"github.com/go-logr/logr"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
@@ -77,7 +76,8 @@ func (c *indexedClient) refresh(o client.Object) {
 	if !ok {
 		return
 	}
-	err := c.Client.Get(context.Background(), client.ObjectKeyFromObject(o), live)
+	// Get is the fake's (indexedClient reads only List from its stores).
+	err := c.Get(context.Background(), client.ObjectKeyFromObject(o), live)
 	switch {
 	case err == nil:
 		_ = c.store(o).Update(live)
