@@ -52,6 +52,14 @@ const (
 	// Lease's); the operator sets it from the pod's metadata and a spec may
 	// not override it.
 	EnvPodNamespace = "POD_NAMESPACE"
+	// EnvMemoryLimit tells a process its container's memory limit in bytes
+	// (the downward API's resourceFieldRef limits.memory; the node's
+	// allocatable memory when the container has no limit). The operator
+	// sets it in every controller container and the chart in the
+	// operator's; a spec may not override it. The binaries set Go's soft
+	// memory limit to nine tenths of it unless $GOMEMLIMIT is set
+	// (package internal/memlimit).
+	EnvMemoryLimit = "PORTICO_MEMORY_LIMIT"
 	// EnvIstioRootNamespace overrides Istio's root namespace for the
 	// ratelimit controller (meshConfig.rootNamespace, istio-system by
 	// default); set it with spec.controllers[].env.

@@ -32,6 +32,7 @@ import (
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/internal/apiclient"
 	"github.com/portico-dev/portico/internal/contract"
+	"github.com/portico-dev/portico/internal/memlimit"
 )
 
 // Controller describes one gateway controller binary.
@@ -172,6 +173,7 @@ func Run(ctx context.Context, c Controller, o Options) error {
 	}
 	ctrl.SetLogger(zap.New(zapOpts...))
 	log := ctrl.Log.WithName(c.Contract.Binary())
+	memlimit.Apply(log, os.LookupEnv)
 
 	cfg := o.restConfig
 	if cfg == nil {

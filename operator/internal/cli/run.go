@@ -24,6 +24,7 @@ import (
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/internal/apiclient"
 	"github.com/portico-dev/portico/internal/contract"
+	"github.com/portico-dev/portico/internal/memlimit"
 	"github.com/portico-dev/portico/operator/internal/catalog"
 	"github.com/portico-dev/portico/operator/internal/reconciler"
 	"github.com/portico-dev/portico/operator/internal/render"
@@ -89,6 +90,7 @@ func relatedImages(environ []string) map[string]string {
 func run(ctx context.Context, o *runOptions) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("setup")
+	memlimit.Apply(log, os.LookupEnv)
 	if err := catalog.Builtin.Validate(); err != nil {
 		return fmt.Errorf("invalid catalog: %w", err)
 	}
