@@ -200,8 +200,11 @@ type ControllerSpec struct {
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 
 	// env adds environment variables to the controller container, for
-	// example HTTPS_PROXY. POD_NAMESPACE is reserved: the operator sets it
-	// from the pod's namespace and ignores an entry of that name.
+	// example HTTPS_PROXY. POD_NAMESPACE and PORTICO_MEMORY_LIMIT are
+	// reserved: the operator sets them from the pod's namespace and the
+	// container's memory limit and ignores entries of those names. The
+	// controller sets Go's soft memory limit to 90% of the container's
+	// memory limit unless GOMEMLIMIT is set here.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

@@ -201,16 +201,24 @@ func containerArgs(in Input) []string {
 	return append(args, in.Entry.Args...)
 }
 
-// containerEnv is POD_NAMESPACE from the downward API, then the spec's
-// variables except one of that reserved name.
+// containerEnv is POD_NAMESPACE and PORTICO_MEMORY_LIMIT from the
+// downward API, then the spec's variables except those of the reserved
+// names. A user who wants another soft memory limit sets GOMEMLIMIT, which
+// the controller keeps.
 func containerEnv(specEnv []corev1.EnvVar) []*corev1ac.EnvVarApplyConfiguration {
 	env := []*corev1ac.EnvVarApplyConfiguration{
 		corev1ac.EnvVar().WithName(contract.EnvPodNamespace).WithValueFrom(
 			corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("metadata.namespace"))),
+		// Bytes (the default divisor, 1); the API server would default the
+		// divisor, so it is set here to keep the apply comparison stable.
+		corev1ac.EnvVar().WithName(contract.EnvMemoryLimit).WithValueFrom(
+			corev1ac.EnvVarSource().WithResourceFieldRef(corev1ac.ResourceFieldSelector().
+				WithContainerName(contract.ContainerName).WithResource("limits.memory").WithDivisor(resource.MustParse("1")))),
 	}
 	for i := range specEnv {
-		if specEnv[i].Name == contract.EnvPodNamespace {
-			continue // reserved: leader election depends on it
+		switch specEnv[i].Name {
+		case contract.EnvPodNamespace, contract.EnvMemoryLimit:
+			continue // reserved: leader election and the heap's bound depend on them
 		}
 		env = append(env, envVar(specEnv[i]))
 	}

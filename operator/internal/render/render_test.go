@@ -96,8 +96,13 @@ func TestDeploymentDefaults(t *testing.T) {
 	g.Expect(*c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
 	g.Expect(c.LivenessProbe.HTTPGet.Port.String()).To(Equal("health"))
 	g.Expect(c.Resources.Requests.Memory().String()).To(Equal("64Mi"))
-	g.Expect(c.Env).To(HaveLen(1))
+	g.Expect(c.Env).To(HaveLen(2))
 	g.Expect(*c.Env[0].Name).To(Equal(contract.EnvPodNamespace))
+	g.Expect(*c.Env[1].Name).To(Equal(contract.EnvMemoryLimit))
+	memory := c.Env[1].ValueFrom.ResourceFieldRef
+	g.Expect(*memory.ContainerName).To(Equal(*c.Name))
+	g.Expect(*memory.Resource).To(Equal("limits.memory"))
+	g.Expect(memory.Divisor.String()).To(Equal("1"), "in bytes, as internal/memlimit parses it")
 }
 
 func TestDeploymentOverrides(t *testing.T) {
@@ -112,7 +117,7 @@ func TestDeploymentOverrides(t *testing.T) {
 		Tolerations:       []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gw", Effect: corev1.TaintEffectNoSchedule}},
 		Affinity:          &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}}}}},
 		PriorityClassName: "system-cluster-critical",
-		Env:               []corev1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://proxy:3128"}, {Name: contract.EnvPodNamespace, Value: "spoofed"}},
+		Env:               []corev1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://proxy:3128"}, {Name: contract.EnvPodNamespace, Value: "spoofed"}, {Name: contract.EnvMemoryLimit, Value: "1"}, {Name: "GOMEMLIMIT", Value: "900MiB"}},
 		PodAnnotations:    map[string]string{"sidecar.istio.io/inject": "false"},
 	}
 	d := Deployment(input(spec))
@@ -134,6 +139,8 @@ func TestDeploymentOverrides(t *testing.T) {
 	for _, e := range c.Env {
 		names = append(names, *e.Name)
 	}
-	g.Expect(names).To(Equal([]string{contract.EnvPodNamespace, "HTTPS_PROXY"}), "POD_NAMESPACE is reserved and not overridable")
+	g.Expect(names).To(Equal([]string{contract.EnvPodNamespace, contract.EnvMemoryLimit, "HTTPS_PROXY", "GOMEMLIMIT"}),
+		"POD_NAMESPACE and PORTICO_MEMORY_LIMIT are reserved and not overridable; GOMEMLIMIT is the user's")
 	g.Expect(c.Env[0].ValueFrom).NotTo(BeNil())
+	g.Expect(c.Env[1].ValueFrom.ResourceFieldRef).NotTo(BeNil())
 }
