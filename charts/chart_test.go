@@ -139,6 +139,12 @@ func TestDefaultRender(t *testing.T) {
 			ValueFrom: &corev1.EnvVarSource{
 				FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"},
 			},
+		}, {
+			// In bytes: the operator sets Go's soft memory limit from it.
+			Name: "PORTICO_MEMORY_LIMIT",
+			ValueFrom: &corev1.EnvVarSource{
+				ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: "manager", Resource: "limits.memory", Divisor: resource.MustParse("1")},
+			},
 		}}))
 		g.Expect(c.Ports).To(ConsistOf(
 			corev1.ContainerPort{Name: "metrics", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
@@ -413,12 +419,15 @@ affinity:
 		},
 		{
 			name:   "extraArgs and extraEnv",
-			values: "extraArgs: [--zap-encoder=console]\nextraEnv: [{name: HTTPS_PROXY, value: 'http://proxy:3128'}]",
+			values: "extraArgs: [--zap-encoder=console]\nextraEnv: [{name: HTTPS_PROXY, value: 'http://proxy:3128'}, {name: GOMEMLIMIT, value: 200MiB}]",
 			check: func(g Gomega, r *rendered) {
 				c := managerContainer(g, operatorDeployment(g, r))
 				g.Expect(c.Args).To(HaveLen(7))
 				g.Expect(c.Args[6]).To(Equal("--zap-encoder=console"), "extra arguments come last")
-				g.Expect(c.Env).To(ContainElement(corev1.EnvVar{Name: "HTTPS_PROXY", Value: "http://proxy:3128"}))
+				g.Expect(c.Env).To(ContainElements(
+					corev1.EnvVar{Name: "HTTPS_PROXY", Value: "http://proxy:3128"},
+					corev1.EnvVar{Name: "GOMEMLIMIT", Value: "200MiB"}, // the operator keeps a GOMEMLIMIT of the user's
+				))
 			},
 		},
 		{
@@ -439,6 +448,7 @@ controllers:
 			check: func(g Gomega, r *rendered) {
 				g.Expect(managerContainer(g, operatorDeployment(g, r)).Env).To(HaveExactElements(
 					HaveField("Name", "POD_NAMESPACE"),
+					HaveField("Name", "PORTICO_MEMORY_LIMIT"),
 					corev1.EnvVar{Name: "RELATED_IMAGE_APIRULE_CONTROLLER", Value: "mirror.example.com/apirule-controller:v1"},
 					corev1.EnvVar{Name: "RELATED_IMAGE_GATEWAY_CONTROLLER", Value: "mirror.example.com/gateway-controller:v1"},
 					corev1.EnvVar{Name: "RELATED_IMAGE_RATELIMIT_CONTROLLER", Value: "mirror.example.com/ratelimit-controller@" + digest},

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -642,6 +643,9 @@ func TestOperatorDeployment(t *testing.T) {
 	g.Expect(manager.Env).To(ContainElement(corev1.EnvVar{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
 		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"},
 	}}), "the operator finds its namespace through the downward API")
+	g.Expect(manager.Env).To(ContainElement(corev1.EnvVar{Name: "PORTICO_MEMORY_LIMIT", ValueFrom: &corev1.EnvVarSource{
+		ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: "manager", Resource: "limits.memory", Divisor: resource.MustParse("1")},
+	}}), "the operator bounds its heap by its container's memory limit")
 	g.Expect(manager.SecurityContext).NotTo(BeNil())
 	g.Expect(manager.ReadinessProbe).NotTo(BeNil())
 }
