@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	kjson "sigs.k8s.io/json"
 )
 
 // filter holds the pure filtering of JSON documents: it returns what to pass
@@ -19,14 +20,44 @@ import (
 type filter struct {
 	scheme  *runtime.Scheme
 	decoder runtime.Decoder
+	// checkItem says why a list item does not decode as the typed list
+	// decode reads it (nil when it does). A field so that tests can watch
+	// the walk through a list.
+	checkItem func(item []byte, gvk schema.GroupVersionKind) error
 }
 
 func newFilter(scheme *runtime.Scheme) filter {
-	return filter{scheme: scheme, decoder: serializer.NewCodecFactory(scheme).UniversalDeserializer()}
+	f := filter{scheme: scheme, decoder: serializer.NewCodecFactory(scheme).UniversalDeserializer()}
+	f.checkItem = f.decodeItem
+	return f
 }
 
-// document filters a whole response body: a list or a single object.
+// document filters a whole response body: a list or a single object. A
+// body in the shape the API server writes is read without decoding it
+// whole: a list item by item, an object once; any other shape takes the
+// path that unmarshals the body to find its kind.
 func (f filter) document(body []byte) ([]byte, []Report) {
+	shape, ok := readShape(body)
+	if !ok {
+		return f.documentByUnmarshal(body)
+	}
+	if !f.concerned(shape.gvk) {
+		return body, nil
+	}
+	item, isList := f.itemKind(shape.gvk)
+	if !isList {
+		return f.object(body, shape.gvk)
+	}
+	if shape.items != (span{}) {
+		if out, reports, ok := f.items(body, shape.items, item); ok {
+			return out, reports
+		}
+	}
+	return f.list(body, shape.gvk, item)
+}
+
+// documentByUnmarshal is document for bodies of any shape.
+func (f filter) documentByUnmarshal(body []byte) ([]byte, []Report) {
 	gvk, ok := f.kindOf(body)
 	if !ok {
 		return body, nil
@@ -52,8 +83,83 @@ func (f filter) object(body []byte, gvk schema.GroupVersionKind) ([]byte, []Repo
 	}
 }
 
-// list filters the items of a list response: items that decode only without
-// status lose it, items that do not decode at all are left out.
+// items filters the items of a list response, body[items], one at a time:
+// beyond the body it holds one item's decode, and the list passes on
+// unchanged when every item decodes. Items that decode only without status
+// lose it, items that do not decode at all are left out; only then is the
+// list rewritten, around its other members as they were. ok is false when
+// the items are no array it could walk.
+func (f filter) items(body []byte, items span, gvk schema.GroupVersionKind) (out []byte, reports []Report, ok bool) {
+	var rewritten *bytes.Buffer // nil while every item decodes
+	wrote := false              // rewritten has an item
+	first := -1                 // where the first item starts
+	ok = elements(body, items, func(el span) bool {
+		if first < 0 {
+			first = el.start
+		}
+		raw := body[el.start:el.end]
+		err := f.checkItem(raw, gvk)
+		if err == nil && rewritten == nil {
+			return true
+		}
+		if rewritten == nil {
+			// The first bad item: copy the list up to it.
+			rewritten = bytes.NewBuffer(make([]byte, 0, len(body)))
+			rewritten.Write(body[:items.start])
+			rewritten.WriteByte('[')
+			good := bytes.TrimRight(body[first:el.start], ", \t\r\n")
+			rewritten.Write(good)
+			wrote = len(good) > 0
+		}
+		if err != nil {
+			var reason Reason
+			if raw, reason = f.cleanItem(raw, gvk); raw == nil {
+				reports = append(reports, newReport(body[el.start:el.end], gvk, Dropped, err))
+				return true
+			}
+			reports = append(reports, newReport(body[el.start:el.end], gvk, reason, err))
+		}
+		if wrote {
+			rewritten.WriteByte(',')
+		}
+		rewritten.Write(raw)
+		wrote = true
+		return true
+	})
+	switch {
+	case !ok:
+		return nil, nil, false
+	case rewritten == nil:
+		return body, nil, true
+	}
+	rewritten.WriteByte(']')
+	rewritten.Write(body[items.end:])
+	return rewritten.Bytes(), reports, true
+}
+
+// cleanItem returns a list item that does not decode without its status
+// when that decodes (reason StatusRemoved), or nil.
+func (f filter) cleanItem(raw []byte, gvk schema.GroupVersionKind) ([]byte, Reason) {
+	stripped := keep(raw, func(field string) bool { return field != "status" })
+	if stripped != nil && f.checkItem(stripped, gvk) == nil {
+		return stripped, StatusRemoved
+	}
+	return nil, Dropped
+}
+
+// decodeItem decodes a list item as the typed list decode does: into the
+// item kind's type, whatever the item says its kind is.
+func (f filter) decodeItem(item []byte, gvk schema.GroupVersionKind) error {
+	obj, err := f.scheme.New(gvk)
+	if err != nil {
+		return err
+	}
+	return kjson.UnmarshalCaseSensitivePreserveInts(item, obj)
+}
+
+// list filters the items of a list response of any shape, decoding it
+// whole first: items that decode only without status lose it, items that
+// do not decode at all are left out.
 func (f filter) list(body []byte, gvk, itemGVK schema.GroupVersionKind) ([]byte, []Report) {
 	if f.decodes(body, gvk) {
 		return body, nil
@@ -99,8 +205,37 @@ type watchFrame struct {
 // becomes DELETED, so that caches forget the last good copy, and a DELETED
 // event carries the object reduced to its metadata.
 func (f filter) event(frame []byte) ([]byte, []Report) {
+	if f.goodEvent(frame) {
+		return frame, nil
+	}
+	return f.eventByUnmarshal(frame)
+}
+
+// goodEvent reports whether frame is certainly an event of a concerned
+// kind whose object decodes, reading the frame as the API server writes it:
+// its type and the object's kind from their leading bytes, then one typed
+// decode. The decode must find the kind sniffed, and accepts the object
+// only as exactly one JSON value, which leaves no room in the frame for
+// other members; anything else takes the full path.
+func (f filter) goodEvent(frame []byte) bool {
+	typ, obj, ok := sniffFrame(frame)
+	if !ok || (typ != watch.Added && typ != watch.Modified && typ != watch.Deleted) {
+		return false
+	}
+	gvk, ok := sniffKind(obj)
+	if !ok || !f.concerned(gvk) {
+		return false
+	}
+	_, actual, err := f.decoder.Decode(obj, nil, nil)
+	return err == nil && actual != nil && *actual == gvk
+}
+
+// eventByUnmarshal is event for frames of any shape. It reads the frame
+// as client-go's watch decoder does: case-sensitive, the last of duplicate
+// members wins.
+func (f filter) eventByUnmarshal(frame []byte) ([]byte, []Report) {
 	var ev watchFrame
-	if json.Unmarshal(frame, &ev) != nil {
+	if kjson.UnmarshalCaseSensitivePreserveInts(frame, &ev) != nil {
 		return frame, nil
 	}
 	switch ev.Type {
@@ -139,10 +274,13 @@ func (f filter) kindOf(raw []byte) (schema.GroupVersionKind, bool) {
 		return schema.GroupVersionKind{}, false
 	}
 	gvk := tm.GroupVersionKind()
-	if gvk.Group == metav1.GroupName || gvk.Kind == "Status" || !f.scheme.Recognizes(gvk) {
-		return schema.GroupVersionKind{}, false
-	}
-	return gvk, true
+	return gvk, f.concerned(gvk)
+}
+
+// concerned reports whether the filter checks objects of a kind: the scheme
+// knows it, and it is no meta.k8s.io kind nor a Status.
+func (f filter) concerned(gvk schema.GroupVersionKind) bool {
+	return gvk.Group != metav1.GroupName && gvk.Kind != "Status" && f.scheme.Recognizes(gvk)
 }
 
 // itemKind returns the kind of the items of a list kind: the list kind
