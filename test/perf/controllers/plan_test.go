@@ -26,7 +26,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "full", sizes: defaultOptions().sizes, groups: 25 + 25*18, missing: 50, wantJWT: 500, envoyFilters: 50, gatewayWide: 50,
-			patches: map[envoyFilterKey]int{{gatewayNS, "bench-gw-48"}: 2, {"bench-ctrl-09", "bench-gw-49"}: 1 + 2*18},
+			patches: map[envoyFilterKey]int{{gatewayNS, "bench-gw-48"}: 2, {"bench-ctrl-49", "bench-gw-49"}: 1 + 2*18},
 		},
 	}
 	for _, tt := range tests {
