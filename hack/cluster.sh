@@ -106,6 +106,24 @@ kwok_config() {
 	cat >"$file" <<-'EOF'
 		apiVersion: config.kwok.x-k8s.io/v1alpha1
 		kind: KwokctlConfiguration
+		# Here, not as --extra-args: kwokctl v0.8.0 indexes the patches of
+		# repeated --extra-args by the flag's position, which breaks (a
+		# panic) when another component's flags come first.
+		# leader-elect=false: there is one controller-manager; with leader
+		# election on, after a restart it waits out the lease of its
+		# previous process (~15s) before doing anything.
+		# kube-api-qps/burst: the controller-manager's client defaults to 20
+		# QPS, so the Endpoints and EndpointSlices of the benchmark's 20,000
+		# Services (10,000 APIRules of two modes) would take ~17 minutes.
+		componentsPatches:
+		- name: kube-controller-manager
+		  extraArgs:
+		  - key: leader-elect
+		    value: "false"
+		  - key: kube-api-qps
+		    value: "500"
+		  - key: kube-api-burst
+		    value: "1000"
 		options:
 		  # Matches the binaries from hack/testbin.sh (kwokctl v0.8.0 defaults
 		  # to 1.36.1); only used for defaults, the real version is read from
@@ -186,12 +204,10 @@ cmd_up() {
 	# heartbeat factor 5 = 200s), a restarted kwok-controller gets a new
 	# identity and ignores its nodes, and so every pod on them, until the
 	# lease the old process held expires, i.e. for up to ~4 minutes.
-	# leader-elect=false: there is one controller-manager and one scheduler;
-	# with leader election on, after a restart both wait out the lease of
-	# their previous process (~15s) before doing anything.
-	# kube-api-qps/burst: the controller-manager's client defaults to 20
-	# QPS, so the Endpoints and EndpointSlices of the benchmark's 20,000
-	# Services (10,000 APIRules of two modes) would take ~17 minutes.
+	# leader-elect=false: there is one scheduler; with leader election on,
+	# after a restart it waits out the lease of its previous process (~15s)
+	# before doing anything (the controller-manager's flags are in
+	# kwok_config).
 	# --kubeconfig= (empty) stops kwokctl from editing ~/.kube/config.
 	local extra=()
 	if [[ -n "${PORTICO_APISERVER_ADVERTISE:-}" ]]; then
@@ -220,9 +236,6 @@ cmd_up() {
 		--kube-scheduler-binary "$bin/kube-scheduler" \
 		--kwok-controller-binary "$bin/kwok" \
 		--node-lease-duration-seconds 0 \
-		--extra-args kube-controller-manager=leader-elect=false \
-		--extra-args kube-controller-manager=kube-api-qps=500 \
-		--extra-args kube-controller-manager=kube-api-burst=1000 \
 		--extra-args kube-scheduler=leader-elect=false \
 		--quiet-pull \
 		--kubeconfig= \
