@@ -152,21 +152,7 @@ func (b *bench) cleanup(ctx context.Context) error {
 // waitGone waits until no object of the lists' kinds carries the bench's
 // label.
 func (b *bench) waitGone(ctx context.Context, what string, lists ...client.ObjectList) error {
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, b.opts.Timeout, true, func(ctx context.Context) (bool, error) {
-		for _, list := range lists {
-			if err := b.c.List(ctx, list, client.MatchingLabels(benchLabels())); err != nil {
-				return false, err
-			}
-			if meta.LenList(list) > 0 {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		return fmt.Errorf("waiting for %s to be deleted: %w", what, err)
-	}
-	return nil
+	return b.waitNone(ctx, what, client.MatchingLabels(benchLabels()), lists...)
 }
 
 func ignoreGone(err error) error {
