@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/manifest"
 )
 
 // appVersion is the chart's appVersion, the default tag of every image.
@@ -761,4 +762,33 @@ func TestGatewaySecretNames(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAdmissionPolicyMatchesConfig: the chart's finalizer policy is
+// config/admission's (which config's envtest applies for real), with the
+// binding's parameter in the release namespace, and only on clusters that
+// serve the policy's API.
+func TestAdmissionPolicyMatchesConfig(t *testing.T) {
+	g := NewWithT(t)
+	raw, err := os.ReadFile(filepath.Join(configDir, "admission", "apirule-finalizer.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	objs, err := manifest.Objects(raw)
+	g.Expect(err).NotTo(HaveOccurred())
+	// helm install reads the cluster's kinds from discovery.
+	r := mustRender(t, "", withAPIVersions("admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"))
+	for _, want := range objs {
+		got := r.find(want.GetKind(), "", releaseName+"-apirule-finalizer")
+		g.Expect(got).NotTo(BeNil(), "%s of config/admission", want.GetKind())
+		wantSpec, _, _ := unstructured.NestedMap(want.Object, "spec")
+		if want.GetKind() == "MutatingAdmissionPolicyBinding" {
+			g.Expect(unstructured.SetNestedField(wantSpec, releaseNamespace, "paramRef", "namespace")).To(Succeed())
+			g.Expect(unstructured.SetNestedField(wantSpec, releaseName+"-apirule-finalizer", "policyName")).To(Succeed())
+		}
+		g.Expect(got.Object["spec"]).To(Equal(wantSpec), "%s differs from config/admission", want.GetKind())
+	}
+
+	r = mustRender(t, "") // helm's defaults name no kinds: as a cluster without the API
+	g.Expect(r.ofKind("Deployment")).NotTo(BeEmpty())
+	g.Expect(r.ofKind("MutatingAdmissionPolicy")).To(BeEmpty(), "a cluster without the API gets no policy")
+	g.Expect(r.ofKind("MutatingAdmissionPolicyBinding")).To(BeEmpty())
 }

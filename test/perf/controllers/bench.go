@@ -263,19 +263,27 @@ func (b *bench) count(ctx context.Context, gvk schema.GroupVersionKind, opts ...
 // releaseAPIRules removes the finalizers of the APIRules in namespaces.
 func (b *bench) releaseAPIRules(ctx context.Context, namespaces []corev1.Namespace) error {
 	for _, ns := range namespaces {
-		var rules gatewayv1alpha1.APIRuleList
-		if err := b.c.List(ctx, &rules, client.InNamespace(ns.Name)); err != nil {
-			return ignoreGone(err)
+		if err := b.releaseNamespace(ctx, ns.Name); err != nil {
+			return err
 		}
-		for i := range rules.Items {
-			r := &rules.Items[i]
-			if len(r.Finalizers) == 0 {
-				continue
-			}
-			patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
-			if err := b.c.Patch(ctx, r, patch); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("remove the finalizers of APIRule %s/%s: %w", r.Namespace, r.Name, err)
-			}
+	}
+	return nil
+}
+
+// releaseNamespace removes the finalizers of the APIRules in a namespace.
+func (b *bench) releaseNamespace(ctx context.Context, namespace string) error {
+	var rules gatewayv1alpha1.APIRuleList
+	if err := b.c.List(ctx, &rules, client.InNamespace(namespace)); err != nil {
+		return ignoreGone(err)
+	}
+	for i := range rules.Items {
+		r := &rules.Items[i]
+		if len(r.Finalizers) == 0 {
+			continue
+		}
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+		if err := b.c.Patch(ctx, r, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("remove the finalizers of APIRule %s/%s: %w", r.Namespace, r.Name, err)
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -180,7 +181,9 @@ func (b *bench) deleteFloor(ctx context.Context) error {
 	golden := client.MatchingLabels{labelManagedBy: contract.APIRule.Binary()}
 	_, err := b.forEach(ctx, len(b.plan.namespaces), func(ctx context.Context, i int) error {
 		in := client.InNamespace(b.plan.namespaces[i])
-		errs := []error{b.c.DeleteAllOf(ctx, &gatewayv1alpha1.APIRule{}, in, client.MatchingLabels(benchLabels()))}
+		errs := []error{b.c.DeleteAllOf(ctx, &gatewayv1alpha1.APIRule{}, in, client.MatchingLabels(benchLabels())),
+			// The admission policy's finalizer, which no controller takes off.
+			b.releaseNamespace(ctx, b.plan.namespaces[i])}
 		for _, kind := range kinds {
 			errs = append(errs, b.c.DeleteAllOf(ctx, kind, in, golden))
 		}
@@ -223,9 +226,13 @@ func (w *floorWriter) write(ctx context.Context, planned *gatewayv1alpha1.APIRul
 		return fmt.Errorf("create APIRule %s/%s: %w", rule.Namespace, rule.Name, err)
 	}
 	patched := rule.DeepCopy()
-	patched.SetAnnotations(map[string]string{floorAnnotation: "finalizer"})
-	if err := w.c.Patch(ctx, patched, client.MergeFromWithOptions(rule, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("patch APIRule %s/%s: %w", rule.Namespace, rule.Name, err)
+	if !slices.Contains(rule.Finalizers, apiruleFinalizer) {
+		// Without the admission policy the controller patches its
+		// finalizer on; the floor patches the same metadata once.
+		patched.SetAnnotations(map[string]string{floorAnnotation: "finalizer"})
+		if err := w.c.Patch(ctx, patched, client.MergeFromWithOptions(rule, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("patch APIRule %s/%s: %w", rule.Namespace, rule.Name, err)
+		}
 	}
 	writes, err := golden.For(patched, nil, w.selectors)
 	if err != nil {

@@ -21,9 +21,12 @@
 //	(0) and (0h) the control plane's floor (floor.go). For the APIRules
 //	    of (1), then of (1h), with --workers writers, the bench writes what
 //	    the apirule controller would (controllers/apirule/golden): it
-//	    creates the APIRule and then, as the controller's ServiceAccount,
-//	    patches it once (an annotation in place of the finalizer), creates
-//	    its golden objects and patches its status to the golden status (in
+//	    creates the APIRule (the API server puts the controller's finalizer
+//	    on: config/admission is installed, with a Deployment standing in
+//	    for the operator's apirule-controller as its parameter) and then,
+//	    as the controller's ServiceAccount, patches it once only if it has
+//	    no finalizer (an annotation in its place), creates its golden
+//	    objects and patches its status to the golden status (in
 //	    HTTPRoute mode once the stand-in answered the route, as the
 //	    controller does). Converged: (1)'s and (1h)'s trackers. It reports
 //	    the time, CPU and the API requests made as the controller, then

@@ -2,8 +2,12 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/test/perf/internal/framework"
 )
 
@@ -19,6 +23,9 @@ type options struct {
 	logLevel string
 	keep     bool
 	profiles framework.CPUProfiles
+	// memoryLimit is the container memory limit the controllers are told
+	// of, as the operator tells them (0: none).
+	memoryLimit resource.Quantity
 }
 
 func defaultOptions() options {
@@ -54,7 +61,20 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.logLevel, "log-level", o.logLevel, "--log-level of the controllers (their logs go to temporary files)")
 	fs.StringVar(&o.profiles.Dir, "cpuprofile-dir", "", "write CPU profiles of the controller and kube-apiserver, from the start of each phase, to <dir>/<controller of the phase>/<process>.pprof")
 	fs.DurationVar(&o.profiles.Duration, "cpuprofile-duration", 30*time.Second, "length of each CPU profile of --cpuprofile-dir")
+	fs.Func("memory-limit", "a container memory limit (e.g. 320Mi) the controllers get as the operator passes theirs ($"+contract.EnvMemoryLimit+"), so that they keep their heap under 90% of it (GOMEMLIMIT); none by default", func(v string) error {
+		q, err := resource.ParseQuantity(v)
+		o.memoryLimit = q
+		return err
+	})
 	fs.BoolVar(&o.keep, "keep", o.keep, "leave the bench's objects in the cluster at the end (the next run removes them)")
+}
+
+// memoryEnv is the controllers' environment for --memory-limit.
+func (o options) memoryEnv() []string {
+	if o.memoryLimit.IsZero() {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s=%d", contract.EnvMemoryLimit, o.memoryLimit.Value())}
 }
 
 func (o options) valid() bool {

@@ -80,10 +80,7 @@ func (b *bench) measure(ctx context.Context) (res results, retErr error) {
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	if err := b.warmWatchCaches(ctx); err != nil {
-		return nil, err
-	}
-	if b.kubeconfigs, err = b.installServiceAccounts(ctx, dir); err != nil {
+	if err := b.prepareControllers(ctx, dir); err != nil {
 		return nil, err
 	}
 	// (0) and (0h) first, while no controller runs.
@@ -201,6 +198,21 @@ func (res results) find(controller, mode string) *result {
 	return nil
 }
 
+// prepareControllers readies the cluster for the controllers: the API
+// server's watch caches of every kind they watch, their ServiceAccounts
+// (kubeconfigs in dir) and the admission policy that sets the apirule
+// controller's finalizer.
+func (b *bench) prepareControllers(ctx context.Context, dir string) error {
+	if err := b.warmWatchCaches(ctx); err != nil {
+		return err
+	}
+	var err error
+	if b.kubeconfigs, err = b.installServiceAccounts(ctx, dir); err != nil {
+		return err
+	}
+	return b.installFinalizerPolicy(ctx)
+}
+
 // startController runs the controller's binary against the cluster and
 // waits for its /readyz (CRDs found, workers' caches synced). A returned
 // controller must be stopped, also with an error.
@@ -213,11 +225,15 @@ func (b *bench) startController(ctx context.Context, c contract.Controller) (*co
 			contract.Flag(contract.FlagLogLevel, b.opts.logLevel),
 		},
 		Pprof: b.opts.profiles.Dir != "",
+		Env:   b.opts.memoryEnv(),
 	})
 	if err != nil {
 		return nil, err
 	}
 	framework.Logf("%s started (pid %d), log: %s", c.Binary(), s.Pid(), s.LogPath)
+	if env := b.opts.memoryEnv(); env != nil {
+		framework.Logf("%s runs with a container memory limit of %s (%s): its soft memory limit is 90%% of it", c.Binary(), b.opts.memoryLimit.String(), env[0])
+	}
 	p := &controller{Server: s, heap: s.SamplePeak(b.opts.sample, func(m framework.Metrics) float64 {
 		return m.Sum("go_memstats_heap_inuse_bytes", nil)
 	})}
