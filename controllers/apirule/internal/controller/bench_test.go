@@ -24,7 +24,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
 )
 
 // indexedClient reads as the manager's cache does, from stores with the
@@ -40,7 +43,7 @@ type indexedClient struct {
 
 func newIndexedClient(scheme *runtime.Scheme, indexes []fieldIndex, objs ...client.Object) *indexedClient {
 	c := &indexedClient{scheme: scheme, stores: map[schema.GroupVersionKind]toolscache.Indexer{}}
-	builder := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&gatewayv1alpha1.APIRule{})
+	builder := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&gatewayv1alpha1.APIRule{}, &gatewayapiv1.HTTPRoute{})
 	for _, index := range indexes {
 		builder = builder.WithIndex(index.obj, index.name, index.keys)
 		store := c.store(index.obj)
@@ -168,10 +171,16 @@ func (s indexedStatus) Apply(ctx context.Context, o runtime.ApplyConfiguration, 
 	return s.c.Client.Status().Apply(ctx, o, opts...)
 }
 
+// benchGateways is how many Gateways the APIRules spread over in HTTPRoute
+// mode, as in make bench-controllers.
+const benchGateways = 50
+
 // benchWorld is n APIRules in n/20 namespaces, each with its Service and
-// EndpointSlice, on one Istio Gateway, converged: their VirtualServices
-// and policies written by a first reconcile of each.
-func benchWorld(b *testing.B, n int) (*Reconciler, []ctrl.Request) {
+// EndpointSlice, converged: their objects and policies written and their
+// status Ready. In Istio mode they share one Istio Gateway; in HTTPRoute
+// mode they spread over benchGateways Gateway API Gateways, each route
+// answered by its Gateway as a Gateway's controller would.
+func benchWorld(b *testing.B, n int, httpRoute bool) (*Reconciler, []ctrl.Request) {
 	b.Helper()
 	scheme := runtime.NewScheme()
 	for _, add := range append([]func(*runtime.Scheme) error{clientgoscheme.AddToScheme}, kinds...) {
@@ -179,28 +188,52 @@ func benchWorld(b *testing.B, n int) (*Reconciler, []ctrl.Request) {
 			b.Fatal(err)
 		}
 	}
-	r := &Reconciler{CheckGateways: true, CheckServiceEntries: true, CheckWorkloadEntries: true}
+	r := &Reconciler{CheckGateways: true, CheckServiceEntries: true, CheckWorkloadEntries: true,
+		GatewayAPI: httpRoute, CheckGatewayAPIGateways: httpRoute}
 	objs := []client.Object{&networkingv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "public", Namespace: "istio-system"},
 		Spec: networkingv1alpha3.Gateway{Selector: map[string]string{"istio": "ingressgateway"}}}}
+	if httpRoute {
+		all := gatewayapiv1.NamespacesFromAll
+		for i := range benchGateways {
+			objs = append(objs, &gatewayapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("edge-%d", i), Namespace: "istio-system"},
+				Spec: gatewayapiv1.GatewaySpec{GatewayClassName: "bench", Listeners: []gatewayapiv1.Listener{{
+					Name: "http", Port: 80, Protocol: gatewayapiv1.HTTPProtocolType,
+					AllowedRoutes: &gatewayapiv1.AllowedRoutes{Namespaces: &gatewayapiv1.RouteNamespaces{From: &all}},
+				}}}})
+		}
+	}
 	var reqs []ctrl.Request
 	for i := range n {
 		ns, name := fmt.Sprintf("team-%d", i/20), fmt.Sprintf("api-%d", i)
+		rule := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(fmt.Sprintf("uid-%08d", i))}, Spec: gatewayv1alpha1.APIRuleSpec{
+			Hosts: []gatewayv1alpha1.Hostname{gatewayv1alpha1.Hostname(name + "." + ns + ".example.com")}, Gateway: "istio-system/public",
+			Service: &gatewayv1alpha1.ServiceReference{Name: name, Port: 8080},
+			Rules:   []gatewayv1alpha1.Rule{{Path: "/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)}},
+		}}
+		if httpRoute {
+			rule.Spec.Gateway = ""
+			rule.Spec.ParentRef = &gatewayv1alpha1.ParentReference{Name: fmt.Sprintf("edge-%d", i%benchGateways), Namespace: "istio-system"}
+		}
 		objs = append(objs,
 			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{
 				Selector: map[string]string{"app": name}, Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}}},
 			&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
 				AddressType: discoveryv1.AddressTypeIPv4, Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"},
 					TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: name + "-pod"}}}},
-			&gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(fmt.Sprintf("uid-%08d", i))}, Spec: gatewayv1alpha1.APIRuleSpec{
-				Hosts: []gatewayv1alpha1.Hostname{gatewayv1alpha1.Hostname(name + "." + ns + ".example.com")}, Gateway: "istio-system/public",
-				Service: &gatewayv1alpha1.ServiceReference{Name: name, Port: 8080},
-				Rules:   []gatewayv1alpha1.Rule{{Path: "/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)}},
-			}},
+			rule,
 		)
 		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}})
 	}
 	c := newIndexedClient(scheme, r.indexes(), objs...)
 	r.Client, r.Reader, r.cache = c, c, c
+	converge(b, r, c, reqs, httpRoute)
+	return r, reqs
+}
+
+// converge reconciles every APIRule until it is Ready (in HTTPRoute mode
+// its route answered in between) and checks the first one is.
+func converge(b *testing.B, r *Reconciler, c *indexedClient, reqs []ctrl.Request, httpRoute bool) {
+	b.Helper()
 	ctx := context.Background()
 	for _, req := range reqs {
 		for range 2 { // the finalizer, then the objects
@@ -208,8 +241,13 @@ func benchWorld(b *testing.B, n int) (*Reconciler, []ctrl.Request) {
 				b.Fatalf("converge %s: %v", req, err)
 			}
 		}
+		if httpRoute {
+			answerRoute(b, c, req)
+			if _, err := r.Reconcile(ctx, req); err != nil {
+				b.Fatalf("converge %s: %v", req, err)
+			}
+		}
 	}
-	// Converged: Ready, and the next reconcile writes nothing.
 	rule := &gatewayv1alpha1.APIRule{}
 	if err := c.Get(ctx, reqs[0].NamespacedName, rule); err != nil {
 		b.Fatal(err)
@@ -217,7 +255,26 @@ func benchWorld(b *testing.B, n int) (*Reconciler, []ctrl.Request) {
 	if ready := meta.FindStatusCondition(rule.Status.Conditions, gatewayv1alpha1.ConditionReady); ready == nil || ready.Status != metav1.ConditionTrue {
 		b.Fatalf("%s is not Ready after converging: %+v", reqs[0], ready)
 	}
-	return r, reqs
+}
+
+// answerRoute writes the status of an APIRule's HTTPRoute as its
+// Gateway's controller would: Accepted and ResolvedRefs for its parent.
+func answerRoute(b *testing.B, c *indexedClient, req ctrl.Request) {
+	b.Helper()
+	ctx := context.Background()
+	var routes gatewayapiv1.HTTPRouteList
+	if err := c.Client.List(ctx, &routes, client.InNamespace(req.Namespace), client.MatchingLabels{translate.LabelAPIRule: req.Name}); err != nil || len(routes.Items) != 1 {
+		b.Fatalf("the HTTPRoute of %s: %d routes, %v", req, len(routes.Items), err)
+	}
+	route := &routes.Items[0]
+	cond := func(t, reason string) metav1.Condition {
+		return metav1.Condition{Type: t, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: route.Generation, LastTransitionTime: metav1.Now()}
+	}
+	route.Status.Parents = []gatewayapiv1.RouteParentStatus{{ParentRef: route.Spec.ParentRefs[0], ControllerName: "example.com/bench",
+		Conditions: []metav1.Condition{cond("Accepted", "Accepted"), cond("ResolvedRefs", "ResolvedRefs")}}}
+	if err := c.Status().Update(ctx, route); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // BenchmarkReconcileAtScale reconciles converged APIRules among 1,000,
@@ -228,22 +285,27 @@ func benchWorld(b *testing.B, n int) (*Reconciler, []ctrl.Request) {
 //	go test -run '^$' -bench ReconcileAtScale -benchmem ./controllers/apirule/internal/controller/
 func BenchmarkReconcileAtScale(b *testing.B) {
 	ctrl.SetLogger(logr.Discard())
-	for _, n := range []int{1000, 5000, 10000} {
-		b.Run(fmt.Sprintf("apirules=%d", n), func(b *testing.B) {
-			r, reqs := benchWorld(b, n)
-			ctx := context.Background()
-			// A sample spread over the namespaces, the same at every scale.
-			var sample []ctrl.Request
-			for i := 0; i < len(reqs); i += len(reqs) / 100 {
-				sample = append(sample, reqs[i])
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				if _, err := r.Reconcile(ctx, sample[i%len(sample)]); err != nil {
-					b.Fatal(err)
+	for _, mode := range []struct {
+		name      string
+		httpRoute bool
+	}{{"istio", false}, {"httproute", true}} {
+		for _, n := range []int{1000, 5000, 10000} {
+			b.Run(fmt.Sprintf("mode=%s/apirules=%d", mode.name, n), func(b *testing.B) {
+				r, reqs := benchWorld(b, n, mode.httpRoute)
+				ctx := context.Background()
+				// A sample spread over the namespaces, the same at every scale.
+				var sample []ctrl.Request
+				for i := 0; i < len(reqs); i += len(reqs) / 100 {
+					sample = append(sample, reqs[i])
 				}
-			}
-		})
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := range b.N {
+					if _, err := r.Reconcile(ctx, sample[i%len(sample)]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
