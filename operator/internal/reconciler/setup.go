@@ -19,8 +19,8 @@ import (
 )
 
 // RBAC of the operator: read APIGateways and write their status, read CRDs,
-// manage Deployments and read their ReplicaSets and pods in its own
-// namespace, write Events and Leases (leader election also records a core
+// manage Deployments and PodDisruptionBudgets and read the Deployments'
+// ReplicaSets and pods in its own namespace, write Events and Leases (leader election also records a core
 // Event on its Lease). Nothing else.
 //
 // +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways,verbs=get;list;watch
@@ -30,6 +30,7 @@ import (
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",namespace=portico-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=apps,namespace=portico-system,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,namespace=portico-system,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=apps,namespace=portico-system,resources=replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=portico-system,resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=portico-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
