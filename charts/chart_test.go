@@ -14,9 +14,11 @@ import (
 	"helm.sh/helm/v3/pkg/lint/support"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -309,6 +311,61 @@ func TestValues(t *testing.T) {
 				d := operatorDeployment(g, r)
 				g.Expect(d.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
 				g.Expect(managerContainer(g, d).Args).To(ContainElement("--leader-elect=true"))
+			},
+		},
+		{
+			name:   "one replica: no PodDisruptionBudget and no spread",
+			values: "podDisruptionBudget: {minAvailable: 1}",
+			check: func(g Gomega, r *rendered) {
+				g.Expect(r.find("PodDisruptionBudget", releaseNamespace, operatorName)).To(BeNil(), "a budget over one pod would block every drain")
+				g.Expect(operatorDeployment(g, r).Spec.Template.Spec.TopologySpreadConstraints).To(BeEmpty())
+			},
+		},
+		{
+			name:   "more replicas: maxUnavailable 1 over the operator's pods, spread across nodes",
+			values: "replicas: 2",
+			check: func(g Gomega, r *rendered) {
+				d := operatorDeployment(g, r)
+				pdb := get[policyv1.PodDisruptionBudget](g, r, "PodDisruptionBudget", releaseNamespace, operatorName)
+				g.Expect(pdb.Spec.Selector).To(Equal(d.Spec.Selector), "the budget selects exactly the operator's pods")
+				g.Expect(pdb.Spec.MaxUnavailable).To(Equal(ptr.To(intstr.FromInt32(1))))
+				g.Expect(pdb.Spec.MinAvailable).To(BeNil())
+				g.Expect(pdb.Spec.UnhealthyPodEvictionPolicy).To(Equal(ptr.To(policyv1.AlwaysAllow)))
+				g.Expect(d.Spec.Template.Spec.TopologySpreadConstraints).To(Equal([]corev1.TopologySpreadConstraint{{
+					MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: d.Spec.Selector,
+				}}))
+			},
+		},
+		{
+			name:   "podDisruptionBudget minAvailable as a percentage",
+			values: "replicas: 3\npodDisruptionBudget: {minAvailable: 50%}",
+			check: func(g Gomega, r *rendered) {
+				pdb := get[policyv1.PodDisruptionBudget](g, r, "PodDisruptionBudget", releaseNamespace, operatorName)
+				g.Expect(pdb.Spec.MinAvailable).To(Equal(ptr.To(intstr.FromString("50%"))))
+				g.Expect(pdb.Spec.MaxUnavailable).To(BeNil())
+			},
+		},
+		{
+			name:   "podDisruptionBudget maxUnavailable 2",
+			values: "replicas: 3\npodDisruptionBudget: {maxUnavailable: 2}",
+			check: func(g Gomega, r *rendered) {
+				pdb := get[policyv1.PodDisruptionBudget](g, r, "PodDisruptionBudget", releaseNamespace, operatorName)
+				g.Expect(pdb.Spec.MaxUnavailable).To(Equal(ptr.To(intstr.FromInt32(2))))
+			},
+		},
+		{
+			name: "topologySpreadConstraints replace the default; one without a selector selects the operator's pods",
+			values: `
+replicas: 2
+topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}
+  - {maxSkew: 2, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {team: a}}}`,
+			check: func(g Gomega, r *rendered) {
+				d := operatorDeployment(g, r)
+				g.Expect(d.Spec.Template.Spec.TopologySpreadConstraints).To(Equal([]corev1.TopologySpreadConstraint{
+					{MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: d.Spec.Selector},
+					{MaxSkew: 2, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}},
+				}))
 			},
 		},
 		{
@@ -615,6 +672,11 @@ func TestRejectsBadValues(t *testing.T) {
 		{"controller setting the operator cannot pass", "controllers: {apirule: {replicas: 2}}", []string{"at '/controllers/apirule'", "'replicas' not allowed"}},
 		{"registry with a space", "controllerImages: {registry: 'my registry'}", []string{"at '/controllerImages/registry'"}},
 		{"crds.install as a string", "crds: {install: 'yes'}", []string{"at '/crds/install'", "got string, want boolean"}},
+		{"podDisruptionBudget with both", "podDisruptionBudget: {minAvailable: 1, maxUnavailable: 1}", []string{"at '/podDisruptionBudget'", "maxProperties"}},
+		{"podDisruptionBudget negative", "podDisruptionBudget: {maxUnavailable: -1}", []string{"at '/podDisruptionBudget/maxUnavailable'"}},
+		{"podDisruptionBudget bad percentage", "podDisruptionBudget: {minAvailable: half}", []string{"at '/podDisruptionBudget/minAvailable'"}},
+		{"podDisruptionBudget unknown key", "podDisruptionBudget: {maxUnavailble: 1}", []string{"at '/podDisruptionBudget'", "'maxUnavailble' not allowed"}},
+		{"topology spread without a key", "topologySpreadConstraints: [{maxSkew: 1, whenUnsatisfiable: ScheduleAnyway}]", []string{"at '/topologySpreadConstraints/0'", "topologyKey"}},
 		{"extraArgs without dashes", "extraArgs: [leader-elect]", []string{"at '/extraArgs/0'"}},
 		{"bad serviceMonitor interval", "metrics: {serviceMonitor: {interval: 30}}", []string{"at '/metrics/serviceMonitor/interval'", "want string"}},
 		{"apiGateway.spec as a list", "apiGateway: {spec: []}", []string{"at '/apiGateway/spec'", "want object"}},
@@ -680,7 +742,9 @@ metrics: {serviceMonitor: {enabled: true}}
 controllers: {apirule: {image: mirror.example.com/apirule-controller:v1}, gateway: {secretNames: [wildcard-tls]}}
 crds: {keep: false}
 imagePullSecrets: [{name: regcred}]
-tolerations: [{operator: Exists}]`},
+tolerations: [{operator: Exists}]
+podDisruptionBudget: {minAvailable: 1}
+topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}]`},
 		{"no CRDs, no metrics", "crds: {install: false}\nmetrics: {enabled: false}"},
 	}
 	for _, tc := range cases {

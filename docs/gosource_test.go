@@ -117,16 +117,17 @@ type value struct {
 // contractValues are the constants of internal/contract that the flag
 // definitions use, imported rather than read.
 var contractValues = map[string]value{
-	"FlagMetricsAddress":   {kind: kindString, text: contract.FlagMetricsAddress},
-	"FlagHealthAddress":    {kind: kindString, text: contract.FlagHealthAddress},
-	"FlagLeaderElect":      {kind: kindString, text: contract.FlagLeaderElect},
-	"FlagLeaderElectionNS": {kind: kindString, text: contract.FlagLeaderElectionNS},
-	"FlagLogLevel":         {kind: kindString, text: contract.FlagLogLevel},
-	"FlagNamespace":        {kind: kindString, text: contract.FlagNamespace},
-	"FlagPprofAddress":     {kind: kindString, text: contract.FlagPprofAddress},
-	"FlagKubeAPIQPS":       {kind: kindString, text: contract.FlagKubeAPIQPS},
-	"FlagKubeAPIBurst":     {kind: kindString, text: contract.FlagKubeAPIBurst},
-	"FlagKubeAPITimeout":   {kind: kindString, text: contract.FlagKubeAPITimeout},
+	"FlagMetricsAddress":          {kind: kindString, text: contract.FlagMetricsAddress},
+	"FlagHealthAddress":           {kind: kindString, text: contract.FlagHealthAddress},
+	"FlagLeaderElect":             {kind: kindString, text: contract.FlagLeaderElect},
+	"FlagLeaderElectionNS":        {kind: kindString, text: contract.FlagLeaderElectionNS},
+	"FlagLogLevel":                {kind: kindString, text: contract.FlagLogLevel},
+	"FlagNamespace":               {kind: kindString, text: contract.FlagNamespace},
+	"FlagPprofAddress":            {kind: kindString, text: contract.FlagPprofAddress},
+	"FlagKubeAPIQPS":              {kind: kindString, text: contract.FlagKubeAPIQPS},
+	"FlagKubeAPIBurst":            {kind: kindString, text: contract.FlagKubeAPIBurst},
+	"FlagKubeAPITimeout":          {kind: kindString, text: contract.FlagKubeAPITimeout},
+	"FlagGracefulShutdownTimeout": {kind: kindString, text: contract.FlagGracefulShutdownTimeout},
 	// An untyped constant: a fractional default would not compile here.
 	"DefaultKubeAPIQPS":     {kind: kindInt, n: contract.DefaultKubeAPIQPS},
 	"DefaultKubeAPIBurst":   {kind: kindInt, n: contract.DefaultKubeAPIBurst},

@@ -310,6 +310,8 @@ var _ = Describe("Portico", Ordered, func() {
 		Eventually(func(g Gomega) { g.Expect(deployment(g, "ratelimit-controller").UID).NotTo(Equal(old.UID)) }, timeout, interval).Should(Succeed())
 	})
 
+	disruptionBudgetSpecs()
+
 	It("removes the EnvoyFilters it wrote when the ratelimit controller is disabled, and writes them again when enabled", func(ctx SpecContext) {
 		managed := func(g Gomega) []*networkingv1alpha3.EnvoyFilter {
 			var filters networkingv1alpha3.EnvoyFilterList

@@ -24,6 +24,11 @@ type Controller struct {
 	// operator may require one of them for some specs (its catalog says
 	// which).
 	Optional []CRD
+	// Flags are the names (without "--") of every flag the controller's
+	// binary declares; a test compares them with each binary's flag set.
+	// The operator accepts spec.controllers[].extraArgs only among them,
+	// less ReservedFlags.
+	Flags []string
 }
 
 // Binary is the controller's binary, image, Deployment and ServiceAccount
@@ -57,6 +62,7 @@ var (
 		Name:     operatorv1alpha1.ControllerAPIRule,
 		Required: []CRD{APIRules, VirtualServices, AuthorizationPolicies, RequestAuthentications},
 		Optional: []CRD{IstioGateways, ServiceEntries, WorkloadEntries, APIGateways, HTTPRoutes, ReferenceGrants, GatewayAPIGateways},
+		Flags:    runnerFlags,
 	}
 	// RateLimit computes one EnvoyFilter per gateway workload from the
 	// RateLimits. Optional: the kinds a RateLimit may target.
@@ -64,6 +70,7 @@ var (
 		Name:     operatorv1alpha1.ControllerRateLimit,
 		Required: []CRD{RateLimits, EnvoyFilters},
 		Optional: []CRD{IstioGateways, GatewayAPIGateways, APIRules},
+		Flags:    runnerFlags,
 	}
 	// Gateway runs the default gateway of spec.gateway. Optional:
 	// cert-manager's Certificate (the certManager source), APIRules (which
@@ -74,8 +81,27 @@ var (
 		Name:     operatorv1alpha1.ControllerGateway,
 		Required: []CRD{APIGateways, IstioGateways, VirtualServices},
 		Optional: []CRD{Certificates, APIRules, GatewayAPIGateways, HTTPRoutes},
+		Flags:    runnerFlags,
 	}
 )
+
+// runnerFlags are the flags every controller binary takes: they all run
+// through the same command (package controllers/internal/runner).
+var runnerFlags = []string{
+	"version", FlagMetricsAddress, FlagHealthAddress, FlagLeaderElect, FlagLeaderElectionNS,
+	FlagLogLevel, FlagNamespace, FlagPprofAddress, FlagGracefulShutdownTimeout,
+	FlagKubeAPIQPS, FlagKubeAPIBurst, FlagKubeAPITimeout, FlagKubeconfig,
+}
+
+// ReservedFlags may not be passed to a controller through extraArgs: the
+// operator sets them itself (the bind addresses its probes and ports
+// depend on, leader election, the log level of spec.logLevel), or they
+// would take the controller away from what the operator runs (the leader
+// Lease's namespace, another cluster's kubeconfig, --version which exits).
+var ReservedFlags = []string{
+	FlagMetricsAddress, FlagHealthAddress, FlagLeaderElect, FlagLeaderElectionNS, FlagLogLevel,
+	FlagKubeconfig, "version",
+}
 
 // Controllers lists every controller, in the operator's catalog order.
 var Controllers = []Controller{APIRule, RateLimit, Gateway}

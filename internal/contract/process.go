@@ -35,6 +35,11 @@ const (
 	FlagKubeAPIQPS     = "kube-api-qps"
 	FlagKubeAPIBurst   = "kube-api-burst"
 	FlagKubeAPITimeout = "kube-api-timeout"
+	// FlagGracefulShutdownTimeout bounds how long a controller's workers
+	// take to finish on shutdown.
+	FlagGracefulShutdownTimeout = "graceful-shutdown-timeout"
+	// FlagKubeconfig is controller-runtime's --kubeconfig.
+	FlagKubeconfig = "kubeconfig"
 
 	// DefaultKubeAPIQPS is the sustained request rate of one process: far
 	// above what a controller needs at steady state, so it only shapes a

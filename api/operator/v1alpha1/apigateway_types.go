@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // SingletonName is the only accepted name of an APIGateway: the module is
@@ -214,6 +215,69 @@ type ControllerSpec struct {
 	// podAnnotations are added to the controller's pod template.
 	// +optional
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+
+	// podDisruptionBudget bounds how many of the controller's pods a
+	// voluntary disruption (a node drain, an eviction) may take down at
+	// once. The operator keeps a PodDisruptionBudget named
+	// <name>-controller only while the controller runs more than one
+	// replica, and removes it otherwise, so a single replica never blocks
+	// a drain. Not set, with more than one replica, means maxUnavailable 1.
+	// +optional
+	PodDisruptionBudget *PodDisruptionBudgetSpec `json:"podDisruptionBudget,omitempty"`
+
+	// topologySpreadConstraints of the controller's pods. Not set, with more
+	// than one replica, spreads them across nodes (topologyKey
+	// kubernetes.io/hostname, maxSkew 1, whenUnsatisfiable ScheduleAnyway);
+	// an empty list spreads nothing. A constraint without a labelSelector
+	// selects the controller's pods.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// imagePullSecrets name Secrets in the operator's namespace
+	// (portico-system) holding the credentials to pull the controller's
+	// image, for example from a private mirror.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// extraArgs are appended to the controller's command line, one flag per
+	// entry in the form --name=value (booleans too: --name=true), for
+	// example --kube-api-qps=100. Only the flags the controller declares
+	// are accepted, except those the operator sets itself (--log-level,
+	// --leader-elect, the bind addresses, --leader-election-namespace,
+	// --version); any other refuses the controller with reason
+	// InvalidSpec and leaves its Deployment as it was.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.all(a, a.matches('^--[a-z0-9][-a-z0-9]*='))",message="each extraArgs entry must be one flag in the form --name=value"
+	ExtraArgs []string `json:"extraArgs,omitempty"`
+}
+
+// PodDisruptionBudgetSpec sets one of minAvailable and maxUnavailable of a
+// controller's PodDisruptionBudget.
+// +kubebuilder:validation:XValidation:rule="has(self.minAvailable) != has(self.maxUnavailable)",message="set exactly one of minAvailable and maxUnavailable"
+type PodDisruptionBudgetSpec struct {
+	// minAvailable is how many of the controller's pods, or which
+	// percentage ("50%"), must stay available during a voluntary
+	// disruption. A negative number refuses the controller (InvalidSpec).
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:Pattern=`^[0-9]+%$`
+	MinAvailable *intstr.IntOrString `json:"minAvailable,omitempty"`
+
+	// maxUnavailable is how many of the controller's pods, or which
+	// percentage ("50%"), a voluntary disruption may take down at once. A
+	// negative number refuses the controller (InvalidSpec).
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:Pattern=`^[0-9]+%$`
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
 // State summarises an APIGateway in one word.

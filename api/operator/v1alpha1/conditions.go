@@ -67,4 +67,9 @@ const (
 	// ReasonDeploymentApplyFailed (Degraded): the Deployment could not be
 	// written or deleted; the message has the API server's error.
 	ReasonDeploymentApplyFailed = "DeploymentApplyFailed"
+	// ReasonInvalidSpec (Degraded): the controller's spec cannot be applied
+	// (an extraArgs flag the controller does not declare, or one the
+	// operator sets itself); the message names it. The operator leaves the
+	// controller's Deployment as it was.
+	ReasonInvalidSpec = "InvalidSpec"
 )

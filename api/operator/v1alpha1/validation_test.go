@@ -8,7 +8,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -136,6 +138,30 @@ func TestAPIGatewayValidation(t *testing.T) {
 			}}),
 			wantErr: "validity must be between 1h and 8760h (one year)",
 		},
+		"a budget with both minAvailable and maxUnavailable": {
+			obj: gateway("default", operatorv1alpha1.ControllerSpec{Name: "apirule", PodDisruptionBudget: &operatorv1alpha1.PodDisruptionBudgetSpec{
+				MinAvailable: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			}}),
+			wantErr: "set exactly one of minAvailable and maxUnavailable",
+		},
+		"an empty budget": {
+			obj:     gateway("default", operatorv1alpha1.ControllerSpec{Name: "apirule", PodDisruptionBudget: &operatorv1alpha1.PodDisruptionBudgetSpec{}}),
+			wantErr: "set exactly one of minAvailable and maxUnavailable",
+		},
+		"a budget percentage that is not one": {
+			obj: gateway("default", operatorv1alpha1.ControllerSpec{Name: "apirule", PodDisruptionBudget: &operatorv1alpha1.PodDisruptionBudgetSpec{
+				MaxUnavailable: ptr.To(intstr.FromString("half")),
+			}}),
+			wantErr: "spec.controllers[0].podDisruptionBudget.maxUnavailable in body should match",
+		},
+		"an extra argument that is not --name=value": {
+			obj:     gateway("default", operatorv1alpha1.ControllerSpec{Name: "apirule", ExtraArgs: []string{"--kube-api-qps=5", "--namespace", "team-a"}}),
+			wantErr: "each extraArgs entry must be one flag in the form --name=value",
+		},
+		"a pull secret listed twice": {
+			obj:     gateway("default", operatorv1alpha1.ControllerSpec{Name: "apirule", ImagePullSecrets: []corev1.LocalObjectReference{{Name: "mirror"}, {Name: "mirror"}}}),
+			wantErr: `spec.controllers[0].imagePullSecrets[1]: Duplicate value`,
+		},
 		"an image with a space": {
 			obj:     gateway("default", operatorv1alpha1.ControllerSpec{Name: "apirule", Image: "reg/apirule controller:1"}),
 			wantErr: "image must not contain spaces",
@@ -197,4 +223,23 @@ func TestSampleIsAcceptedAndDefaulted(t *testing.T) {
 	g.Expect(got.Spec.Controllers[0].Enabled).To(HaveValue(BeTrue()))
 	g.Expect(got.Spec.Controllers[0].Replicas).To(HaveValue(BeEquivalentTo(1)))
 	g.Expect(got.Spec.Controllers[0].LogLevel).To(Equal(operatorv1alpha1.LogLevelInfo))
+}
+
+// The availability fields accept what the operator renders from.
+func TestAvailabilityFieldsAreAccepted(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	gw := gateway("default", operatorv1alpha1.ControllerSpec{
+		Name: "apirule", Replicas: ptr.To[int32](3),
+		PodDisruptionBudget:       &operatorv1alpha1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromString("50%"))},
+		TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.ScheduleAnyway}},
+		ImagePullSecrets:          []corev1.LocalObjectReference{{Name: "mirror"}},
+		ExtraArgs:                 []string{"--kube-api-qps=100", "--graceful-shutdown-timeout=20s"},
+	})
+	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, gw) })
+	got := &operatorv1alpha1.APIGateway{}
+	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(gw), got)).To(Succeed())
+	g.Expect(got.Spec.Controllers[0].PodDisruptionBudget.MinAvailable).To(Equal(ptr.To(intstr.FromString("50%"))))
+	g.Expect(got.Spec.Controllers[0].ExtraArgs).To(HaveLen(2))
 }

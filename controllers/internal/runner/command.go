@@ -122,7 +122,7 @@ func NewCommand(c Controller) *cobra.Command {
 	fs.StringVar(&o.LogLevel, contract.FlagLogLevel, "info", "log verbosity: debug, info or error")
 	fs.StringVar(&o.Namespace, contract.FlagNamespace, "", "watch only this namespace (all namespaces when empty)")
 	fs.StringVar(&o.PprofAddr, contract.FlagPprofAddress, "", "address Go's /debug/pprof profiles are served on; empty disables them")
-	fs.DurationVar(&o.ShutdownTimeout, "graceful-shutdown-timeout", 10*time.Second, "how long workers may take to finish on shutdown")
+	fs.DurationVar(&o.ShutdownTimeout, contract.FlagGracefulShutdownTimeout, 10*time.Second, "how long workers may take to finish on shutdown")
 	fs.Float64Var(&o.APIBounds.QPS, contract.FlagKubeAPIQPS, contract.DefaultKubeAPIQPS, "API requests per second the process sends at most; 0 or less: no client-side limit")
 	fs.IntVar(&o.APIBounds.Burst, contract.FlagKubeAPIBurst, contract.DefaultKubeAPIBurst, "API requests the process may send at once above --"+contract.FlagKubeAPIQPS)
 	fs.DurationVar(&o.APIBounds.Timeout, contract.FlagKubeAPITimeout, contract.DefaultKubeAPITimeout, "how long one API request other than a watch may take; 0: unbounded")

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/portico-dev/portico/internal/contract"
@@ -47,4 +48,20 @@ func TestVersionFlagHasNoShorthand(t *testing.T) {
 	flag := cmd.Flags().Lookup("version")
 	g.Expect(flag).NotTo(BeNil())
 	g.Expect(flag.Shorthand).To(BeEmpty())
+}
+
+// The flags each controller declares in the contract (which the operator
+// checks spec.controllers[].extraArgs against) are exactly the flags of
+// its binary's command: every binary's main runs runner.Main with its
+// contract.Controller, which builds this command.
+func TestContractDeclaresEveryControllerFlag(t *testing.T) {
+	for _, c := range contract.Controllers {
+		t.Run(string(c.Name), func(t *testing.T) {
+			g := NewWithT(t)
+			var got []string
+			NewCommand(Controller{Contract: c}).Flags().VisitAll(func(f *pflag.Flag) { got = append(got, f.Name) })
+			g.Expect(got).To(ConsistOf(c.Flags))
+			g.Expect(c.Flags).To(ContainElements(contract.ReservedFlags), "a reserved flag the binary does not have reserves nothing")
+		})
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -66,7 +67,7 @@ func (o *runOptions) bindFlags(cmd *cobra.Command) {
 
 // schemeBuilder registers every type the operator reads or writes.
 var schemeBuilder = runtime.NewSchemeBuilder(
-	corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme, operatorv1alpha1.AddToScheme)
+	corev1.AddToScheme, appsv1.AddToScheme, policyv1.AddToScheme, apiextensionsv1.AddToScheme, operatorv1alpha1.AddToScheme)
 
 // Scheme holds every type the operator reads or writes.
 func Scheme() *runtime.Scheme {

@@ -7,19 +7,21 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 )
 
-// appliedDeployment is what the reconciler remembers of its last apply of
-// one Deployment.
-type appliedDeployment struct {
+// appliedObject is what the reconciler remembers of its last apply of one
+// object.
+type appliedObject struct {
 	// sent is the apply configuration as sent.
 	sent []byte
 	// owned is the operator's fields in the server's response: what was sent,
@@ -28,14 +30,50 @@ type appliedDeployment struct {
 	// overRV is the resourceVersion of the live object it was applied over;
 	// while the cache still shows that version, it has not seen the apply.
 	overRV string
-	// response is the Deployment the server returned, without managedFields.
-	response *appsv1.Deployment
+	// response is the object the server returned, without managedFields.
+	response client.Object
 }
 
-// applyDeployment server-side applies the desired Deployment unless that
-// would change nothing, and returns the newest Deployment it knows: the
-// server's response to this apply or to one the cache has not caught up
-// with, else live.
+// managedKind is one kind of object the operator applies: how to name it
+// in logs and errors, make an empty one, and extract the fields the
+// operator owns on it.
+type managedKind[T client.Object] struct {
+	name    string
+	newObj  func() T
+	extract func(T) (any, error)
+}
+
+var (
+	deploymentKind = managedKind[*appsv1.Deployment]{
+		name:   "deployment",
+		newObj: func() *appsv1.Deployment { return &appsv1.Deployment{} },
+		extract: func(d *appsv1.Deployment) (any, error) {
+			return appsv1ac.ExtractDeployment(d, operatorv1alpha1.FieldManager)
+		},
+	}
+	disruptionBudgetKind = managedKind[*policyv1.PodDisruptionBudget]{
+		name:   "poddisruptionbudget",
+		newObj: func() *policyv1.PodDisruptionBudget { return &policyv1.PodDisruptionBudget{} },
+		extract: func(b *policyv1.PodDisruptionBudget) (any, error) {
+			return policyv1ac.ExtractPodDisruptionBudget(b, operatorv1alpha1.FieldManager)
+		},
+	}
+)
+
+// applyDeployment server-side applies the controller's Deployment; see applyObject.
+func (r *Reconciler) applyDeployment(ctx context.Context, name operatorv1alpha1.ControllerName, desired *appsv1ac.DeploymentApplyConfiguration, live *appsv1.Deployment) (*appsv1.Deployment, error) {
+	return applyObject(ctx, r, deploymentKind, name, *desired.Namespace, *desired.Name, desired, live)
+}
+
+// applyDisruptionBudget server-side applies the controller's PodDisruptionBudget; see applyObject.
+func (r *Reconciler) applyDisruptionBudget(ctx context.Context, name operatorv1alpha1.ControllerName, desired *policyv1ac.PodDisruptionBudgetApplyConfiguration, live *policyv1.PodDisruptionBudget) (*policyv1.PodDisruptionBudget, error) {
+	return applyObject(ctx, r, disruptionBudgetKind, name, *desired.Namespace, *desired.Name, desired, live)
+}
+
+// applyObject server-side applies the desired object unless that would
+// change nothing, and returns the newest object it knows: the server's
+// response to this apply or to one the cache has not caught up with, else
+// live (nil when there is none).
 //
 // "Would change nothing" is judged on the fields the operator owns on the
 // live object (its managedFields entry). Fields others own (labels,
@@ -48,22 +86,26 @@ type appliedDeployment struct {
 // ever. What counts is therefore also what the server returned when this
 // same desired state was last applied: the live object is current when its
 // owned fields equal either the rendering or that response.
-func (r *Reconciler) applyDeployment(ctx context.Context, name operatorv1alpha1.ControllerName, desired *appsv1ac.DeploymentApplyConfiguration, live *appsv1.Deployment) (*appsv1.Deployment, error) {
+func applyObject[T client.Object](ctx context.Context, r *Reconciler, kind managedKind[T], controller operatorv1alpha1.ControllerName,
+	namespace, name string, desired any, live T) (T, error) {
+	var zero T
+	exists := any(live) != any(zero) // a nil pointer of T: no live object
+	key := kind.name + "/" + name
 	sent, err := json.Marshal(desired)
 	if err != nil {
-		return nil, fmt.Errorf("encode deployment %s: %w", *desired.Name, err)
+		return zero, fmt.Errorf("encode %s %s: %w", kind.name, name, err)
 	}
-	if live != nil {
-		owned, err := ownedFields(live)
+	if exists {
+		owned, err := ownedFields(kind, live)
 		if err != nil {
-			return nil, err
+			return zero, err
 		}
 		if bytes.Equal(owned, sent) {
 			return live, nil
 		}
-		if last, ok := r.applied[*desired.Name]; ok && bytes.Equal(last.sent, sent) {
-			if live.ResourceVersion == last.overRV {
-				return last.response, nil // the cache lags behind the apply
+		if last, ok := r.applied[key]; ok && bytes.Equal(last.sent, sent) {
+			if live.GetResourceVersion() == last.overRV {
+				return last.response.(T), nil // the cache lags behind the apply
 			}
 			if bytes.Equal(owned, last.owned) {
 				return live, nil
@@ -72,52 +114,71 @@ func (r *Reconciler) applyDeployment(ctx context.Context, name operatorv1alpha1.
 	}
 
 	r.Metrics.Writes.WithLabelValues("apply").Inc()
-	applied := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: *desired.Namespace, Name: *desired.Name}}
+	applied := kind.newObj()
+	applied.SetNamespace(namespace)
+	applied.SetName(name)
 	err = r.Client.Patch(ctx, applied, client.RawPatch(types.ApplyPatchType, sent),
 		client.FieldOwner(operatorv1alpha1.FieldManager), client.ForceOwnership)
 	if err != nil {
-		r.Metrics.Errors.WithLabelValues(string(name), "apply").Inc()
-		return nil, fmt.Errorf("apply deployment %s/%s: %w", *desired.Namespace, *desired.Name, err)
+		r.Metrics.Errors.WithLabelValues(string(controller), "apply").Inc()
+		return zero, fmt.Errorf("apply %s %s/%s: %w", kind.name, namespace, name, err)
 	}
-	owned, err := ownedFields(applied)
+	owned, err := ownedFields(kind, applied)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	applied.ManagedFields = nil
-	last := appliedDeployment{sent: sent, owned: owned, response: applied}
-	if live != nil {
-		last.overRV = live.ResourceVersion
+	applied.SetManagedFields(nil)
+	last := appliedObject{sent: sent, owned: owned, response: applied}
+	if exists {
+		last.overRV = live.GetResourceVersion()
 	}
 	if r.applied == nil {
-		r.applied = map[string]appliedDeployment{}
+		r.applied = map[string]appliedObject{}
 	}
-	r.applied[*desired.Name] = last
-	ctrl.LoggerFrom(ctx).Info("Applied controller deployment", "controller", name, "deployment", *desired.Name, "created", live == nil)
+	r.applied[key] = last
+	ctrl.LoggerFrom(ctx).Info("Applied controller "+kind.name, "controller", controller, kind.name, name, "created", !exists)
 	return applied, nil
 }
 
-// ownedFields returns, as JSON, the fields the operator owns on d.
-func ownedFields(d *appsv1.Deployment) ([]byte, error) {
-	owned, err := appsv1ac.ExtractDeployment(d, operatorv1alpha1.FieldManager)
+// ownedFields returns, as JSON, the fields the operator owns on o.
+func ownedFields[T client.Object](kind managedKind[T], o T) ([]byte, error) {
+	owned, err := kind.extract(o)
 	if err != nil {
-		return nil, fmt.Errorf("extract owned fields of deployment %s: %w", d.Name, err)
+		return nil, fmt.Errorf("extract owned fields of %s %s: %w", kind.name, o.GetName(), err)
 	}
 	return json.Marshal(owned)
 }
 
-// deleteDeployment removes a managed Deployment, if there is one that is not
-// already being deleted. The UID precondition guarantees that only the
-// object the decision was made on is deleted.
+// deleteDeployment removes a managed Deployment; see deleteObject.
 func (r *Reconciler) deleteDeployment(ctx context.Context, name operatorv1alpha1.ControllerName, live *appsv1.Deployment) error {
-	if live == nil || !live.DeletionTimestamp.IsZero() {
+	if live == nil {
 		return nil
 	}
+	return r.deleteObject(ctx, deploymentKind.name, name, live)
+}
+
+// deleteDisruptionBudget removes a managed PodDisruptionBudget; see deleteObject.
+func (r *Reconciler) deleteDisruptionBudget(ctx context.Context, name operatorv1alpha1.ControllerName, live *policyv1.PodDisruptionBudget) error {
+	if live == nil {
+		return nil
+	}
+	return r.deleteObject(ctx, disruptionBudgetKind.name, name, live)
+}
+
+// deleteObject removes a managed object, unless it is already being
+// deleted. The UID precondition guarantees that only the object the
+// decision was made on is deleted.
+func (r *Reconciler) deleteObject(ctx context.Context, kind string, name operatorv1alpha1.ControllerName, live client.Object) error {
+	if live.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	uid := live.GetUID()
 	r.Metrics.Writes.WithLabelValues("delete").Inc()
-	err := r.Client.Delete(ctx, live, client.Preconditions{UID: &live.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	err := r.Client.Delete(ctx, live, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		r.Metrics.Errors.WithLabelValues(string(name), "delete").Inc()
-		return fmt.Errorf("delete deployment %s/%s: %w", live.Namespace, live.Name, err)
+		return fmt.Errorf("delete %s %s/%s: %w", kind, live.GetNamespace(), live.GetName(), err)
 	}
-	ctrl.LoggerFrom(ctx).Info("Deleted controller deployment", "controller", name, "deployment", live.Name)
+	ctrl.LoggerFrom(ctx).Info("Deleted controller "+kind, "controller", name, kind, live.GetName())
 	return nil
 }

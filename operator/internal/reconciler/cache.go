@@ -3,6 +3,7 @@ package reconciler
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,18 +19,21 @@ var ManagedSelector = labels.SelectorFromSet(labels.Set{"app.kubernetes.io/manag
 
 // CacheOptions configures the manager's cache so memory stays flat however
 // many CRDs the cluster has: CRDs keep only what gating reads (and nothing
-// at all unless the catalog needs them), Deployments, their ReplicaSets and
-// pods are cached only in the operator namespace with the managed-by label
-// (ReplicaSets and pods inherit it from the pod template).
+// at all unless the catalog needs them), Deployments, PodDisruptionBudgets,
+// the Deployments' ReplicaSets and pods are cached only in the operator
+// namespace with the managed-by label (ReplicaSets and pods inherit it from
+// the pod template).
 func CacheOptions(namespace string, requiredCRDs []string) cache.Options {
 	managed := cache.ByObject{
 		Namespaces: map[string]cache.Config{namespace: {}},
 		Label:      ManagedSelector,
 	}
 	deployments := managed
-	deployments.Transform = TransformDeployment
+	deployments.Transform = KeepOwnManagedFields
 	pods := managed
 	pods.Transform = TransformPod
+	budgets := managed
+	budgets.Transform = KeepOwnManagedFields
 	replicaSets := managed
 	replicaSets.Transform = TransformReplicaSet
 	return cache.Options{
@@ -37,28 +41,31 @@ func CacheOptions(namespace string, requiredCRDs []string) cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			&apiextensionsv1.CustomResourceDefinition{}: {Transform: contract.TransformCRD(requiredCRDs)},
 			&appsv1.Deployment{}:                        deployments,
+			&policyv1.PodDisruptionBudget{}:             budgets,
 			&appsv1.ReplicaSet{}:                        replicaSets,
 			&corev1.Pod{}:                               pods,
 		},
 	}
 }
 
-// TransformDeployment keeps only the operator's own managedFields entries:
-// the reconciler compares what it owns through them (a nil transform would
+// KeepOwnManagedFields keeps only the operator's own managedFields entries
+// of an object it applies (a Deployment, a PodDisruptionBudget): the
+// reconciler compares what it owns through them (a nil transform would
 // fall back to the default one, which strips them all).
-func TransformDeployment(in any) (any, error) {
-	d, ok := in.(*appsv1.Deployment)
+func KeepOwnManagedFields(in any) (any, error) {
+	o, ok := in.(metav1.Object)
 	if !ok {
 		return in, nil
 	}
-	owned := d.ManagedFields[:0:0]
-	for _, f := range d.ManagedFields {
+	fields := o.GetManagedFields()
+	owned := fields[:0:0]
+	for _, f := range fields {
 		if f.Manager == operatorv1alpha1.FieldManager {
 			owned = append(owned, f)
 		}
 	}
-	d.ManagedFields = owned
-	return d, nil
+	o.SetManagedFields(owned)
+	return o, nil
 }
 
 // TransformReplicaSet keeps what readiness reads of a ReplicaSet: identity,

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -143,6 +144,13 @@ func deleteGateway(t *testing.T) {
 		g.Expect(k8sClient.List(ctx, &list, client.InNamespace(namespace))).To(Succeed())
 		g.Expect(list.Items).To(BeEmpty())
 	}, eventually).Should(Succeed(), "the operator removes every Deployment when the APIGateway is gone")
+	g.Eventually(func(g Gomega) {
+		var list policyv1.PodDisruptionBudgetList
+		g.Expect(k8sClient.List(ctx, &list, client.InNamespace(namespace))).To(Succeed())
+		for _, b := range list.Items {
+			g.Expect(metav1.GetControllerOf(&b)).To(BeNil(), "the operator removes every PodDisruptionBudget it controls: %s", b.Name)
+		}
+	}, eventually).Should(Succeed())
 }
 
 func updateGateway(t *testing.T, mutate func(*operatorv1alpha1.APIGateway)) {

@@ -11,9 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,8 +53,8 @@ type Reconciler struct {
 		overRV string
 		status operatorv1alpha1.APIGatewayStatus
 	}
-	// applied remembers the last apply of each Deployment, by name.
-	applied map[string]appliedDeployment
+	// applied remembers the last apply of each object, by kind/name.
+	applied map[string]appliedObject
 }
 
 // Request is the single key every event maps to.
@@ -130,9 +132,20 @@ func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alph
 	r.recordPreconditions(entry, &gw.Spec, snap, gate)
 	if !gate.Run {
 		res.Phase, res.Reason, res.Message, res.MissingCRDs = gate.Phase, gate.Reason, gate.Message, gate.MissingCRDs
-		if err := r.deleteDeployment(ctx, entry.Name, live); err != nil {
+		err := errors.Join(r.deleteDeployment(ctx, entry.Name, live), r.deleteDisruptionBudget(ctx, entry.Name, snap.ownBudget(entry)))
+		if err != nil {
 			setDegraded(&res, err)
 			return res, err
+		}
+		return res, nil
+	}
+	if message, refused := render.Refusal(entry, spec); refused {
+		// Nothing is written: the Deployment and its budget keep running
+		// as they were until the spec is fixed.
+		res.Phase, res.Reason, res.Message = operatorv1alpha1.PhaseDegraded, operatorv1alpha1.ReasonInvalidSpec, message
+		if live != nil {
+			res.Image, res.Replicas = live.Spec.Template.Spec.Containers[0].Image, ptr.Deref(live.Spec.Replicas, 1)
+			res.ReadyReplicas, res.UpdatedReplicas = live.Status.ReadyReplicas, live.Status.UpdatedReplicas
 		}
 		return res, nil
 	}
@@ -154,6 +167,12 @@ func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alph
 		setDegraded(&res, err)
 		return res, err
 	}
+	if err := r.reconcileDisruptionBudget(ctx, entry, render.DisruptionBudget(render.Input{
+		Entry: entry, Spec: spec, Namespace: r.Namespace, Owner: render.Owner{Name: gw.Name, UID: gw.UID},
+	}), snap); err != nil {
+		setDegraded(&res, err)
+		return res, err
+	}
 	if live == nil || current.Generation != live.Generation {
 		// The server changed the spec: a rollout starts. An apply it found
 		// nothing to change in, or that only took back metadata, keeps the
@@ -171,6 +190,20 @@ func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alph
 	return res, nil
 }
 
+// reconcileDisruptionBudget applies the controller's budget, or deletes
+// the one it has when it must have none (desired nil).
+func (r *Reconciler) reconcileDisruptionBudget(ctx context.Context, entry catalog.Entry, desired *policyv1ac.PodDisruptionBudgetApplyConfiguration, snap *snapshot) error {
+	live := snap.ownBudget(entry)
+	if desired == nil {
+		return r.deleteDisruptionBudget(ctx, entry.Name, live)
+	}
+	if live != nil && !live.DeletionTimestamp.IsZero() {
+		return nil // recreated once it is gone
+	}
+	_, err := r.applyDisruptionBudget(ctx, entry.Name, desired, live)
+	return err
+}
+
 // imageID is the digest the ready pods of the Deployment's current template
 // run in the controller container.
 func imageID(d *appsv1.Deployment, entry catalog.Entry, snap *snapshot) string {
@@ -183,13 +216,22 @@ func setDegraded(res *status.Controller, err error) {
 	res.Message = err.Error()
 }
 
-// deleteUnknown removes managed Deployments that no catalog entry claims,
-// for example after a controller was dropped from the catalog.
+// deleteUnknown removes managed Deployments and budgets that no catalog
+// entry claims, for example after a controller was dropped from the
+// catalog.
 func (r *Reconciler) deleteUnknown(ctx context.Context, snap *snapshot) error {
+	known := func(name string) bool {
+		return slices.ContainsFunc(r.Catalog, func(e catalog.Entry) bool { return e.Binary() == name })
+	}
 	var errs []error
 	for name, d := range snap.deployments {
-		if !slices.ContainsFunc(r.Catalog, func(e catalog.Entry) bool { return e.Binary() == name }) {
-			errs = append(errs, r.deleteDeployment(ctx, operatorv1alpha1.ControllerName(d.Labels[operatorv1alpha1.LabelController]), d))
+		if !known(name) {
+			errs = append(errs, r.deleteDeployment(ctx, controllerOf(d), d))
+		}
+	}
+	for name, b := range snap.budgets {
+		if !known(name) {
+			errs = append(errs, r.deleteDisruptionBudget(ctx, controllerOf(b), b))
 		}
 	}
 	return errors.Join(errs...)
@@ -198,9 +240,17 @@ func (r *Reconciler) deleteUnknown(ctx context.Context, snap *snapshot) error {
 func (r *Reconciler) deleteAll(ctx context.Context, snap *snapshot) error {
 	var errs []error
 	for _, d := range snap.deployments {
-		errs = append(errs, r.deleteDeployment(ctx, operatorv1alpha1.ControllerName(d.Labels[operatorv1alpha1.LabelController]), d))
+		errs = append(errs, r.deleteDeployment(ctx, controllerOf(d), d))
+	}
+	for _, b := range snap.budgets {
+		errs = append(errs, r.deleteDisruptionBudget(ctx, controllerOf(b), b))
 	}
 	return errors.Join(errs...)
+}
+
+// controllerOf is the catalog controller a managed object's label names.
+func controllerOf(o client.Object) operatorv1alpha1.ControllerName {
+	return operatorv1alpha1.ControllerName(o.GetLabels()[operatorv1alpha1.LabelController])
 }
 
 func (r *Reconciler) deletingStatus(gw *operatorv1alpha1.APIGateway) operatorv1alpha1.APIGatewayStatus {

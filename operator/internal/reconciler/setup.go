@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -19,8 +20,8 @@ import (
 )
 
 // RBAC of the operator: read APIGateways and write their status, read CRDs,
-// manage Deployments and read their ReplicaSets and pods in its own
-// namespace, write Events and Leases (leader election also records a core
+// manage Deployments and PodDisruptionBudgets and read the Deployments'
+// ReplicaSets and pods in its own namespace, write Events and Leases (leader election also records a core
 // Event on its Lease). Nothing else.
 //
 // +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways,verbs=get;list;watch
@@ -30,6 +31,7 @@ import (
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",namespace=portico-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=apps,namespace=portico-system,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,namespace=portico-system,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=apps,namespace=portico-system,resources=replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=portico-system,resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=portico-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
@@ -55,6 +57,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}))).
 		Watches(&apiextensionsv1.CustomResourceDefinition{}, toDefault, builder.WithPredicates(requiredCRD)).
 		Watches(&appsv1.Deployment{}, toDefault, builder.WithPredicates(managed)).
+		Watches(&policyv1.PodDisruptionBudget{}, toDefault, builder.WithPredicates(managed)).
 		Watches(&appsv1.ReplicaSet{}, toDefault, builder.WithPredicates(managed)).
 		Watches(&corev1.Pod{}, toDefault, builder.WithPredicates(managed)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).

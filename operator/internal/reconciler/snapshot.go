@@ -3,15 +3,19 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
+	"github.com/portico-dev/portico/operator/internal/catalog"
 	"github.com/portico-dev/portico/operator/internal/gating"
 )
 
@@ -20,6 +24,9 @@ import (
 type snapshot struct {
 	crds        map[string]gating.CRDState
 	deployments map[string]*appsv1.Deployment // by name
+	// budgets are the managed PodDisruptionBudgets an APIGateway controls,
+	// by name.
+	budgets     map[string]*policyv1.PodDisruptionBudget
 	replicaSets map[operatorv1alpha1.ControllerName][]appsv1.ReplicaSet
 	pods        map[operatorv1alpha1.ControllerName][]corev1.Pod
 }
@@ -28,6 +35,7 @@ func (r *Reconciler) readSnapshot(ctx context.Context) (*snapshot, error) {
 	s := &snapshot{
 		crds:        map[string]gating.CRDState{},
 		deployments: map[string]*appsv1.Deployment{},
+		budgets:     map[string]*policyv1.PodDisruptionBudget{},
 	}
 	for _, name := range r.Catalog.CRDNames() {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -48,6 +56,16 @@ func (r *Reconciler) readSnapshot(ctx context.Context) (*snapshot, error) {
 		s.deployments[deployments.Items[i].Name] = &deployments.Items[i]
 	}
 
+	var budgets policyv1.PodDisruptionBudgetList
+	if err := r.listManaged(ctx, &budgets, "poddisruptionbudgets"); err != nil {
+		return nil, err
+	}
+	for i := range budgets.Items {
+		if controlledByAPIGateway(&budgets.Items[i]) {
+			s.budgets[budgets.Items[i].Name] = &budgets.Items[i]
+		}
+	}
+
 	var replicaSets appsv1.ReplicaSetList
 	if err := r.listManaged(ctx, &replicaSets, "replicasets"); err != nil {
 		return nil, err
@@ -60,6 +78,19 @@ func (r *Reconciler) readSnapshot(ctx context.Context) (*snapshot, error) {
 	}
 	s.pods = byController(pods.Items)
 	return s, nil
+}
+
+// ownBudget is the controller's PodDisruptionBudget, or nil.
+func (s *snapshot) ownBudget(entry catalog.Entry) *policyv1.PodDisruptionBudget {
+	return s.budgets[entry.Binary()]
+}
+
+// controlledByAPIGateway reports whether an APIGateway is the object's
+// controller: the operator writes and deletes only budgets it created,
+// never one that merely carries its labels.
+func controlledByAPIGateway(o metav1.Object) bool {
+	ref := metav1.GetControllerOfNoCopy(o)
+	return ref != nil && ref.Kind == "APIGateway" && strings.HasPrefix(ref.APIVersion, operatorv1alpha1.GroupVersion.Group+"/")
 }
 
 // listManaged lists the managed objects of one kind (what, for the error)

@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -65,7 +66,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(testenv.Run(m, testenv.RunInput{
 		// The operator's types (testenv.Scheme's) and the Events the tests read.
-		AddToScheme: []func(*runtime.Scheme) error{eventsv1.AddToScheme},
+		AddToScheme: []func(*runtime.Scheme) error{eventsv1.AddToScheme, policyv1.AddToScheme},
 		Namespaces:  []string{namespace},
 		Setup:       startOperator,
 	}))

@@ -34,3 +34,7 @@ func toleration(in corev1.Toleration) *corev1ac.TolerationApplyConfiguration {
 func affinity(in *corev1.Affinity) *corev1ac.AffinityApplyConfiguration {
 	return asApplyConfiguration[corev1ac.AffinityApplyConfiguration](in)
 }
+
+func topologySpreadConstraint(in corev1.TopologySpreadConstraint) *corev1ac.TopologySpreadConstraintApplyConfiguration {
+	return asApplyConfiguration[corev1ac.TopologySpreadConstraintApplyConfiguration](in)
+}

@@ -1,5 +1,7 @@
-// Package render builds the desired Deployment of a catalog controller as a
-// typed apply configuration, and resolves the image it runs.
+// Package render builds the desired Deployment and PodDisruptionBudget of a
+// catalog controller as typed apply configurations, resolves the image it
+// runs, and decides whether a controller's spec must be refused
+// (Refusal: extraArgs the binary does not take or the operator sets).
 //
 // Rendering is a pure, deterministic function: the same APIGateway entry,
 // catalog entry and operator options always yield a byte-identical object,

@@ -149,6 +149,8 @@ func podTemplate(in Input, labels map[string]string) *corev1ac.PodTemplateSpecAp
 	if in.Spec.PriorityClassName != "" {
 		podSpec.WithPriorityClassName(in.Spec.PriorityClassName)
 	}
+	podSpec.WithTopologySpreadConstraints(topologySpread(in)...)
+	podSpec.WithImagePullSecrets(imagePullSecrets(in.Spec)...)
 
 	template := corev1ac.PodTemplateSpec().
 		WithLabels(labels).
@@ -186,7 +188,8 @@ func container(in Input) *corev1ac.ContainerApplyConfiguration {
 }
 
 // containerArgs are the contract flags every controller gets, then the
-// catalog entry's own.
+// catalog entry's own, then the spec's extraArgs (which Refusal checked:
+// none of them overrides a flag the operator sets).
 func containerArgs(in Input) []string {
 	logLevel := in.Spec.LogLevel
 	if logLevel == "" {
@@ -198,7 +201,8 @@ func containerArgs(in Input) []string {
 		contract.Flag(contract.FlagLeaderElect, "true"),
 		contract.Flag(contract.FlagLogLevel, string(logLevel)),
 	}
-	return append(args, in.Entry.Args...)
+	args = append(args, in.Entry.Args...)
+	return append(args, in.Spec.ExtraArgs...)
 }
 
 // containerEnv is POD_NAMESPACE and PORTICO_MEMORY_LIMIT from the
