@@ -22,9 +22,8 @@ const MaxSightings = 100_000
 // makes the object Ready at that generation, and observes it once in
 // portico_spec_to_ready_seconds. It remembers one generation per object
 // that is not Ready yet: entries go when they are observed, when the object
-// is deleted, and when an event shows the object Ready at that generation
-// anyway. Its methods are safe for concurrent use, and a nil SpecToReady
-// does nothing.
+// is deleted, and when a newer generation is Ready. Its methods are safe
+// for concurrent use, and a nil SpecToReady does nothing.
 type SpecToReady struct {
 	observer prometheus.Observer
 	now      func() time.Time
@@ -72,7 +71,7 @@ func (s *SpecToReady) Predicate(ready func(client.Object) bool) predicate.Predic
 
 // Saw records a sighting of an object at generation; ready says the object
 // is already Ready at it (the controller's own write, or one before this
-// process started), so there is nothing to time.
+// process started), so there is nothing to time from this sighting.
 func (s *SpecToReady) Saw(uid types.UID, generation int64, ready bool) {
 	if s == nil {
 		return
@@ -81,12 +80,13 @@ func (s *SpecToReady) Saw(uid types.UID, generation int64, ready bool) {
 	defer s.mu.Unlock()
 	last, tracked := s.seen[uid]
 	switch {
-	case ready:
-		if tracked && last.generation <= generation {
-			delete(s.seen, uid)
-		}
 	case tracked && last.generation >= generation:
-		// Seen before: the first sighting counts.
+		// Seen before: the first sighting counts. An event showing it Ready
+		// is the echo of the write that made it so, which may come before
+		// the write returns: that write observes it.
+	case ready:
+		// Ready at a newer generation than any seen: nothing to time.
+		delete(s.seen, uid)
 	case tracked || len(s.seen) < s.limit:
 		s.seen[uid] = sighting{generation: generation, at: s.now()}
 	}
