@@ -115,7 +115,7 @@ func apiRule(name string, status metav1.ConditionStatus, reason string) *gateway
 	return r
 }
 
-func testScheme(t *testing.T) *runtime.Scheme {
+func testScheme(t testing.TB) *runtime.Scheme {
 	t.Helper()
 	s := runtime.NewScheme()
 	if err := gatewayv1alpha1.AddToScheme(s); err != nil {
