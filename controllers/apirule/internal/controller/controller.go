@@ -28,6 +28,7 @@ import (
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	"github.com/portico-dev/portico/controllers/internal/metrics"
 	"github.com/portico-dev/portico/internal/contract"
 )
 
@@ -109,6 +110,9 @@ type Reconciler struct {
 	// written remembers the versions the controller wrote, whose watch
 	// events start no reconcile of the APIRule that wrote them.
 	written ownWrites
+	// latency times each APIRule generation from its first sighting to
+	// Ready (portico_spec_to_ready_seconds); nil until SetupWithManager.
+	latency *metrics.SpecToReady
 }
 
 // Reconcile converges one APIRule's Istio objects.
@@ -502,6 +506,7 @@ func (r *Reconciler) write(ctx context.Context, rule *gatewayv1alpha1.APIRule, d
 	err := r.Client.Create(ctx, obj, client.FieldOwner(FieldManager))
 	r.written.end(obj, err == nil)
 	if err == nil {
+		metrics.Written(controllerName, kindOf(desired), metrics.Create)
 		ctrl.LoggerFrom(ctx).V(1).Info("Created", "kind", kindOf(desired), "object", klog.KObj(desired))
 		return obj, "", nil
 	}
@@ -553,6 +558,7 @@ func (r *Reconciler) update(ctx context.Context, desired, live client.Object) er
 	if err != nil {
 		return fmt.Errorf("update %s %s: %w", kindOf(desired), client.ObjectKeyFromObject(desired), err)
 	}
+	metrics.Written(controllerName, kindOf(desired), metrics.Update)
 	ctrl.LoggerFrom(ctx).V(1).Info("Updated", "kind", kindOf(desired), "object", klog.KObj(desired))
 	return nil
 }
@@ -624,9 +630,13 @@ func (r *Reconciler) deleteObjects(ctx context.Context, rule *gatewayv1alpha1.AP
 			continue
 		}
 		uid := obj.GetUID()
-		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+		err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid})
+		if client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("delete %s %s: %w", kindOf(obj), client.ObjectKeyFromObject(obj), err))
 			continue
+		}
+		if err == nil {
+			metrics.Written(controllerName, kindOf(obj), metrics.Delete)
 		}
 		r.deleted.add(uid)
 		ctrl.LoggerFrom(ctx).V(1).Info("Deleted", "kind", kindOf(obj), "object", klog.KObj(obj))
@@ -809,6 +819,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, after *gatewayv1al
 	if err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("write APIRule status: %w", err))
 	}
+	r.statusWritten(before, after)
 	return nil
 }
 

@@ -37,6 +37,7 @@ import (
 	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
 	"github.com/portico-dev/portico/controllers/internal/fairqueue"
+	"github.com/portico-dev/portico/controllers/internal/metrics"
 )
 
 const (
@@ -193,6 +194,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		}
 	}
 	r.cache = mgr.GetCache()
+	if err := apiRules.Serve(mgr); err != nil {
+		return fmt.Errorf("serve %s: %w", "portico_apirules", err)
+	}
+	if r.latency == nil {
+		r.latency = metrics.NewSpecToReady(kindAPIRule)
+	}
 	m := mapper{c: mgr.GetClient(), readGrants: r.ReadGrants}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("apirule").
@@ -201,9 +208,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// bench-controllers, issue #17). The namespaces take turns, so one
 		// tenant's backlog does not hold up another's APIRule (issue #26).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles, NewQueue: fairqueue.ByNamespace}).
-		// Its own finalizer and status writes start no reconcile; the
-		// objects it writes requeue it only when others change them.
-		For(&gatewayv1alpha1.APIRule{}, builder.WithPredicates(r.written.notOwnWrite())).
+		// Every event of an APIRule times its generation (first, as the
+		// next predicate drops some). Its own finalizer and status writes
+		// start no reconcile; the objects it writes requeue it only when
+		// others change them.
+		For(&gatewayv1alpha1.APIRule{}, builder.WithPredicates(r.latency.Predicate(readyNow), r.written.notOwnWrite())).
 		Watches(&gatewayv1alpha1.APIRule{}, handler.EnqueueRequestsFromMapFunc(m.overlappingHosts)).
 		Watches(&networkingv1.VirtualService{}, r.written.exceptOwner(handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return toAPIRuleRequests(o)

@@ -359,10 +359,10 @@ func (r *Reconciler) publishCA(ctx context.Context, gw *operatorv1alpha1.APIGate
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: objectMeta(gw, ns, CASecret), Data: map[string]string{"ca.crt": string(bundle)}}
 	if live == nil {
-		return r.Client.Create(ctx, cm)
+		return r.create(ctx, cm)
 	}
 	cm.ResourceVersion = live.ResourceVersion
-	return r.Client.Update(ctx, cm)
+	return r.update(ctx, cm)
 }
 
 // stillValid returns the PEM certificates of bundle other than current that
@@ -403,16 +403,16 @@ func (r *Reconciler) ownedSecret(ctx context.Context, gw *operatorv1alpha1.APIGa
 func (r *Reconciler) writeSecret(ctx context.Context, gw *operatorv1alpha1.APIGateway, live *corev1.Secret, ns, name string, typ corev1.SecretType, data map[string][]byte) error {
 	s := &corev1.Secret{ObjectMeta: objectMeta(gw, ns, name), Type: typ, Data: data}
 	if live == nil {
-		return r.Client.Create(ctx, s)
+		return r.create(ctx, s)
 	}
 	if live.Type != typ { // the type is immutable
-		if err := r.Client.Delete(ctx, live); client.IgnoreNotFound(err) != nil {
+		if err := r.delete(ctx, live); client.IgnoreNotFound(err) != nil {
 			return err
 		}
-		return r.Client.Create(ctx, s)
+		return r.create(ctx, s)
 	}
 	s.ResourceVersion = live.ResourceVersion
-	return r.Client.Update(ctx, s)
+	return r.update(ctx, s)
 }
 
 // certManager keeps the cert-manager Certificate and checks the Secret
@@ -427,7 +427,7 @@ func (r *Reconciler) certManager(ctx context.Context, gw *operatorv1alpha1.APIGa
 	err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	switch {
 	case apierrors.IsNotFound(err):
-		if err := r.Client.Create(ctx, desired); err != nil {
+		if err := r.create(ctx, desired); err != nil {
 			return certificate{}, err
 		}
 		live = desired
@@ -437,7 +437,7 @@ func (r *Reconciler) certManager(ctx context.Context, gw *operatorv1alpha1.APIGa
 		return certificate{}, &notOwnedError{"cert-manager Certificate", c.Namespace + "/" + desired.Name}
 	case !equalCertificateSpec(&live.Spec, &desired.Spec):
 		live.Spec = desired.Spec
-		if err := r.Client.Update(ctx, live); err != nil {
+		if err := r.update(ctx, live); err != nil {
 			return certificate{}, err
 		}
 	}
@@ -487,7 +487,7 @@ func (r *Reconciler) userSecret(ctx context.Context, c Config, now time.Time) (c
 // apply creates the Gateway or updates the controller's own.
 func (r *Reconciler) apply(ctx context.Context, gw *operatorv1alpha1.APIGateway, live, desired *networkingv1.Gateway) error {
 	if live == nil {
-		err := r.Client.Create(ctx, desired)
+		err := r.create(ctx, desired)
 		if apierrors.IsAlreadyExists(err) {
 			return &notOwnedError{"Istio Gateway", desired.Namespace + "/" + desired.Name}
 		}
@@ -499,7 +499,7 @@ func (r *Reconciler) apply(ctx context.Context, gw *operatorv1alpha1.APIGateway,
 	updated := live.DeepCopy()
 	updated.Spec = *desired.Spec.DeepCopy()
 	updated.Labels, updated.OwnerReferences = desired.Labels, desired.OwnerReferences
-	return r.Client.Update(ctx, updated)
+	return r.update(ctx, updated)
 }
 
 func (r *Reconciler) applyHealth(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config) error {
@@ -508,7 +508,7 @@ func (r *Reconciler) applyHealth(ctx context.Context, gw *operatorv1alpha1.APIGa
 	err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	switch {
 	case apierrors.IsNotFound(err):
-		return r.Client.Create(ctx, desired)
+		return r.create(ctx, desired)
 	case err != nil:
 		return err
 	case !metav1.IsControlledBy(live, gw):
@@ -518,7 +518,7 @@ func (r *Reconciler) applyHealth(ctx context.Context, gw *operatorv1alpha1.APIGa
 	}
 	live.Spec = *desired.Spec.DeepCopy()
 	live.Labels, live.OwnerReferences = desired.Labels, desired.OwnerReferences
-	return r.Client.Update(ctx, live)
+	return r.update(ctx, live)
 }
 
 func sameMeta(live, desired *metav1.ObjectMeta) bool {
@@ -553,7 +553,7 @@ func (r *Reconciler) deleteOwned(ctx context.Context, gw *operatorv1alpha1.APIGa
 	if !metav1.IsControlledBy(obj, gw) && !issuedForUs {
 		return nil
 	}
-	return client.IgnoreNotFound(r.Client.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}))
+	return client.IgnoreNotFound(r.delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}))
 }
 
 // removeStale removes the default gateway the controller left in other

@@ -29,7 +29,11 @@ import (
 
 const ns = "istio-system"
 
-var k8sClient client.Client
+var (
+	k8sClient client.Client
+	// env is the suite's control plane.
+	env *testenv.Env
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, testenv.RunInput{
@@ -39,8 +43,8 @@ func TestMain(m *testing.M) {
 		// The gateway controller's types (controllers/gateway/main.go).
 		AddToScheme: []func(*runtime.Scheme) error{gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, cmv1.AddToScheme, gatewayapiv1.Install},
 		Namespaces:  []string{ns},
-		Setup: func(_ context.Context, env *testenv.Env) error {
-			k8sClient = env.Client
+		Setup: func(_ context.Context, e *testenv.Env) error {
+			k8sClient, env = e.Client, e
 			return nil
 		},
 	}))

@@ -176,7 +176,7 @@ func (r *Reconciler) applyRedirect(ctx context.Context, gw *operatorv1alpha1.API
 // when same says they differ.
 func (r *Reconciler) applyObject(ctx context.Context, gw *operatorv1alpha1.APIGateway, kind string, live, desired client.Object, same func(client.Object) bool, setSpec func(client.Object)) error {
 	if live == nil {
-		err := r.Client.Create(ctx, desired)
+		err := r.create(ctx, desired)
 		if apierrors.IsAlreadyExists(err) {
 			return &notOwnedError{kind, desired.GetNamespace() + "/" + desired.GetName()}
 		}
@@ -190,7 +190,7 @@ func (r *Reconciler) applyObject(ctx context.Context, gw *operatorv1alpha1.APIGa
 	setSpec(updated)
 	updated.SetLabels(desired.GetLabels())
 	updated.SetOwnerReferences(desired.GetOwnerReferences())
-	return r.Client.Update(ctx, updated)
+	return r.update(ctx, updated)
 }
 
 func metaOf(o client.Object) *metav1.ObjectMeta {

@@ -59,6 +59,9 @@ func stripAPIRule(obj any) (any, error) {
 // is its only key; changes to its Gateways, VirtualServices, Certificates
 // and to which gateway APIRules use bring it back.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := certificateExpiry.Serve(mgr); err != nil {
+		return err
+	}
 	toDefault := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: operatorv1alpha1.SingletonName}}}
 	})

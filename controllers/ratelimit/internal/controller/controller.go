@@ -36,12 +36,16 @@ import (
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/internal/fairqueue"
+	"github.com/portico-dev/portico/controllers/internal/metrics"
 	"github.com/portico-dev/portico/controllers/internal/ssa"
 	"github.com/portico-dev/portico/controllers/ratelimit/internal/topology"
 )
 
 // FieldManager is the ratelimit controller's server-side apply identity.
 const FieldManager = "ratelimit-controller"
+
+// kindEnvoyFilter is the kind the controller writes.
+const kindEnvoyFilter = "EnvoyFilter"
 
 // +kubebuilder:rbac:groups=gateway.portico.dev,resources=ratelimits,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.portico.dev,resources=ratelimits/status,verbs=get;update;patch
@@ -79,6 +83,10 @@ type Reconciler struct {
 	// RootNamespace is Istio's root namespace (topology.DefaultRootNamespace
 	// when empty).
 	RootNamespace string
+
+	// latency times each RateLimit generation from its first sighting to
+	// Ready (portico_spec_to_ready_seconds); nil until SetupWithManager.
+	latency *metrics.SpecToReady
 }
 
 // errForeign marks an EnvoyFilter name already used by an object the
@@ -154,9 +162,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 			continue
 		}
 		uid := ef.UID
-		if err := r.Client.Delete(ctx, ef, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+		err := r.Client.Delete(ctx, ef, client.Preconditions{UID: &uid})
+		switch {
+		case client.IgnoreNotFound(err) != nil:
 			errs = append(errs, fmt.Errorf("delete EnvoyFilter %s: %w", key, err))
-		} else {
+		case err == nil:
+			metrics.Written(controllerName, kindEnvoyFilter, metrics.Delete)
 			ctrl.LoggerFrom(ctx).Info("Deleted EnvoyFilter no policy needs", "envoyfilter", key)
 		}
 	}
@@ -464,12 +475,16 @@ func (r *Reconciler) apply(ctx context.Context, desired, live *networkingv1alpha
 		equality.Semantic.DeepEqual(desired.OwnerReferences, live.OwnerReferences) {
 		return nil
 	}
+	operation := metrics.Update
 	if live == nil {
 		// Not in the cache of managed filters: new, or the cache lags our
 		// own write, or someone else's object holds the name.
 		existing := &metav1.PartialObjectMetadata{}
-		existing.SetGroupVersionKind(networkingv1alpha3.SchemeGroupVersion.WithKind("EnvoyFilter"))
+		existing.SetGroupVersionKind(networkingv1alpha3.SchemeGroupVersion.WithKind(kindEnvoyFilter))
 		err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+		if apierrors.IsNotFound(err) {
+			operation = metrics.Create
+		}
 		switch {
 		case err == nil && existing.Labels[topology.LabelManagedBy] != topology.ManagedBy:
 			return fmt.Errorf("EnvoyFilter %s/%s exists but is not managed by the ratelimit controller (no label %s=%s): %w, it is left untouched",
@@ -481,6 +496,7 @@ func (r *Reconciler) apply(ctx context.Context, desired, live *networkingv1alpha
 	if err := ssa.Apply(ctx, r.Client, desired, FieldManager); err != nil {
 		return err
 	}
+	metrics.Written(controllerName, kindEnvoyFilter, operation)
 	ctrl.LoggerFrom(ctx).V(1).Info("Applied EnvoyFilter", "envoyfilter", desired.Namespace+"/"+desired.Name)
 	return nil
 }
@@ -505,8 +521,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, limit *gatewayv1alpha1.Rat
 	if equality.Semantic.DeepEqual(limit.Status, updated.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, updated, client.MergeFrom(limit)); client.IgnoreNotFound(err) != nil {
+	err := r.Client.Status().Patch(ctx, updated, client.MergeFrom(limit))
+	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("write status of RateLimit %s/%s: %w", limit.Namespace, limit.Name, err)
+	}
+	if err == nil {
+		r.statusWritten(limit, updated)
 	}
 	return nil
 }
@@ -581,6 +601,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := r.setupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	if err := rateLimits.Serve(mgr); err != nil {
+		return fmt.Errorf("serve %s: %w", "portico_ratelimits", err)
+	}
+	if r.latency == nil {
+		r.latency = metrics.NewSpecToReady(kindRateLimit)
+	}
 	// Of a Gateway the topology reads only the spec (an Istio Gateway's
 	// selector, a Gateway API Gateway's listeners): status updates, which
 	// Istio writes for every route attached to a Gateway API Gateway, pass
@@ -598,7 +624,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// RateLimits from waiting on another's is how the writes are split
 		// (tenantsOf).
 		WithOptions(controller.Options{NewQueue: fairqueue.ByNamespace}).
-		Watches(&gatewayv1alpha1.RateLimit{}, toWorld).
+		// Every event of a RateLimit times its generation.
+		Watches(&gatewayv1alpha1.RateLimit{}, toWorld, builder.WithPredicates(r.latency.Predicate(readyNow))).
 		Watches(&networkingv1alpha3.EnvoyFilter{}, toWorld, builder.WithPredicates(managed))
 	if r.GatewaysKnown {
 		b = b.Watches(&networkingv1.Gateway{}, toWorld, specChanged)

@@ -1,0 +1,231 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+)
+
+func TestReadyLabels(t *testing.T) {
+	reasons := []string{"Applied", "HostOccupied"}
+	ready := func(status metav1.ConditionStatus, reason string) []metav1.Condition {
+		return []metav1.Condition{{Type: "Other", Status: metav1.ConditionTrue, Reason: "X"}, {Type: ConditionReady, Status: status, Reason: reason}}
+	}
+	cases := map[string]struct {
+		conditions         []metav1.Condition
+		wantReady, wantWhy string
+	}{
+		"no condition yet":                     {nil, "Unknown", ""},
+		"no Ready condition":                   {[]metav1.Condition{{Type: "Other", Status: metav1.ConditionTrue, Reason: "X"}}, "Unknown", ""},
+		"ready":                                {ready(metav1.ConditionTrue, "Applied"), "True", "Applied"},
+		"refused":                              {ready(metav1.ConditionFalse, "HostOccupied"), "False", "HostOccupied"},
+		"unknown":                              {ready(metav1.ConditionUnknown, "Applied"), "Unknown", "Applied"},
+		"a reason the controller never writes": {ready(metav1.ConditionFalse, "Anything-a-tenant-wrote"), "False", OtherReason},
+		"a status outside the enum":            {ready("Maybe", ""), "Unknown", ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			r, why := ReadyLabels(tc.conditions, reasons)
+			g.Expect(r).To(Equal(tc.wantReady))
+			g.Expect(why).To(Equal(tc.wantWhy))
+		})
+	}
+}
+
+func TestReadyAt(t *testing.T) {
+	g := NewWithT(t)
+	c := []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: 2}}
+	g.Expect(ReadyAt(c, 2)).To(BeTrue())
+	g.Expect(ReadyAt(c, 3)).To(BeFalse(), "ready at an older generation")
+	c[0].Status = metav1.ConditionFalse
+	g.Expect(ReadyAt(c, 2)).To(BeFalse())
+	g.Expect(ReadyAt(nil, 0)).To(BeFalse())
+}
+
+// fakeManager is what Serve uses of a manager: its runnables, election
+// and cache.
+type fakeManager struct {
+	manager.Manager
+	elected   chan struct{}
+	cache     cache.Cache
+	scheme    *runtime.Scheme
+	runnables []manager.Runnable
+}
+
+func (m *fakeManager) Add(r manager.Runnable) error { m.runnables = append(m.runnables, r); return nil }
+func (m *fakeManager) Elected() <-chan struct{}     { return m.elected }
+func (m *fakeManager) GetCache() cache.Cache        { return m.cache }
+func (m *fakeManager) GetScheme() *runtime.Scheme   { return m.scheme }
+
+// fakeCache serves one kind: from an informer's store, or (store nil) from
+// a client's list, as a cache of several namespaces does.
+type fakeCache struct {
+	cache.Cache
+	store toolscache.Store
+	list  client.Reader
+}
+
+// storeInformer is an informer that exposes its store, as client-go's do.
+type storeInformer struct {
+	cache.Informer
+	store toolscache.Store
+}
+
+func (i storeInformer) GetStore() toolscache.Store { return i.store }
+
+func (c *fakeCache) GetInformerForKind(_ context.Context, gvk schema.GroupVersionKind, _ ...cache.InformerGetOption) (cache.Informer, error) {
+	if gvk.Kind != "APIRule" {
+		return nil, fmt.Errorf("no informer of %s", gvk.Kind)
+	}
+	if c.store != nil {
+		return storeInformer{store: c.store}, nil
+	}
+	return struct{ cache.Informer }{}, nil
+}
+
+func (c *fakeCache) WaitForCacheSync(context.Context) bool { return true }
+
+func (c *fakeCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return c.list.List(ctx, list, opts...)
+}
+
+func apiRule(name string, status metav1.ConditionStatus, reason string) *gatewayv1alpha1.APIRule {
+	r := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"}}
+	if reason != "" {
+		r.Status.Conditions = []metav1.Condition{{Type: ConditionReady, Status: status, Reason: reason, LastTransitionTime: metav1.Now()}}
+	}
+	return r
+}
+
+func testScheme(t testing.TB) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := gatewayv1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newTestReadyGauge() *CacheGauge {
+	vec := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "test_apirules", Help: "APIRules by Ready condition."}, []string{"ready", "reason"})
+	return NewReadyGauge(vec, &gatewayv1alpha1.APIRuleList{}, func(o runtime.Object) []metav1.Condition {
+		if r, ok := o.(*gatewayv1alpha1.APIRule); ok {
+			return r.Status.Conditions
+		}
+		return nil
+	}, []string{"Applied", "HostOccupied"})
+}
+
+const readyHelp = "# HELP test_apirules APIRules by Ready condition.\n# TYPE test_apirules gauge\n"
+
+// The gauge counts the cached objects by Ready condition, only while the
+// manager it serves is elected and running, whichever way the cache holds
+// them.
+func TestReadyGaugeLeaderOnly(t *testing.T) {
+	rules := []*gatewayv1alpha1.APIRule{
+		apiRule("a", metav1.ConditionTrue, "Applied"), apiRule("b", metav1.ConditionTrue, "Applied"),
+		apiRule("c", metav1.ConditionFalse, "HostOccupied"), apiRule("d", "", ""),
+	}
+	want := readyHelp + `test_apirules{ready="False",reason="HostOccupied"} 1
+test_apirules{ready="True",reason="Applied"} 2
+test_apirules{ready="Unknown",reason=""} 1
+`
+	scheme := testScheme(t)
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	builder := fake.NewClientBuilder().WithScheme(scheme)
+	for _, r := range rules {
+		g := NewWithT(t)
+		g.Expect(store.Add(r)).To(Succeed())
+		builder = builder.WithObjects(r.DeepCopy())
+	}
+	caches := map[string]cache.Cache{
+		"informer store":            &fakeCache{store: store},
+		"list (several namespaces)": &fakeCache{list: builder.Build()},
+	}
+	for name, c := range caches {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			gauge := newTestReadyGauge()
+			mgr := &fakeManager{elected: make(chan struct{}), cache: c, scheme: scheme}
+			g.Expect(gauge.Serve(mgr)).To(Succeed())
+			g.Expect(mgr.runnables).To(HaveLen(1))
+			_, runsOnLeaderOnly := mgr.runnables[0].(manager.LeaderElectionRunnable)
+			g.Expect(runsOnLeaderOnly).To(BeFalse(), "a runnable that does not opt out needs leader election")
+
+			ctx, stop := context.WithCancel(context.Background())
+			done := make(chan error)
+			go func() { done <- mgr.runnables[0].Start(ctx) }()
+			g.Consistently(func() int { return testutil.CollectAndCount(gauge) }, 100*time.Millisecond).Should(BeZero(),
+				"not elected: no series")
+
+			close(mgr.elected)
+			g.Eventually(func() error { return testutil.CollectAndCompare(gauge, strings.NewReader(want)) }).Should(Succeed())
+
+			stop()
+			g.Expect(<-done).To(Succeed())
+			g.Expect(testutil.CollectAndCount(gauge)).To(BeZero(), "stopped: no series")
+		})
+	}
+}
+
+// A manager that stops after its successor started leaves the successor's
+// cache in use.
+func TestCacheGaugeSuccessor(t *testing.T) {
+	g := NewWithT(t)
+	scheme := testScheme(t)
+	one, two := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc), toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	g.Expect(two.Add(apiRule("a", metav1.ConditionTrue, "Applied"))).To(Succeed())
+	gauge := newTestReadyGauge()
+	start := func(store toolscache.Store) (context.CancelFunc, chan error) {
+		elected := make(chan struct{})
+		close(elected)
+		mgr := &fakeManager{elected: elected, cache: &fakeCache{store: store}, scheme: scheme}
+		g.Expect(gauge.Serve(mgr)).To(Succeed())
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- mgr.runnables[0].Start(ctx) }()
+		return stop, done
+	}
+	stopOne, doneOne := start(one)
+	g.Eventually(func() bool { return gauge.live.Load() != nil }).Should(BeTrue())
+	stopTwo, doneTwo := start(two)
+	g.Eventually(func() int { return testutil.CollectAndCount(gauge) }).Should(Equal(1))
+	stopOne()
+	g.Expect(<-doneOne).To(Succeed())
+	g.Expect(testutil.CollectAndCount(gauge)).To(Equal(1))
+	stopTwo()
+	g.Expect(<-doneTwo).To(Succeed())
+	g.Expect(testutil.CollectAndCount(gauge)).To(BeZero())
+}
+
+// A fill that fails exports nothing rather than a partial count.
+func TestCacheGaugeFillError(t *testing.T) {
+	g := NewWithT(t)
+	vec := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "test_partial", Help: "h"}, []string{"x"})
+	gauge := NewCacheGauge(vec, func(_ context.Context, _ *Workers, set func(float64, ...string)) error {
+		set(1, "counted before the error")
+		return context.DeadlineExceeded
+	})
+	gauge.live.Store(&Workers{})
+	g.Expect(testutil.CollectAndCount(gauge)).To(BeZero())
+}
+
+var _ ctrl.Manager = &fakeManager{}
