@@ -262,7 +262,7 @@ func answerRoute(b *testing.B, c *indexedClient, req ctrl.Request) {
 	b.Helper()
 	ctx := context.Background()
 	var routes gatewayapiv1.HTTPRouteList
-	if err := c.Client.List(ctx, &routes, client.InNamespace(req.Namespace), client.MatchingLabels{translate.LabelAPIRule: req.Name}); err != nil || len(routes.Items) != 1 {
+	if err := c.List(ctx, &routes, client.InNamespace(req.Namespace), client.MatchingLabels{translate.LabelAPIRule: req.Name}); err != nil || len(routes.Items) != 1 {
 		b.Fatalf("the HTTPRoute of %s: %d routes, %v", req, len(routes.Items), err)
 	}
 	route := &routes.Items[0]
