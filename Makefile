@@ -19,6 +19,12 @@ ACTIONLINT_VERSION := v1.7.12
 CONTROLLER_GEN := $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 ACTIONLINT := $(LOCALBIN)/actionlint-$(ACTIONLINT_VERSION)
+# promtool, Prometheus's rule checker and rule test engine, is a tool of the
+# test/monitoring module (its go.mod's tool directive): built at the
+# Prometheus version that module pins, sharing that module's compiled
+# PromQL packages with its tests.
+PROMETHEUS_VERSION := $(shell awk '$$1 == "github.com/prometheus/prometheus" {print $$2; exit}' test/monitoring/go.mod)
+PROMTOOL := $(LOCALBIN)/promtool-$(PROMETHEUS_VERSION)
 
 # Every go command make runs builds the same flavour of each package: static
 # (no cgo) with trimmed paths, as the images and the release are built. vet,
@@ -30,8 +36,9 @@ export GOFLAGS
 
 # The Go modules of the tree that make lints and tests (hack/tools builds
 # the control plane and is only built): the product (root), the release and
-# OLM tooling, and the e2e suite.
-GO_MODULES := . hack/release e2e
+# OLM tooling, the e2e suite, and the proof of the chart's alerts and
+# dashboard against Prometheus.
+GO_MODULES := . hack/release e2e test/monitoring
 
 # release_tool builds the release module's command $(1) (hack/release/cmd/$(1))
 # into bin/release-tools; the recipe then runs it from the repository root.
@@ -173,7 +180,7 @@ helm-lint: ## Lint charts/portico with the helm CLI (go test ./charts/... lints 
 	"$$(hack/testbin.sh)/helm" lint --strict --namespace portico-system charts/portico
 
 .PHONY: test
-test: prefetch generate manifests traefik-background fmt lint build ## Run unit, envtest and the e2e suite on a real node (builds what it needs; the node needs root).
+test: prefetch generate manifests traefik-background fmt lint build $(PROMTOOL) ## Run unit, envtest and the e2e suite on a real node (builds what it needs; the node needs root).
 	@# traefik-background: Traefik, the node e2e's Gateway API implementation,
 	@# builds from here on, on whatever CPU the rest leaves idle (downloads,
 	@# envtest and benchmark waits); the node e2e raises it to normal
@@ -183,10 +190,11 @@ test: prefetch generate manifests traefik-background fmt lint build ## Run unit,
 	@if [ -n "$$CI" ]; then $(MAKE) --no-print-directory check-clean; fi
 	@# --node: the envtest binaries and the node's in one go build. Test
 	@# binaries are linked without DWARF (-w): faster links, same traces.
-	@# Every module's tests: the product's, then the release and OLM
-	@# tooling's (the e2e module's need a cluster: test-e2e-node below).
-	assets="$$(hack/testbin.sh --node)"; for d in . hack/release; do echo "go test ($$d)"; \
-		(cd $$d && KUBEBUILDER_ASSETS="$$assets" go test -ldflags=-w ./... -count=1) || exit 1; done
+	@# Every module's tests: the product's, the release and OLM tooling's,
+	@# and the chart's alerts and dashboard with promtool (the e2e module's
+	@# need a cluster: test-e2e-node below).
+	assets="$$(hack/testbin.sh --node)"; for d in . hack/release test/monitoring; do echo "go test ($$d)"; \
+		(cd $$d && KUBEBUILDER_ASSETS="$$assets" PROMTOOL=$(PROMTOOL) go test -ldflags=-w ./... -count=1) || exit 1; done
 	@# Every benchmark in its short mode (it asserts results, never speed),
 	@# with the fuzz targets beside it: their instrumented build is CPU, the
 	@# short benchmarks mostly wait for their clusters.
@@ -200,6 +208,10 @@ test: prefetch generate manifests traefik-background fmt lint build ## Run unit,
 # (testdata/fuzz/<Target>/) also run as plain tests in `go test ./...`.
 FUZZ_TARGETS := ./controllers/apirule/internal/translate:FuzzTranslate ./controllers/ratelimit/internal/topology:FuzzCompute
 FUZZ_TIME ?= 10s
+
+.PHONY: test-monitoring
+test-monitoring: $(PROMTOOL) ## Prove the chart's alerts and dashboard (charts/portico/files/monitoring) with promtool check/test rules and the PromQL parser (test/monitoring; make test runs it).
+	cd test/monitoring && PROMTOOL=$(PROMTOOL) go test ./... -count=1
 
 .PHONY: test-fuzz
 test-fuzz: ## Fuzz every fuzz target for FUZZ_TIME each (10s; FUZZ_TIME=10m for a longer hunt). A failure leaves its input in testdata/fuzz: commit it as a seed with the fix.
@@ -315,6 +327,10 @@ $(GOLANGCI_LINT):
 	@mkdir -p $(LOCALBIN)
 	GOBIN=$(LOCALBIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(LOCALBIN)/golangci-lint $@
+
+$(PROMTOOL):
+	@mkdir -p $(LOCALBIN)
+	cd test/monitoring && go build -o $@ github.com/prometheus/prometheus/cmd/promtool
 
 $(ACTIONLINT):
 	@mkdir -p $(LOCALBIN)

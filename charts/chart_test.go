@@ -61,6 +61,7 @@ func TestDefaultRender(t *testing.T) {
 			{"RoleBinding", releaseNamespace, operatorName},
 			{"Deployment", releaseNamespace, operatorName},
 			{"Service", releaseNamespace, operatorName + "-metrics"},
+			{"ConfigMap", releaseNamespace, "portico-dashboard"},
 		}
 		for _, rbac := range readGeneratedRBAC(t) {
 			if rbac.binary == "operator" {
@@ -185,10 +186,26 @@ func TestDefaultRender(t *testing.T) {
 		}))
 	})
 
-	t.Run("no APIGateway and no ServiceMonitor unless asked for", func(t *testing.T) {
+	t.Run("no APIGateway and none of prometheus-operator's objects unless asked for", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(r.ofKind("APIGateway")).To(BeEmpty())
 		g.Expect(r.ofKind("ServiceMonitor")).To(BeEmpty())
+		g.Expect(r.ofKind("PodMonitor")).To(BeEmpty())
+		g.Expect(r.ofKind("PrometheusRule")).To(BeEmpty())
+	})
+
+	t.Run("the Grafana dashboard is a ConfigMap with the sidecar's label", func(t *testing.T) {
+		g := NewWithT(t)
+		cm := get[corev1.ConfigMap](g, r, "ConfigMap", releaseNamespace, "portico-dashboard")
+		g.Expect(cm.Labels).To(HaveKeyWithValue("grafana_dashboard", "1"))
+		g.Expect(cm.Annotations).To(BeEmpty())
+		g.Expect(cm.Data).To(HaveLen(1))
+		want, err := os.ReadFile(filepath.Join(chartDir, "files", "monitoring", "dashboard.json"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(cm.Data["portico.json"]).To(MatchJSON(want))
+		var dashboard struct{ UID, Title string }
+		g.Expect(json.Unmarshal([]byte(cm.Data["portico.json"]), &dashboard)).To(Succeed())
+		g.Expect(dashboard.UID).To(Equal("portico"))
 	})
 
 	t.Run("NOTES explain how to create the APIGateway", func(t *testing.T) {
@@ -554,12 +571,49 @@ controllers:
 				selector, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
 				g.Expect(selector).NotTo(BeEmpty())
 				g.Expect(svc.Labels).To(haveAll(selector), "the ServiceMonitor must select the metrics Service")
+				jobLabel, _, _ := unstructured.NestedString(sm.Object, "spec", "jobLabel")
+				g.Expect(jobLabel).To(Equal("app.kubernetes.io/part-of"), "the alerts select Portico's targets by job=\"portico\"")
+				g.Expect(svc.Labels).To(HaveKeyWithValue("app.kubernetes.io/part-of", "portico"))
 				endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 				g.Expect(endpoints).To(Equal([]any{map[string]any{
 					"port": "metrics", "path": "/metrics", "scheme": "http", "interval": "15s", "scrapeTimeout": "10s",
 				}}))
 				namespaces, _, _ := unstructured.NestedStringSlice(sm.Object, "spec", "namespaceSelector", "matchNames")
 				g.Expect(namespaces).To(Equal([]string{releaseNamespace}))
+			},
+		},
+		{
+			name:   "podMonitor",
+			values: "metrics: {podMonitor: {enabled: true, interval: 15s, scrapeTimeout: 10s, labels: {release: prometheus}}}",
+			check:  checkPodMonitor,
+		},
+		{
+			name:   "podMonitor does not need the operator's metrics",
+			values: "metrics: {enabled: false, podMonitor: {enabled: true}}",
+			check: func(g Gomega, r *rendered) {
+				g.Expect(r.find("PodMonitor", releaseNamespace, "portico-controllers")).NotTo(BeNil())
+			},
+		},
+		{
+			name:   "prometheusRule",
+			values: "metrics: {prometheusRule: {enabled: true, labels: {release: prometheus}}}",
+			check:  checkPrometheusRule,
+		},
+		{
+			name:   "dashboard label, labelValue and annotations",
+			values: "metrics: {dashboard: {label: example.com/dashboard, labelValue: portico, annotations: {grafana_folder: Gateways}}}",
+			check: func(g Gomega, r *rendered) {
+				cm := get[corev1.ConfigMap](g, r, "ConfigMap", releaseNamespace, "portico-dashboard")
+				g.Expect(cm.Labels).To(HaveKeyWithValue("example.com/dashboard", "portico"))
+				g.Expect(cm.Labels).NotTo(HaveKey("grafana_dashboard"))
+				g.Expect(cm.Annotations).To(Equal(map[string]string{"grafana_folder": "Gateways"}))
+			},
+		},
+		{
+			name:   "dashboard off",
+			values: "metrics: {dashboard: {enabled: false}}",
+			check: func(g Gomega, r *rendered) {
+				g.Expect(r.ofKind("ConfigMap")).To(BeEmpty())
 			},
 		},
 		{
@@ -679,6 +733,10 @@ func TestRejectsBadValues(t *testing.T) {
 		{"topology spread without a key", "topologySpreadConstraints: [{maxSkew: 1, whenUnsatisfiable: ScheduleAnyway}]", []string{"at '/topologySpreadConstraints/0'", "topologyKey"}},
 		{"extraArgs without dashes", "extraArgs: [leader-elect]", []string{"at '/extraArgs/0'"}},
 		{"bad serviceMonitor interval", "metrics: {serviceMonitor: {interval: 30}}", []string{"at '/metrics/serviceMonitor/interval'", "want string"}},
+		{"bad podMonitor interval", "metrics: {podMonitor: {interval: 1 minute}}", []string{"at '/metrics/podMonitor/interval'", "does not match pattern"}},
+		{"unknown prometheusRule key", "metrics: {prometheusRule: {rules: []}}", []string{"at '/metrics/prometheusRule'", "'rules' not allowed"}},
+		{"dashboard label not a label key", "metrics: {dashboard: {label: 'grafana dashboard'}}", []string{"at '/metrics/dashboard/label'", "does not match pattern"}},
+		{"dashboard labelValue as a number", "metrics: {dashboard: {labelValue: 1}}", []string{"at '/metrics/dashboard/labelValue'", "want string"}},
 		{"apiGateway.spec as a list", "apiGateway: {spec: []}", []string{"at '/apiGateway/spec'", "want object"}},
 		{
 			"replicas without leader election", "replicas: 2\nleaderElection: {enabled: false}",
@@ -738,7 +796,7 @@ func TestLint(t *testing.T) {
 		{"everything on", `
 replicas: 2
 apiGateway: {create: true, spec: {controllers: [{name: ratelimit, enabled: false}]}}
-metrics: {serviceMonitor: {enabled: true}}
+metrics: {serviceMonitor: {enabled: true}, podMonitor: {enabled: true}, prometheusRule: {enabled: true}, dashboard: {annotations: {grafana_folder: Portico}}}
 controllers: {apirule: {image: mirror.example.com/apirule-controller:v1}, gateway: {secretNames: [wildcard-tls]}}
 crds: {keep: false}
 imagePullSecrets: [{name: regcred}]

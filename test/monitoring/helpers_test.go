@@ -1,0 +1,124 @@
+package monitoring
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
+func TestMetricNames(t *testing.T) {
+	cases := map[string]struct {
+		expr    string
+		want    []string
+		wantErr string
+	}{
+		"a selector":             {expr: `up`, want: []string{"up"}},
+		"aggregation and offset": {expr: `sum by (a) (x_total unless x_total offset 1h) > 0`, want: []string{"x_total"}},
+		"range vector in a function": {
+			expr: `histogram_quantile(0.99, sum by (le) (rate(a_seconds_bucket{job="p"}[5m])))`, want: []string{"a_seconds_bucket"},
+		},
+		"binary expression of two metrics": {expr: `b - on (x) a`, want: []string{"a", "b"}},
+		"subquery":                         {expr: `max_over_time(rate(c_total[1m])[10m:1m])`, want: []string{"c_total"}},
+		"no metric":                        {expr: `time() - 3600`, want: nil},
+		"a syntax error":                   {expr: `sum by (a (x)`, wantErr: "parse"},
+		"a selector without a name":        {expr: `{job="portico"}`, wantErr: "names no metric"},
+		"a name by regular expression":     {expr: `count({__name__=~"portico_.*"})`, wantErr: "names no metric"},
+	}
+	p := parser.NewParser(parser.Options{})
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := MetricNames(p, tc.expr)
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestDocumented(t *testing.T) {
+	documented := map[string]bool{"a_seconds": true, "b_total": true}
+	cases := map[string]bool{
+		"a_seconds":          true,
+		"a_seconds_bucket":   true,
+		"a_seconds_sum":      true,
+		"a_seconds_count":    true,
+		"b_total":            true,
+		"b_total_bucket":     true, // not a histogram, but no series of Portico is named so
+		"c_seconds_bucket":   false,
+		"a_seconds_quantile": false,
+		"b":                  false,
+	}
+	for name, want := range cases {
+		t.Run(name, func(t *testing.T) {
+			NewWithT(t).Expect(Documented(name, documented)).To(Equal(want))
+		})
+	}
+}
+
+func TestExpandVariables(t *testing.T) {
+	values := map[string]string{"__rate_interval": "2m", "job": "portico"}
+	cases := map[string]struct {
+		expr, want, wantErr string
+	}{
+		"no variable":        {expr: `sum(up)`, want: `sum(up)`},
+		"$name":              {expr: `rate(x{job="$job"}[$__rate_interval])`, want: `rate(x{job="portico"}[2m])`},
+		"${name}":            {expr: `rate(x{job="${job}"}[${__rate_interval}])`, want: `rate(x{job="portico"}[2m])`},
+		"${name:format}":     {expr: `x{job=~"${job:regex}"}`, want: `x{job=~"portico"}`},
+		"an unknown one":     {expr: `x{namespace="$namespace", job="$job"}`, wantErr: "no value for $namespace"},
+		"two unknown ones":   {expr: `x[$__range] offset $__interval`, wantErr: "no value for $__range, $__interval"},
+		"a dollar in labels": {expr: `sum by (pod) (x)`, want: `sum by (pod) (x)`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := ExpandVariables(tc.expr, values)
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestDashboardTargets(t *testing.T) {
+	g := NewWithT(t)
+	targets, err := DashboardTargets([]byte(`{"panels": [
+		{"title": "A", "targets": [{"refId": "A", "expr": "up"}, {"refId": "B", "expr": "x"}]},
+		{"type": "row", "title": "R", "panels": [{"title": "C", "targets": [{"refId": "A", "expr": "y"}]}]},
+		{"type": "text", "title": "T"}
+	]}`))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(targets).To(Equal([]Target{
+		{Panel: "A", RefID: "A", Expr: "up"}, {Panel: "A", RefID: "B", Expr: "x"}, {Panel: "C", RefID: "A", Expr: "y"},
+	}))
+
+	_, err = DashboardTargets([]byte(`{"panels": [{"title": "A", "targets": [{"refId": "A", "expr": " "}]}]}`))
+	g.Expect(err).To(MatchError(ContainSubstring(`panel "A", target A: no expr`)))
+	_, err = DashboardTargets([]byte(`{"panels": {}}`))
+	g.Expect(err).To(HaveOccurred())
+}
+
+func TestSectionsAndTables(t *testing.T) {
+	const doc = "# Ops\n\n## Metrics\n\n### Mine\n\n| metric | type |\n|---|---|\n" +
+		"| `a_total` | counter |\n| `b_seconds{x,y}`, `c`, … | histogram |\n| not code | gauge |\n\n" +
+		"#### Sub\n\ntext `d` | x |\n\n### Theirs\n\n| metric | use |\n|---|---|\n| `e` | f |\n\n## Next\n"
+	g := NewWithT(t)
+	mine, err := Section(doc, "Mine")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(TableMetrics(mine)).To(Equal(map[string]bool{"a_total": true, "b_seconds": true, "c": true}))
+	metrics, err := Section(doc, "Metrics")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(metrics).To(ContainSubstring("`e`"))
+	g.Expect(metrics).NotTo(ContainSubstring("Next"))
+	g.Expect(Headings(metrics, 3)).To(Equal([]string{"Mine", "Theirs"}))
+	g.Expect(Headings(mine, 4)).To(Equal([]string{"Sub"}))
+	_, err = Section(doc, "Missing")
+	g.Expect(err).To(MatchError(`no section "Missing"`))
+}
