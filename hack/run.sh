@@ -298,6 +298,13 @@ cat >&2 <<MSG
   kubectl get apirule -n shop orders-gateway-api  # Ready once Traefik accepted its HTTPRoute
   curl --resolve orders.gateway-api.test:$traefik_port:127.0.0.1 http://orders.gateway-api.test:$traefik_port/health
 
+  # metrics: every binary serves :8080/metrics (docs/operations.md#metrics);
+  # the chart can add a PodMonitor, a PrometheusRule and a Grafana dashboard
+  kubectl -n $namespace port-forward service/portico-operator-metrics 18080:8080 &
+  curl -s localhost:18080/metrics | grep '^portico_controller_phase'
+  kubectl -n $namespace port-forward deployment/apirule-controller 18081:8080 &
+  curl -s localhost:18081/metrics | grep -E '^portico_(apirules|spec_to_ready|objects_written)'
+
   make run-istio-remove   # delete Istio's CRDs: controllers removed, Blocked
   make run-istio          # apply them again: controllers roll out
   make run-down           # remove the node and the cluster
