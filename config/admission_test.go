@@ -51,7 +51,12 @@ func TestAdmissionPolicyPutsTheFinalizerOnWhileTheControllerIsDeployed(t *testin
 		u := sample[0].DeepCopy()
 		u.SetName(name)
 		u.SetFinalizers(finalizers)
-		g.Expect(k8sClient.Create(ctx, u)).To(Succeed())
+		// Right after the CRDs and the policy are installed, the API
+		// server's admission may not resolve the kind yet (503 "There can
+		// be a delay …"); that passes.
+		g.Eventually(func() error {
+			return k8sClient.Create(ctx, u)
+		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		rules = append(rules, u)
 		return u
 	}
@@ -60,23 +65,13 @@ func TestAdmissionPolicyPutsTheFinalizerOnWhileTheControllerIsDeployed(t *testin
 	// The first APIRules may meet the policy before the API server has
 	// loaded it; either way none may carry the finalizer.
 	g.Expect(create("without-controller").GetFinalizers()).To(BeEmpty())
+	n := 0
 
-	deployment := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "apirule-controller", Namespace: "portico-system"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: new(int32),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "apirule-controller"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "apirule-controller"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "apirule-controller"}}},
-			},
-		},
-	}
+	deployment := controllerDeployment("portico-system")
 	g.Expect(k8sClient.Create(ctx, deployment)).To(Succeed())
 	t.Cleanup(func() { _ = k8sClient.Delete(ctx, deployment) })
 
 	// The API server loads the policy and sees the Deployment shortly.
-	n := 0
 	g.Eventually(func() []string {
 		n++
 		return create(fmt.Sprintf("with-controller-%d", n)).GetFinalizers()
@@ -102,4 +97,32 @@ func TestAdmissionPolicyPutsTheFinalizerOnWhileTheControllerIsDeployed(t *testin
 		n++
 		return create(fmt.Sprintf("retired-%d", n)).GetFinalizers()
 	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(BeEmpty())
+
+	// Attack: with the policy loaded and no controller, a tenant names a
+	// Deployment of its own namespace like the controller's, to have its
+	// APIRules held by a finalizer nobody removes. The parameter is read in
+	// the controllers' namespace only.
+	decoy := controllerDeployment("shop")
+	g.Expect(k8sClient.Create(ctx, decoy)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, decoy) })
+	g.Consistently(func() []string {
+		n++
+		return create(fmt.Sprintf("decoy-%d", n)).GetFinalizers()
+	}).WithTimeout(3 * time.Second).WithPolling(500 * time.Millisecond).Should(BeEmpty())
+}
+
+// controllerDeployment is a Deployment named as the operator names the
+// apirule controller's, with no replicas.
+func controllerDeployment(namespace string) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "apirule-controller", Namespace: namespace},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: new(int32),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "apirule-controller"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "apirule-controller"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "apirule-controller"}}},
+			},
+		},
+	}
 }

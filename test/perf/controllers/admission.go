@@ -65,7 +65,11 @@ func (b *bench) installFinalizerPolicy(ctx context.Context) error {
 	var admitted bool
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, policyWait, true, func(ctx context.Context) (bool, error) {
 		rule := probe.DeepCopy()
-		if err := b.c.Create(ctx, rule); err != nil {
+		switch err := b.c.Create(ctx, rule); {
+		case apierrors.IsServiceUnavailable(err):
+			// Admission does not resolve the just-installed kind yet.
+			return false, nil
+		case err != nil:
 			return false, fmt.Errorf("create APIRule %s/%s: %w", rule.Namespace, rule.Name, err)
 		}
 		admitted = slices.Contains(rule.Finalizers, apiruleFinalizer)
