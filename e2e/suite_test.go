@@ -21,6 +21,7 @@ import (
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -254,7 +255,7 @@ func connect() {
 	Expect(err).NotTo(HaveOccurred())
 	restConfig.QPS, restConfig.Burst = 100, 200
 	k8sClient, err = client.NewWithWatch(restConfig, client.Options{Scheme: testenv.Scheme(
-		eventsv1.AddToScheme, rbacv1.AddToScheme, gatewayv1alpha1.AddToScheme,
+		eventsv1.AddToScheme, rbacv1.AddToScheme, policyv1.AddToScheme, gatewayv1alpha1.AddToScheme,
 		networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
 		operatorsv1alpha1.AddToScheme, operatorsv1.AddToScheme,
 		gatewayapiv1.Install, gatewayapiv1beta1.Install,
