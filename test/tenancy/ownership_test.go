@@ -68,7 +68,14 @@ func TestATerminatingOwnerKeepsItsHostsUntilItsObjectsAreGone(t *testing.T) {
 			t.Run("never are both tenants' routes live, and team-b's claim is applied once team-a's are gone", func(t *testing.T) {
 				g := NewWithT(t)
 				g.Eventually(func(g Gomega) {
-					a, b := len(writtenFor(g, owner)), len(writtenFor(g, claim))
+					// team-b's objects first, then team-a's: the controller
+					// writes team-b's only once team-a's are gone, and never
+					// writes team-a's again, so team-a's seen after team-b's
+					// were both live at once. (The other order counts a
+					// handover between two reads as an overlap: the reads of
+					// several kinds take longer than the controller does.)
+					b := len(writtenFor(g, claim))
+					a := len(writtenFor(g, owner))
 					if a > 0 && b > 0 {
 						// Not an Eventually-retry: a violation fails at once.
 						t.Fatalf("team-a's %d and team-b's %d Istio objects are live together for %s", a, b, host)
