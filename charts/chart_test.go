@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -200,12 +201,25 @@ func TestDefaultRender(t *testing.T) {
 		g.Expect(cm.Labels).To(HaveKeyWithValue("grafana_dashboard", "1"))
 		g.Expect(cm.Annotations).To(BeEmpty())
 		g.Expect(cm.Data).To(HaveLen(1))
-		want, err := os.ReadFile(filepath.Join(chartDir, "files", "monitoring", "dashboard.json"))
+		raw, err := os.ReadFile(filepath.Join(chartDir, "files", "monitoring", "dashboard.json"))
 		g.Expect(err).NotTo(HaveOccurred())
+		want := strings.ReplaceAll(string(raw), `"portico-system"`, strconv.Quote(releaseNamespace))
 		g.Expect(cm.Data["portico.json"]).To(MatchJSON(want))
-		var dashboard struct{ UID, Title string }
+		g.Expect(cm.Data["portico.json"]).NotTo(ContainSubstring("portico-system"))
+		var dashboard struct {
+			UID, Title string
+			Templating struct {
+				List []struct {
+					Name    string
+					Current struct{ Value string }
+				}
+			}
+		}
 		g.Expect(json.Unmarshal([]byte(cm.Data["portico.json"]), &dashboard)).To(Succeed())
 		g.Expect(dashboard.UID).To(Equal("portico"))
+		g.Expect(dashboard.Templating.List).To(ContainElement(SatisfyAll(
+			HaveField("Name", "namespace"), HaveField("Current.Value", releaseNamespace),
+		)), "the dashboard shows the series of the release namespace")
 	})
 
 	t.Run("NOTES explain how to create the APIGateway", func(t *testing.T) {

@@ -40,6 +40,51 @@ func TestMetricNames(t *testing.T) {
 	}
 }
 
+func TestUnscoped(t *testing.T) {
+	cases := map[string]struct {
+		expr      string
+		keepLabel bool
+		want      []string
+		wantErr   string
+	}{
+		"scoped and grouped by namespace": {
+			expr: `sum by (namespace, reason) (rate(a_total{namespace="ns", job="p"}[5m])) > 0`, keepLabel: true,
+		},
+		"without another label keeps namespace": {expr: `max without (pod) (a{namespace="ns"})`, keepLabel: true},
+		"no namespace matcher":                  {expr: `max(a{job="p"})`, want: []string{`a{job="p"}`}},
+		"another namespace":                     {expr: `a{namespace="team-a"}`, want: []string{`a{namespace="team-a"}`}},
+		"a regular expression":                  {expr: `a{namespace=~"ns|team-a"}`, want: []string{`a{namespace=~"ns|team-a"}`}},
+		"one side of a binary expression": {
+			expr: `a{namespace="ns"} unless b offset 1h`, want: []string{`b offset 1h`},
+		},
+		"sum drops the namespace": {
+			expr: `sum(a{namespace="ns"}) < 1`, keepLabel: true, want: []string{`sum(a{namespace="ns"})`},
+		},
+		"by without namespace": {
+			expr: `sum by (reason) (a{namespace="ns"})`, keepLabel: true, want: []string{`sum by (reason) (a{namespace="ns"})`},
+		},
+		"without namespace": {
+			expr: `sum without (namespace) (a{namespace="ns"})`, keepLabel: true,
+			want: []string{`sum without (namespace) (a{namespace="ns"})`},
+		},
+		"aggregations not checked": {expr: `sum(a{namespace="ns"})`},
+		"a syntax error":           {expr: `sum(`, wantErr: "parse"},
+	}
+	p := parser.NewParser(parser.Options{})
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := Unscoped(p, tc.expr, "ns", tc.keepLabel)
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}
+
 func TestDocumented(t *testing.T) {
 	documented := map[string]bool{"a_seconds": true, "b_total": true}
 	cases := map[string]bool{

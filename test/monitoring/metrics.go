@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
@@ -56,3 +57,38 @@ func Documented(name string, documented map[string]bool) bool {
 	}
 	return false
 }
+
+// Unscoped parses expr and returns what in it may read or mix in series
+// outside the namespace ns: each selector without the matcher
+// namespace="ns", and, when keepLabel, each aggregation that drops the
+// namespace label (sum(...), by without it, without(namespace)) so that the
+// alert no longer says whose series fired it. A tenant can expose series of
+// Portico's names from its own namespace; only the namespace label, which
+// prometheus-operator sets from the scraped pod, tells them apart.
+func Unscoped(p parser.Parser, expr, ns string, keepLabel bool) ([]string, error) {
+	node, err := p.ParseExpr(expr)
+	if err != nil {
+		return nil, fmt.Errorf("parse %q: %w", expr, err)
+	}
+	var out []string
+	parser.Inspect(node, func(n parser.Node, _ []parser.Node) error {
+		switch n := n.(type) {
+		case *parser.VectorSelector:
+			if !slices.ContainsFunc(n.LabelMatchers, func(m *labels.Matcher) bool {
+				return m.Name == namespaceLabel && m.Type == labels.MatchEqual && m.Value == ns
+			}) {
+				out = append(out, n.String())
+			}
+		case *parser.AggregateExpr:
+			if keepLabel && slices.Contains(n.Grouping, namespaceLabel) == n.Without {
+				out = append(out, n.String())
+			}
+		}
+		return nil
+	})
+	return out, nil
+}
+
+// namespaceLabel is the label prometheus-operator gives every target the
+// namespace of its pod or Service.
+const namespaceLabel = "namespace"

@@ -199,6 +199,51 @@ var grafanaValues = map[string]string{
 	"__interval":      "30s",
 	"__range":         "6h",
 	"job":             "portico",
+	"namespace":       porticoNamespace,
+}
+
+// porticoNamespace is the namespace rules.yaml and dashboard.json are
+// written for; the chart puts the release namespace in its place
+// (charts/monitoring_test.go checks it does).
+const porticoNamespace = "portico-system"
+
+// Every selector of the rules and of the dashboard reads only the series of
+// Portico's namespace, and every aggregation of the rules keeps the
+// namespace label: a tenant's series of the same names from its own
+// namespace neither fire nor hide an alert (rules_test.yaml runs that attack)
+// nor show on the dashboard.
+func TestExpressionsReadOnlyPorticosNamespace(t *testing.T) {
+	p := parser.NewParser(parser.Options{})
+	check := func(t *testing.T, where, expr string, keepLabel bool) {
+		t.Helper()
+		unscoped, err := Unscoped(p, expr, porticoNamespace, keepLabel)
+		if err != nil {
+			t.Errorf("%s: %v", where, err)
+		}
+		for _, part := range unscoped {
+			t.Errorf("%s: %s may read or merge series outside namespace %s", where, part, porticoNamespace)
+		}
+	}
+	t.Run("rules", func(t *testing.T) {
+		for _, alert := range loadAlerts(t) {
+			check(t, rulesFile+", "+alert.Alert, alert.Expr, true)
+		}
+	})
+	t.Run("dashboard", func(t *testing.T) {
+		targets, err := DashboardTargets([]byte(readFile(t, filepath.Join(assetsDir, dashboardFile))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, target := range targets {
+			where := dashboardFile + ", " + target.Panel + " " + target.RefID
+			expr, err := ExpandVariables(target.Expr, grafanaValues)
+			if err != nil {
+				t.Errorf("%s: %v", where, err)
+				continue
+			}
+			check(t, where, expr, false)
+		}
+	})
 }
 
 // Every expression of the rules and of the dashboard parses with
