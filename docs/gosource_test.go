@@ -115,26 +115,34 @@ type value struct {
 }
 
 // contractValues are the constants of internal/contract that the flag
-// definitions use, imported rather than read.
-var contractValues = map[string]value{
-	"FlagMetricsAddress":          {kind: kindString, text: contract.FlagMetricsAddress},
-	"FlagHealthAddress":           {kind: kindString, text: contract.FlagHealthAddress},
-	"FlagLeaderElect":             {kind: kindString, text: contract.FlagLeaderElect},
-	"FlagLeaderElectionNS":        {kind: kindString, text: contract.FlagLeaderElectionNS},
-	"FlagLogLevel":                {kind: kindString, text: contract.FlagLogLevel},
-	"FlagNamespace":               {kind: kindString, text: contract.FlagNamespace},
-	"FlagPprofAddress":            {kind: kindString, text: contract.FlagPprofAddress},
-	"FlagKubeAPIQPS":              {kind: kindString, text: contract.FlagKubeAPIQPS},
-	"FlagKubeAPIBurst":            {kind: kindString, text: contract.FlagKubeAPIBurst},
-	"FlagKubeAPITimeout":          {kind: kindString, text: contract.FlagKubeAPITimeout},
-	"FlagGracefulShutdownTimeout": {kind: kindString, text: contract.FlagGracefulShutdownTimeout},
-	// An untyped constant: a fractional default would not compile here.
-	"DefaultKubeAPIQPS":     {kind: kindInt, n: contract.DefaultKubeAPIQPS},
-	"DefaultKubeAPIBurst":   {kind: kindInt, n: contract.DefaultKubeAPIBurst},
-	"DefaultKubeAPITimeout": {kind: kindDuration, n: int64(contract.DefaultKubeAPITimeout)},
-	"MetricsPort":           {kind: kindInt, n: contract.MetricsPort},
-	"HealthPort":            {kind: kindInt, n: contract.HealthPort},
-}
+// definitions use, imported rather than read: the flag names (strings), then
+// the numbers.
+var contractValues = func() map[string]value {
+	out := map[string]value{
+		// An untyped constant: a fractional default would not compile here.
+		"DefaultKubeAPIQPS":     {kind: kindInt, n: contract.DefaultKubeAPIQPS},
+		"DefaultKubeAPIBurst":   {kind: kindInt, n: contract.DefaultKubeAPIBurst},
+		"DefaultKubeAPITimeout": {kind: kindDuration, n: int64(contract.DefaultKubeAPITimeout)},
+		"MetricsPort":           {kind: kindInt, n: contract.MetricsPort},
+		"HealthPort":            {kind: kindInt, n: contract.HealthPort},
+	}
+	for name, flag := range map[string]string{
+		"FlagMetricsAddress":          contract.FlagMetricsAddress,
+		"FlagHealthAddress":           contract.FlagHealthAddress,
+		"FlagLeaderElect":             contract.FlagLeaderElect,
+		"FlagLeaderElectionNS":        contract.FlagLeaderElectionNS,
+		"FlagLogLevel":                contract.FlagLogLevel,
+		"FlagNamespace":               contract.FlagNamespace,
+		"FlagPprofAddress":            contract.FlagPprofAddress,
+		"FlagKubeAPIQPS":              contract.FlagKubeAPIQPS,
+		"FlagKubeAPIBurst":            contract.FlagKubeAPIBurst,
+		"FlagKubeAPITimeout":          contract.FlagKubeAPITimeout,
+		"FlagGracefulShutdownTimeout": contract.FlagGracefulShutdownTimeout,
+	} {
+		out[name] = value{kind: kindString, text: flag}
+	}
+	return out
+}()
 
 var durationUnits = map[string]time.Duration{
 	"Nanosecond": time.Nanosecond, "Microsecond": time.Microsecond, "Millisecond": time.Millisecond,
