@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 
+	"github.com/onsi/gomega"
 	dto "github.com/prometheus/client_model/go"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -16,43 +17,63 @@ func Sample(name string, labels map[string]string) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("gather: %w", err)
 	}
-	var sum float64
 	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if matches(m, labels) {
-				sum += value(m)
-			}
+		if f.GetName() == name {
+			return SumSamples(f, labels), nil
 		}
 	}
-	return sum, nil
+	return 0, nil
 }
 
-func matches(m *dto.Metric, labels map[string]string) bool {
-	found := 0
-	for _, l := range m.GetLabel() {
-		want, ok := labels[l.GetName()]
-		if !ok {
-			continue
+// SampleOf is Sample inside a Gomega assertion (an Eventually's g, or a
+// test's): a failed scrape fails it.
+func SampleOf(g gomega.Gomega, name string, labels map[string]string) float64 {
+	v, err := Sample(name, labels)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	return v
+}
+
+// SumSamples adds up the values of the samples of family that carry every
+// label of want (nil: all of them). A scrape of the registry here and one of
+// a process's /metrics (test/perf) read their series alike.
+func SumSamples(family *dto.MetricFamily, want map[string]string) float64 {
+	var sum float64
+	for _, m := range family.GetMetric() {
+		if hasLabels(m, want) {
+			sum += SampleValue(m)
 		}
-		if want != l.GetValue() {
-			return false
-		}
-		found++
 	}
-	return found == len(labels)
+	return sum
 }
 
-func value(m *dto.Metric) float64 {
+// SampleValue is a sample's value: a counter's, gauge's or untyped metric's,
+// or the count of observations of a histogram or summary.
+func SampleValue(m *dto.Metric) float64 {
 	switch {
 	case m.Counter != nil:
 		return m.Counter.GetValue()
 	case m.Gauge != nil:
 		return m.Gauge.GetValue()
+	case m.Untyped != nil:
+		return m.Untyped.GetValue()
 	case m.Histogram != nil:
 		return float64(m.Histogram.GetSampleCount())
+	case m.Summary != nil:
+		return float64(m.Summary.GetSampleCount())
 	}
 	return 0
+}
+
+// hasLabels reports whether the sample carries every label of want.
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	found := 0
+	for _, l := range m.GetLabel() {
+		if v, ok := want[l.GetName()]; ok {
+			if v != l.GetValue() {
+				return false
+			}
+			found++
+		}
+	}
+	return found == len(want)
 }

@@ -14,11 +14,7 @@ import (
 )
 
 // sample is the value of a series of the controller's registry now.
-func sample(g Gomega, name string, labels map[string]string) float64 {
-	v, err := testenv.Sample(name, labels)
-	g.Expect(err).NotTo(HaveOccurred())
-	return v
-}
+var sample = testenv.SampleOf
 
 // The controller's series follow real reconciles: the APIRules by Ready
 // condition match the API server's, an APIRule refused counts once however

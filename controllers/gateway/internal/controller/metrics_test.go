@@ -16,11 +16,7 @@ import (
 )
 
 // sample is the value of a series of the controller's registry now.
-func sample(g Gomega, name string, labels map[string]string) float64 {
-	v, err := testenv.Sample(name, labels)
-	g.Expect(err).NotTo(HaveOccurred())
-	return v
-}
+var sample = testenv.SampleOf
 
 // The serving certificate's expiry is exported by the elected manager, from
 // the status the controller wrote, and only while it runs; the objects the

@@ -9,6 +9,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/portico-dev/portico/test/testenv"
 )
 
 // Metrics is one scrape of a Prometheus endpoint, by metric family name.
@@ -49,38 +51,6 @@ func ScrapeMetrics(ctx context.Context, url string) (Metrics, error) {
 	return m, nil
 }
 
-// value is a sample's value: a counter's, gauge's or untyped metric's, or
-// the sample count of a histogram or summary.
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.Counter != nil:
-		return m.Counter.GetValue()
-	case m.Gauge != nil:
-		return m.Gauge.GetValue()
-	case m.Untyped != nil:
-		return m.Untyped.GetValue()
-	case m.Histogram != nil:
-		return float64(m.Histogram.GetSampleCount())
-	case m.Summary != nil:
-		return float64(m.Summary.GetSampleCount())
-	}
-	return 0
-}
-
-// matches reports whether the sample carries every label of want.
-func matches(m *dto.Metric, want map[string]string) bool {
-	found := 0
-	for _, l := range m.GetLabel() {
-		if v, ok := want[l.GetName()]; ok {
-			if v != l.GetValue() {
-				return false
-			}
-			found++
-		}
-	}
-	return found == len(want)
-}
-
 // Has reports whether the scrape holds the metric family name.
 func (m Metrics) Has(name string) bool {
 	_, ok := m[name]
@@ -90,13 +60,7 @@ func (m Metrics) Has(name string) bool {
 // Sum adds up the samples of name that carry every label of want (nil:
 // all of them).
 func (m Metrics) Sum(name string, want map[string]string) float64 {
-	var sum float64
-	for _, s := range m[name].GetMetric() {
-		if matches(s, want) {
-			sum += value(s)
-		}
-	}
-	return sum
+	return testenv.SumSamples(m[name], want)
 }
 
 // ByLabel adds up the samples of name by the value of one label.
@@ -109,7 +73,7 @@ func (m Metrics) ByLabel(name, label string) map[string]float64 {
 				key = l.GetValue()
 			}
 		}
-		out[key] += value(s)
+		out[key] += testenv.SampleValue(s)
 	}
 	return out
 }
