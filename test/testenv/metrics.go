@@ -77,3 +77,22 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 	}
 	return found == len(want)
 }
+
+// ExpectByReady expects the gauge name, which counts objects by their Ready
+// condition (labels ready and reason: portico_apirules, portico_ratelimits),
+// to count exactly objects, the ready and reason of every object the API
+// server holds, and objects to hold each of present at least once (the
+// states the test made).
+func ExpectByReady(g gomega.Gomega, name string, objects [][2]string, present ...[2]string) {
+	want := map[[2]string]float64{}
+	for _, labels := range objects {
+		want[labels]++
+	}
+	for _, labels := range present {
+		g.Expect(want).To(gomega.HaveKey(labels), "no object is %v", labels)
+	}
+	for labels, n := range want {
+		g.Expect(SampleOf(g, name, map[string]string{"ready": labels[0], "reason": labels[1]})).To(gomega.Equal(n), "%s%v", name, labels)
+	}
+	g.Expect(SampleOf(g, name, nil)).To(gomega.BeNumerically("==", len(objects)), "%s in all", name)
+}

@@ -76,17 +76,13 @@ func TestMetrics(t *testing.T) {
 		NewWithT(t).Eventually(func(g Gomega) {
 			var rules gatewayv1alpha1.APIRuleList
 			g.Expect(k8sClient.List(ctx, &rules)).To(Succeed())
-			want := map[[2]string]float64{}
+			var objects [][2]string
 			for _, r := range rules.Items {
 				ready, reason := metrics.ReadyLabels(r.Status.Conditions, readyReasons)
-				want[[2]string{ready, reason}]++
+				objects = append(objects, [2]string{ready, reason})
 			}
-			g.Expect(want[[2]string{"True", gatewayv1alpha1.ReasonApplied}]).To(BeNumerically(">=", 1))
-			g.Expect(want[[2]string{"False", gatewayv1alpha1.ReasonHostOccupied}]).To(BeNumerically(">=", 1))
-			for k, n := range want {
-				g.Expect(sample(g, "portico_apirules", map[string]string{"ready": k[0], "reason": k[1]})).To(Equal(n), "%v", k)
-			}
-			g.Expect(sample(g, "portico_apirules", nil)).To(BeNumerically("==", len(rules.Items)))
+			testenv.ExpectByReady(g, "portico_apirules", objects,
+				[2]string{"True", gatewayv1alpha1.ReasonApplied}, [2]string{"False", gatewayv1alpha1.ReasonHostOccupied})
 		}, eventually).Should(Succeed())
 	})
 

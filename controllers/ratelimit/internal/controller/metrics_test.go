@@ -82,17 +82,13 @@ func TestMetrics(t *testing.T) {
 		NewWithT(t).Eventually(func(g Gomega) {
 			var limits gatewayv1alpha1.RateLimitList
 			g.Expect(k8sClient.List(ctx, &limits)).To(Succeed())
-			want := map[[2]string]float64{}
+			var objects [][2]string
 			for _, l := range limits.Items {
 				ready, reason := metrics.ReadyLabels(l.Status.Conditions, readyReasons)
-				want[[2]string{ready, reason}]++
+				objects = append(objects, [2]string{ready, reason})
 			}
-			g.Expect(want[[2]string{"True", gatewayv1alpha1.ReasonEnforced}]).To(BeNumerically(">=", 1))
-			g.Expect(want[[2]string{"False", gatewayv1alpha1.ReasonConflicted}]).To(BeNumerically(">=", 1))
-			for k, n := range want {
-				g.Expect(sample(g, "portico_ratelimits", map[string]string{"ready": k[0], "reason": k[1]})).To(Equal(n), "%v", k)
-			}
-			g.Expect(sample(g, "portico_ratelimits", nil)).To(BeNumerically("==", len(limits.Items)))
+			testenv.ExpectByReady(g, "portico_ratelimits", objects,
+				[2]string{"True", gatewayv1alpha1.ReasonEnforced}, [2]string{"False", gatewayv1alpha1.ReasonConflicted})
 		}, eventually).Should(Succeed())
 	})
 
