@@ -4,7 +4,9 @@
 // the github.com/prometheus/prometheus module this module pins), and every
 // PromQL expression of the rules and of the Grafana dashboard parses with
 // Prometheus's PromQL parser and names only metrics docs/operations.md
-// documents (which docs/facts_test.go holds to the code).
+// documents (which docs/facts_test.go holds to the code) and reads only
+// the series of Portico's namespace, portico-system, which the chart
+// replaces with the release namespace (docs/threat-model.md, section 8).
 //
 // It is a module of its own so that the Prometheus module's dependency graph
 // never reaches the product's go.mod. It reads the chart and the docs; it
