@@ -192,15 +192,6 @@ func documentedMetrics(t *testing.T) map[string]bool {
 	return out
 }
 
-// grafanaValues are values of the variables the dashboard uses, as Grafana
-// would substitute them.
-var grafanaValues = map[string]string{
-	"__rate_interval": "2m",
-	"__interval":      "30s",
-	"__range":         "6h",
-	"job":             "portico",
-}
-
 // Every expression of the rules and of the dashboard parses with
 // Prometheus's parser and reads only documented metrics.
 func TestExpressionsReadDocumentedMetrics(t *testing.T) {
@@ -238,7 +229,7 @@ func TestExpressionsReadDocumentedMetrics(t *testing.T) {
 		}
 		for _, target := range targets {
 			where := dashboardFile + ", " + target.Panel + " " + target.RefID
-			expr, err := ExpandVariables(target.Expr, grafanaValues)
+			expr, err := ExpandVariables(target.Expr, DashboardVariables)
 			if err != nil {
 				t.Errorf("%s: %v", where, err)
 				continue
