@@ -26,6 +26,8 @@ ACTIONLINT := $(LOCALBIN)/actionlint-$(ACTIONLINT_VERSION)
 # with its tests. PROMETHEUS_TAGS drop every service discovery but
 # Kubernetes' (the e2e's) from both; without the builtinassets tag the
 # server has no web UI, only its HTTP API, which is all the e2e asks.
+# Cold (empty build cache): 326 CPU-seconds for both, against 460 for the
+# untagged promtool alone.
 PROMETHEUS_VERSION := $(shell awk '$$1 == "github.com/prometheus/prometheus" {print $$2; exit}' test/monitoring/go.mod)
 PROMTOOL := $(LOCALBIN)/promtool-$(PROMETHEUS_VERSION)
 PROMETHEUS := $(LOCALBIN)/prometheus-$(PROMETHEUS_VERSION)
