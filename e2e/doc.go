@@ -22,8 +22,15 @@
 //     HTTPRoute mode it installs the Gateway API's CRDs while Portico runs
 //     and runs a real implementation, Traefik (hack/traefik.sh), as a host
 //     process: it accepts the APIRules' HTTPRoutes and routes to real pods.
+//     A real Prometheus server (make builds it from test/monitoring's
+//     Prometheus module) runs as a host process too: it scrapes the operator
+//     and the controllers' pods as the chart's ServiceMonitor and PodMonitor
+//     would and evaluates the chart's PrometheusRule (its `for`s shortened to
+//     10s); specs cause faults and record how long each alert takes to fire
+//     and to resolve (_artifacts/alert-timings.md), and every metric the
+//     rules and the dashboard read must be among the series it scraped.
 //     The suite removes the node with everything it made (hack/node.sh
-//     down) and stops Traefik.
+//     down) and stops Traefik and Prometheus.
 //   - kind (`make test-e2e-kind`, needs Docker and kind): a kind cluster, the
 //     same images loaded as archives, the chart installed, real pods.
 //

@@ -273,6 +273,7 @@ var _ = Describe("Portico", Ordered, func() {
 	It("removes only the ratelimit controller when the EnvoyFilter CRD is deleted; apirule keeps serving", func(ctx SpecContext) {
 		before := deployment(Default, "apirule-controller")
 		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "envoyfilters.networking.istio.io"}}
+		faultAt := time.Now()
 		Expect(k8sClient.Delete(ctx, crd)).To(Succeed())
 		Eventually(isGone(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "ratelimit-controller"}}), timeout, interval).Should(BeTrue())
 		Eventually(func(g Gomega) {
@@ -298,10 +299,20 @@ var _ = Describe("Portico", Ordered, func() {
 			g.Expect(vs.Spec.Http[0].Timeout.AsDuration()).To(Equal(15 * time.Second))
 		}, timeout, interval).Should(Succeed())
 
+		blocked := map[string]string{"controller": string(ratelimt)}
+		var fired time.Duration
+		if promURL != "" {
+			fired = alertFires("PorticoControllerBlocked", blocked, faultAt)
+		}
+
 		By("installing the EnvoyFilter CRD again")
 		Eventually(isGone(crd), timeout, interval).Should(BeTrue())
+		fixAt := time.Now()
 		installIstioCRDs(ctx)
 		Eventually(func(g Gomega) { g.Expect(gatewayStatus(g).State).To(Equal(operatorv1alpha1.StateReady)) }, timeout, interval).Should(Succeed())
+		if promURL != "" {
+			alertResolves("PorticoControllerBlocked", blocked, "EnvoyFilter CRD deleted (ratelimit)", fired, fixAt)
+		}
 	})
 
 	It("recreates a controller Deployment deleted by hand", func(ctx SpecContext) {
@@ -381,6 +392,7 @@ var _ = Describe("Portico", Ordered, func() {
 	})
 
 	It("reports Degraded naming the cause when a rollout cannot progress", func(ctx SpecContext) {
+		faultAt := time.Now()
 		if target.RealPods() {
 			setController(operatorv1alpha1.ControllerSpec{Name: ratelimt, Image: imageRegistry + "/does-not-exist:never"})
 			Eventually(func(g Gomega) {
@@ -400,10 +412,23 @@ var _ = Describe("Portico", Ordered, func() {
 				g.Expect(gatewayStatus(g).State).To(Equal(operatorv1alpha1.StateError))
 			}, timeout, interval).Should(Succeed())
 		}
+		degraded := map[string]string{"controller": string(ratelimt)}
+		var fired time.Duration
+		if promURL != "" {
+			fired = alertFires("PorticoControllerDegraded", degraded, faultAt)
+		}
 		By("undoing the change, which recovers")
+		fixAt := time.Now()
 		setController(operatorv1alpha1.ControllerSpec{Name: ratelimt})
 		Eventually(func(g Gomega) { g.Expect(controllerStatus(g, ratelimt).Phase).To(Equal(operatorv1alpha1.PhaseReady)) }, 2*timeout, interval).Should(Succeed())
+		if promURL != "" {
+			alertResolves("PorticoControllerDegraded", degraded, "image that cannot be pulled (ratelimit)", fired, fixAt)
+		}
 	})
+
+	notReadyAlertSpecs()
+	quarantineAlertSpec()
+	noLeaderAlertSpec()
 
 	It("upgrades with helm to the next release while the APIRule's routes keep answering, then rolls back", func(ctx SpecContext) {
 		if target != framework.TargetNode {
@@ -433,6 +458,8 @@ var _ = Describe("Portico", Ordered, func() {
 	// its Go module, minutes on a cold machine) has had the time the specs
 	// before them spend waiting for pods and rollouts to finish building.
 	gatewayAPISpecs(orders)
+
+	scrapedMetricsSpec()
 
 	It("removes every controller when the APIGateway is deleted, leaving users' objects", func(ctx SpecContext) {
 		Expect(k8sClient.Delete(ctx, &operatorv1alpha1.APIGateway{ObjectMeta: metav1.ObjectMeta{Name: "default"}})).To(Succeed())

@@ -162,6 +162,7 @@ func setUpNode(ctx context.Context) {
 	By("creating " + namespace + " with the restricted Pod Security Standard enforced")
 	Expect(k8sClient.Create(ctx, restrictedNamespace(namespace))).To(Succeed())
 	installRelease(ctx, releaseV1)
+	startPrometheus(ctx)
 }
 
 // restrictedNamespace is a namespace whose pods must meet the restricted
@@ -273,6 +274,7 @@ var _ = AfterSuite(func(ctx SpecContext) {
 	olmBuild.Stop() // done unless the OLM specs did not run
 	traefikBuild.Stop()
 	traefik.Stop() // stopped already unless a Gateway API spec failed
+	prometheus.Stop()
 	if os.Getenv("E2E_KEEP_CLUSTER") != "" {
 		fmt.Fprintf(GinkgoWriter, "keeping the cluster: KUBECONFIG=%s\n", kubeconfig)
 		return

@@ -167,3 +167,47 @@ func TestSectionsAndTables(t *testing.T) {
 	_, err = Section(doc, "Missing")
 	g.Expect(err).To(MatchError(`no section "Missing"`))
 }
+
+func TestExpressions(t *testing.T) {
+	const rules = `
+groups:
+  - name: g
+    rules:
+      - alert: A
+        expr: sum(x_total) > 0
+      - record: r:y
+        expr: rate(y_seconds_bucket[5m])
+`
+	const dashboard = `{"panels": [{"title": "P", "targets": [{"refId": "A", "expr": "rate(z_total{job=\"$job\"}[$__rate_interval])"}]}]}`
+	cases := map[string]struct {
+		rules, dashboard string
+		want             []Expression
+		wantErr          string
+	}{
+		"rules and dashboard": {rules: rules, dashboard: dashboard, want: []Expression{
+			{Where: "rules.yaml, A", Expr: "sum(x_total) > 0", Metrics: []string{"x_total"}},
+			{Where: "rules.yaml, r:y", Expr: "rate(y_seconds_bucket[5m])", Metrics: []string{"y_seconds_bucket"}},
+			{Where: "dashboard.json, P A", Expr: `rate(z_total{job="portico"}[2m])`, Metrics: []string{"z_total"}},
+		}},
+		"a rule that reads no metric": {
+			rules: "groups: [{name: g, rules: [{alert: A, expr: 'time() > bool 0'}]}]", dashboard: `{"panels": []}`, wantErr: "A: \"time() > bool 0\" reads no metric",
+		},
+		"a rule that does not parse": {rules: "groups: [{name: g, rules: [{alert: A, expr: 'sum('}]}]", dashboard: `{"panels": []}`, wantErr: "A: parse"},
+		"an unknown dashboard variable": {
+			rules: "groups: []", dashboard: `{"panels": [{"title": "P", "targets": [{"refId": "B", "expr": "up{x=\"$nope\"}"}]}]}`, wantErr: "P B",
+		},
+		"rules that are not YAML": {rules: "groups: [", dashboard: dashboard, wantErr: "rules"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := Expressions([]byte(tc.rules), []byte(tc.dashboard))
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}

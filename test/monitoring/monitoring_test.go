@@ -192,16 +192,6 @@ func documentedMetrics(t *testing.T) map[string]bool {
 	return out
 }
 
-// grafanaValues are values of the variables the dashboard uses, as Grafana
-// would substitute them.
-var grafanaValues = map[string]string{
-	"__rate_interval": "2m",
-	"__interval":      "30s",
-	"__range":         "6h",
-	"job":             "portico",
-	"namespace":       porticoNamespace,
-}
-
 // porticoNamespace is the namespace rules.yaml and dashboard.json are
 // written for; the chart puts the release namespace in its place
 // (charts/monitoring_test.go checks it does).
@@ -236,7 +226,7 @@ func TestExpressionsReadOnlyPorticosNamespace(t *testing.T) {
 		}
 		for _, target := range targets {
 			where := dashboardFile + ", " + target.Panel + " " + target.RefID
-			expr, err := ExpandVariables(target.Expr, grafanaValues)
+			expr, err := ExpandVariables(target.Expr, DashboardVariables)
 			if err != nil {
 				t.Errorf("%s: %v", where, err)
 				continue
@@ -283,7 +273,7 @@ func TestExpressionsReadDocumentedMetrics(t *testing.T) {
 		}
 		for _, target := range targets {
 			where := dashboardFile + ", " + target.Panel + " " + target.RefID
-			expr, err := ExpandVariables(target.Expr, grafanaValues)
+			expr, err := ExpandVariables(target.Expr, DashboardVariables)
 			if err != nil {
 				t.Errorf("%s: %v", where, err)
 				continue

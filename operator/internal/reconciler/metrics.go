@@ -5,6 +5,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/contract"
 )
 
 var allPhases = []operatorv1alpha1.ControllerPhase{
@@ -53,6 +54,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "portico_operator_write_errors_total",
 			Help: "Failed API writes by controller and operation.",
 		}, []string{"controller", "operation"}),
+	}
+	// The write counters start at zero for every label value they can take,
+	// so that rate() and increase() see a failure's first increment (a
+	// series born at 1 has no increase) and the rules and the dashboard
+	// that read them find the series before anything failed.
+	for _, op := range []string{"apply", "delete", "status"} {
+		m.Writes.WithLabelValues(op)
+	}
+	m.Errors.WithLabelValues("", "status")
+	for _, c := range contract.Controllers {
+		m.Errors.WithLabelValues(string(c.Name), "apply")
+		m.Errors.WithLabelValues(string(c.Name), "delete")
 	}
 	if reg != nil {
 		reg.MustRegister(m.Phase, m.CRDAvailable, m.PreconditionsMet, m.Writes, m.Errors)
