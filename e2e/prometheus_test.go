@@ -392,22 +392,22 @@ func noLeaderAlertSpec() {
 		if promURL == "" {
 			Skip("Prometheus runs on the node target")
 		}
-		scale := func(replicas int32) {
+		scale := func(ctx context.Context, replicas int32) {
 			GinkgoHelper()
 			Expect(k8sClient.Patch(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "portico-operator", Namespace: namespace}},
 				client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)))).To(Succeed())
 		}
 		before := ptr.Deref(deployment(Default, "portico-operator").Spec.Replicas, 1)
-		DeferCleanup(func() { scale(before) })
+		DeferCleanup(func(ctx SpecContext) { scale(ctx, before) }) // the spec's ctx is done by then
 		noLeader := map[string]string{"namespace": namespace}
 		Expect(alertState("PorticoOperatorNoLeader", noLeader)(Default)).To(BeEmpty())
 
 		faultAt := time.Now()
-		scale(0)
+		scale(ctx, 0)
 		fired := alertFires("PorticoOperatorNoLeader", noLeader, faultAt)
 
 		fixAt := time.Now()
-		scale(before)
+		scale(ctx, before)
 		Eventually(func(g Gomega) {
 			d := deployment(g, "portico-operator")
 			g.Expect(d.Status.ObservedGeneration).To(Equal(d.Generation))
