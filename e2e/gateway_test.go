@@ -152,7 +152,7 @@ func verifyChain(chainPEM, caPEM []byte, host string) error {
 // issueOwnCertificate makes what a user brings for the secretName source:
 // a CA of their own and a certificate for *.<domain> and <domain> signed by
 // it (ECDSA P-256). certPEM is the leaf followed by the CA.
-func issueOwnCertificate(domain string) (caPEM, certPEM, keyPEM []byte) {
+func issueOwnCertificate(domain string, lifetime time.Duration) (caPEM, certPEM, keyPEM []byte) {
 	now := time.Now()
 	serial := func() *big.Int {
 		n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
@@ -182,7 +182,7 @@ func issueOwnCertificate(domain string) (caPEM, certPEM, keyPEM []byte) {
 		Subject:      pkix.Name{CommonName: "*." + domain},
 		DNSNames:     []string{"*." + domain, domain},
 		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(90 * 24 * time.Hour),
+		NotAfter:     now.Add(lifetime),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}, ca, &key.PublicKey, caKey)
@@ -345,7 +345,7 @@ func defaultGatewaySpecs() {
 	It("switches to the user's certificate (secretName) and back to selfSigned while a client keeps requesting", func(ctx SpecContext) {
 		skipUnlessNode()
 		selfSignedCA := caBundle()
-		ownCA, ownCert, ownKey := issueOwnCertificate(gatewayDomain)
+		ownCA, ownCert, ownKey := issueOwnCertificate(gatewayDomain, 90*24*time.Hour)
 		own := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: ownCertSecret, Namespace: gatewayNamespace},
 			Type:       corev1.SecretTypeTLS,
@@ -420,6 +420,38 @@ func defaultGatewaySpecs() {
 			Expect(back.Failed).To(Equal(back.Errors["unknown-authority"]),
 				"the only failures allowed are of the client not trusting the new CA: the gateway always presented a certificate and routed: %v, last: %v", back.Errors, back.Last)
 		}
+	})
+
+	It("warns of a secretName certificate that expires within 14 days (status and PorticoGatewayCertificateExpiring), and stops once selfSigned serves again", func(ctx SpecContext) {
+		skipUnlessNode()
+		By("replacing the user's certificate in " + ownCertSecret + " with one that expires in 10 days")
+		_, shortCert, shortKey := issueOwnCertificate(gatewayDomain, 10*24*time.Hour)
+		own := &corev1.Secret{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: gatewayNamespace, Name: ownCertSecret}, own)).To(Succeed())
+		own.Data = map[string][]byte{corev1.TLSCertKey: shortCert, corev1.TLSPrivateKeyKey: shortKey}
+		Expect(k8sClient.Update(ctx, own)).To(Succeed())
+		ownCertVersion = own.ResourceVersion
+
+		faultAt := time.Now()
+		updateGateway(func(gw *operatorv1alpha1.APIGateway) {
+			gw.Spec.Gateway.Certificate = &operatorv1alpha1.GatewayCertificate{SecretName: ownCertSecret}
+		})
+		Eventually(func(g Gomega) {
+			st := defaultGatewayStatus(g)
+			g.Expect(st.State).To(Equal(operatorv1alpha1.GatewayWarning), "%s: %s", st.Reason, st.Message)
+			g.Expect(st.Reason).To(Equal(operatorv1alpha1.ReasonCertificateExpiring))
+			g.Expect(st.SecretName).To(Equal(ownCertSecret), "a certificate that expires in 10 days still serves")
+		}, timeout, interval).Should(Succeed())
+		expiring := map[string]string{"namespace": namespace}
+		fired := alertFires("PorticoGatewayCertificateExpiring", expiring, faultAt)
+
+		By("switching back to selfSigned, which Portico renews")
+		fixAt := time.Now()
+		updateGateway(func(gw *operatorv1alpha1.APIGateway) {
+			gw.Spec.Gateway.Certificate = &operatorv1alpha1.GatewayCertificate{SelfSigned: &operatorv1alpha1.SelfSignedCertificate{}}
+		})
+		Eventually(func(g Gomega) { expectServing(g, selfSignedSecret, caObjects) }, timeout, interval).Should(Succeed())
+		alertResolves("PorticoGatewayCertificateExpiring", expiring, "a secretName certificate that expires in 10 days", fired, fixAt)
 	})
 
 	It("keeps the default gateway after spec.gateway.enabled is set to false while an APIRule uses it, and removes all of it once none does", func(ctx SpecContext) {
