@@ -429,6 +429,7 @@ var _ = Describe("Portico", Ordered, func() {
 	notReadyAlertSpecs()
 	quarantineAlertSpec()
 	noLeaderAlertSpec()
+	writeErrorsAlertSpec()
 
 	It("upgrades with helm to the next release while the APIRule's routes keep answering, then rolls back", func(ctx SpecContext) {
 		if target != framework.TargetNode {

@@ -17,12 +17,14 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -414,5 +416,83 @@ func noLeaderAlertSpec() {
 			g.Expect(d.Status.AvailableReplicas).To(Equal(before))
 		}, 2*timeout, interval).Should(Succeed())
 		alertResolves("PorticoOperatorNoLeader", noLeader, "operator scaled to zero", fired, fixAt)
+	})
+}
+
+// writeErrorsAlertSpec has an admission policy of the cluster's (as a
+// Kyverno or Gatekeeper rule would) reject the operator's repair of a
+// Deployment edited by hand: the operator's writes fail and its reconciles
+// return errors, so PorticoOperatorWriteErrors and PorticoReconcileErrors
+// fire. Both read a 10-minute window of the counters, so they resolve only
+// 10 minutes after the fix: the spec records the times to fire, and that the
+// repair goes through once the policy is gone.
+func writeErrorsAlertSpec() {
+	It("fires PorticoOperatorWriteErrors and PorticoReconcileErrors while an admission policy rejects the operator's repairs", func(ctx SpecContext) {
+		if promURL == "" {
+			Skip("Prometheus runs on the node target")
+		}
+		const target = "ratelimit-controller"
+		policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-deny-operator-repairs"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+						Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}},
+					},
+				}}},
+				MatchConditions: []admissionregistrationv1.MatchCondition{{
+					Name: "the-operators-writes-to-" + target,
+					Expression: fmt.Sprintf("request.userInfo.username == 'system:serviceaccount:%s:portico-operator' && object.metadata.namespace == '%s' && object.metadata.name == '%s'",
+						namespace, namespace, target),
+				}},
+				Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "the e2e's policy rejects the operator's writes"}},
+			},
+		}
+		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName:        policy.Name,
+				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			},
+		}
+		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+		Expect(k8sClient.Create(ctx, binding)).To(Succeed())
+		removePolicy := func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, binding))).To(Succeed())
+			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, policy))).To(Succeed())
+		}
+		DeferCleanup(func(ctx SpecContext) { removePolicy(ctx) })
+		want := ptr.Deref(deployment(Default, target).Spec.Replicas, 1)
+
+		By("waiting until the API server enforces the policy (a dry-run write as the operator is rejected)")
+		asOperator := rest.CopyConfig(restConfig)
+		asOperator.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + namespace + ":portico-operator"}
+		operatorClient, err := client.New(asOperator, client.Options{Scheme: k8sClient.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			err := operatorClient.Update(ctx, deployment(g, target), client.DryRunAll)
+			g.Expect(err).To(MatchError(ContainSubstring("the e2e's policy rejects the operator's writes")))
+		}, timeout, interval).Should(Succeed())
+
+		By("scaling " + target + " by hand, which the operator repairs and the policy rejects")
+		faultAt := time.Now()
+		Eventually(func() error {
+			d := deployment(Default, target)
+			d.Spec.Replicas = ptr.To(want + 1)
+			return k8sClient.Update(ctx, d, client.FieldOwner("kubectl-edit"))
+		}, timeout, interval).Should(Succeed())
+		operatorErrors := map[string]string{"namespace": namespace, "controller": "ratelimit"}
+		firedWrites := alertFires("PorticoOperatorWriteErrors", operatorErrors, faultAt)
+		reportTo(alertTimingsFile, "| PorticoOperatorWriteErrors | an admission policy rejects the operator's repair | %s | – (a 10-minute window) |", firedWrites.Round(time.Second))
+		firedReconcile := alertFires("PorticoReconcileErrors", map[string]string{"namespace": namespace}, faultAt)
+		reportTo(alertTimingsFile, "| PorticoReconcileErrors | an admission policy rejects the operator's repair | %s | – (a 10-minute window) |", firedReconcile.Round(time.Second))
+
+		By("removing the policy: the operator's repair goes through")
+		removePolicy(ctx)
+		Eventually(func(g Gomega) {
+			g.Expect(ptr.Deref(deployment(g, target).Spec.Replicas, 1)).To(Equal(want))
+		}, 2*timeout, interval).Should(Succeed())
 	})
 }

@@ -19,6 +19,7 @@ import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -256,7 +257,7 @@ func connect() {
 	Expect(err).NotTo(HaveOccurred())
 	restConfig.QPS, restConfig.Burst = 100, 200
 	k8sClient, err = client.NewWithWatch(restConfig, client.Options{Scheme: testenv.Scheme(
-		eventsv1.AddToScheme, rbacv1.AddToScheme, policyv1.AddToScheme, gatewayv1alpha1.AddToScheme,
+		eventsv1.AddToScheme, rbacv1.AddToScheme, policyv1.AddToScheme, admissionregistrationv1.AddToScheme, gatewayv1alpha1.AddToScheme,
 		networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
 		operatorsv1alpha1.AddToScheme, operatorsv1.AddToScheme,
 		gatewayapiv1.Install, gatewayapiv1beta1.Install,
