@@ -57,6 +57,52 @@ type APIGatewaySpec struct {
 	// gateway use. Not set means no default gateway.
 	// +optional
 	Gateway *GatewaySpec `json:"gateway,omitempty"`
+
+	// networkPolicies confines each controller's network traffic with a
+	// NetworkPolicy the operator writes beside its Deployment. Not set: on,
+	// and no namespace may reach the controllers' metrics.
+	// +optional
+	NetworkPolicies *NetworkPoliciesSpec `json:"networkPolicies,omitempty"`
+}
+
+// NetworkPoliciesSpec configures the controllers' NetworkPolicies. Each
+// lets a controller's pods connect only to the API server (the addresses
+// of Service default/kubernetes's endpoints and its ClusterIP) and to DNS
+// (port 53), and accept connections only on the metrics and health ports
+// from pods of the namespaces named here. A cluster without a network
+// plugin that enforces NetworkPolicies stores them and enforces nothing.
+type NetworkPoliciesSpec struct {
+	// enabled makes the operator write a NetworkPolicy for each running
+	// controller; false removes them. Default true.
+	// +optional
+	// +kubebuilder:default=true
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// metricsFromNamespaces names the namespaces whose pods may connect to
+	// the controllers' metrics and health ports (a Prometheus's namespace).
+	// Empty: none may. The kubelet's probes come from the node, which
+	// enforcing network plugins allow.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	MetricsFromNamespaces []string `json:"metricsFromNamespaces,omitempty"`
+}
+
+// NetworkPoliciesEnabled reports whether the operator writes the
+// controllers' NetworkPolicies: unless spec.networkPolicies.enabled is false.
+func (s *APIGatewaySpec) NetworkPoliciesEnabled() bool {
+	return s.NetworkPolicies == nil || s.NetworkPolicies.Enabled == nil || *s.NetworkPolicies.Enabled
+}
+
+// MetricsFromNamespaces is the namespaces that may reach the controllers'
+// metrics and health ports.
+func (s *APIGatewaySpec) MetricsFromNamespaces() []string {
+	if s.NetworkPolicies == nil {
+		return nil
+	}
+	return s.NetworkPolicies.MetricsFromNamespaces
 }
 
 // APIRulesSpec holds the cluster administrator's grants to APIRules.

@@ -20,9 +20,12 @@ import (
 )
 
 // RBAC of the operator: read APIGateways and write their status, read CRDs,
-// manage Deployments and PodDisruptionBudgets and read the Deployments'
-// ReplicaSets and pods in its own namespace, write Events and Leases (leader election also records a core
-// Event on its Lease). Nothing else.
+// manage Deployments, PodDisruptionBudgets and NetworkPolicies and read the
+// Deployments' ReplicaSets and pods in its own namespace, write Events and
+// Leases (leader election also records a core Event on its Lease), and read
+// the EndpointSlices of namespace default (the API server's addresses, which
+// the NetworkPolicies allow; the cache reads only Service kubernetes's).
+// Nothing else.
 //
 // +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways/status,verbs=get;update;patch
@@ -32,6 +35,8 @@ import (
 // +kubebuilder:rbac:groups="",namespace=portico-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=apps,namespace=portico-system,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,namespace=portico-system,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,namespace=portico-system,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=discovery.k8s.io,namespace=default,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,namespace=portico-system,resources=replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=portico-system,resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=portico-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
