@@ -59,18 +59,19 @@ type APIGatewaySpec struct {
 	Gateway *GatewaySpec `json:"gateway,omitempty"`
 
 	// networkPolicies confines each controller's network traffic with a
-	// NetworkPolicy the operator writes beside its Deployment. Not set: on,
-	// and no namespace may reach the controllers' metrics.
+	// NetworkPolicy the operator writes beside its Deployment: its pods may
+	// connect only to the API server (the addresses of Service
+	// default/kubernetes's endpoints and its ClusterIP) and to DNS (port 53),
+	// and accept connections only on the metrics port, from pods of the
+	// namespaces named in metricsFromNamespaces (the kubelet's probes come
+	// from the node, which enforcing network plugins allow). A cluster
+	// without a network plugin that enforces NetworkPolicies stores them and
+	// enforces nothing. Not set: on, and no namespace may reach the metrics.
 	// +optional
 	NetworkPolicies *NetworkPoliciesSpec `json:"networkPolicies,omitempty"`
 }
 
-// NetworkPoliciesSpec configures the controllers' NetworkPolicies. Each
-// lets a controller's pods connect only to the API server (the addresses
-// of Service default/kubernetes's endpoints and its ClusterIP) and to DNS
-// (port 53), and accept connections only on the metrics and health ports
-// from pods of the namespaces named here. A cluster without a network
-// plugin that enforces NetworkPolicies stores them and enforces nothing.
+// NetworkPoliciesSpec configures the controllers' NetworkPolicies.
 type NetworkPoliciesSpec struct {
 	// enabled makes the operator write a NetworkPolicy for each running
 	// controller; false removes them. Default true.
@@ -79,9 +80,8 @@ type NetworkPoliciesSpec struct {
 	Enabled *bool `json:"enabled,omitempty"`
 
 	// metricsFromNamespaces names the namespaces whose pods may connect to
-	// the controllers' metrics and health ports (a Prometheus's namespace).
-	// Empty: none may. The kubelet's probes come from the node, which
-	// enforcing network plugins allow.
+	// the controllers' metrics port (a Prometheus's namespace). Empty: none
+	// may.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
@@ -97,7 +97,7 @@ func (s *APIGatewaySpec) NetworkPoliciesEnabled() bool {
 }
 
 // MetricsFromNamespaces is the namespaces that may reach the controllers'
-// metrics and health ports.
+// metrics port.
 func (s *APIGatewaySpec) MetricsFromNamespaces() []string {
 	if s.NetworkPolicies == nil {
 		return nil

@@ -7,13 +7,17 @@ import (
 	. "github.com/onsi/gomega"
 )
 
-// kubectl explain documents the default gateway's Gateway API fields.
+// kubectl explain documents the default gateway's Gateway API fields and
+// the network policies.
 func TestKubectlExplainDocumentsTheGatewayAPIDefaultGateway(t *testing.T) {
 	for field, want := range map[string][]string{
-		"apigateways.spec.gateway.gatewayAPI":                  {"Gateway API Gateway", "portico-gateway-redirect"},
-		"apigateways.spec.gateway.gatewayAPI.routeNamespaces":  {"https listener"},
-		"apigateways.spec.gateway.gatewayAPI.gatewayClassName": {"istio"},
-		"apigateways.status.gateway.gatewayAPI":                {"Gateway API Gateway"},
+		"apigateways.spec.gateway.gatewayAPI":                    {"Gateway API Gateway", "portico-gateway-redirect"},
+		"apigateways.spec.gateway.gatewayAPI.routeNamespaces":    {"https listener"},
+		"apigateways.spec.gateway.gatewayAPI.gatewayClassName":   {"istio"},
+		"apigateways.status.gateway.gatewayAPI":                  {"Gateway API Gateway"},
+		"apigateways.spec.networkPolicies":                       {"API server", "enforces nothing"},
+		"apigateways.spec.networkPolicies.enabled":               {"Default true"},
+		"apigateways.spec.networkPolicies.metricsFromNamespaces": {"metrics port"},
 	} {
 		NewWithT(t).Eventually(func(g Gomega) {
 			out, err := env.Explain(field)

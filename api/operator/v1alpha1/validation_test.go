@@ -162,6 +162,19 @@ func TestAPIGatewayValidation(t *testing.T) {
 			obj:     gateway("default", operatorv1alpha1.ControllerSpec{Name: "apirule", ImagePullSecrets: []corev1.LocalObjectReference{{Name: "mirror"}, {Name: "mirror"}}}),
 			wantErr: `spec.controllers[0].imagePullSecrets[1]: Duplicate value`,
 		},
+		"a metrics namespace that is not a namespace name": {
+			obj:     withNetworkPolicies(operatorv1alpha1.NetworkPoliciesSpec{MetricsFromNamespaces: []string{"monitoring", "Team_A"}}),
+			wantErr: "spec.networkPolicies.metricsFromNamespaces[1] in body should match",
+		},
+		"a metrics namespace listed twice": {
+			obj:     withNetworkPolicies(operatorv1alpha1.NetworkPoliciesSpec{MetricsFromNamespaces: []string{"monitoring", "monitoring"}}),
+			wantErr: "spec.networkPolicies.metricsFromNamespaces[1]: Duplicate value",
+		},
+		"seventeen metrics namespaces": {
+			obj: withNetworkPolicies(operatorv1alpha1.NetworkPoliciesSpec{MetricsFromNamespaces: []string{
+				"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q"}}),
+			wantErr: "spec.networkPolicies.metricsFromNamespaces: Too many: 17: must have at most 16 items",
+		},
 		"an image with a space": {
 			obj:     gateway("default", operatorv1alpha1.ControllerSpec{Name: "apirule", Image: "reg/apirule controller:1"}),
 			wantErr: "image must not contain spaces",
@@ -174,6 +187,34 @@ func TestAPIGatewayValidation(t *testing.T) {
 			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
 		})
 	}
+}
+
+func withNetworkPolicies(spec operatorv1alpha1.NetworkPoliciesSpec) *operatorv1alpha1.APIGateway {
+	gw := gateway("default")
+	gw.Spec.NetworkPolicies = &spec
+	return gw
+}
+
+// An empty networkPolicies block turns into enabled: true; not set at all,
+// the operator still writes the policies.
+func TestNetworkPoliciesDefaults(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	gw := withNetworkPolicies(operatorv1alpha1.NetworkPoliciesSpec{MetricsFromNamespaces: []string{"monitoring"}})
+	g.Expect(k8sClient.Create(ctx, gw, client.DryRunAll)).To(Succeed())
+	g.Expect(gw.Spec.NetworkPolicies.Enabled).To(Equal(ptr.To(true)))
+	g.Expect(gw.Spec.NetworkPoliciesEnabled()).To(BeTrue())
+	g.Expect(gw.Spec.MetricsFromNamespaces()).To(Equal([]string{"monitoring"}))
+
+	unset := gateway("default")
+	g.Expect(k8sClient.Create(ctx, unset, client.DryRunAll)).To(Succeed())
+	g.Expect(unset.Spec.NetworkPolicies).To(BeNil())
+	g.Expect(unset.Spec.NetworkPoliciesEnabled()).To(BeTrue())
+	g.Expect(unset.Spec.MetricsFromNamespaces()).To(BeEmpty())
+
+	off := withNetworkPolicies(operatorv1alpha1.NetworkPoliciesSpec{Enabled: ptr.To(false)})
+	g.Expect(k8sClient.Create(ctx, off, client.DryRunAll)).To(Succeed())
+	g.Expect(off.Spec.NetworkPoliciesEnabled()).To(BeFalse())
 }
 
 func TestGatewayDefaults(t *testing.T) {

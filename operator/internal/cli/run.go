@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -67,13 +70,22 @@ func (o *runOptions) bindFlags(cmd *cobra.Command) {
 
 // schemeBuilder registers every type the operator reads or writes.
 var schemeBuilder = runtime.NewSchemeBuilder(
-	corev1.AddToScheme, appsv1.AddToScheme, policyv1.AddToScheme, apiextensionsv1.AddToScheme, operatorv1alpha1.AddToScheme)
+	corev1.AddToScheme, appsv1.AddToScheme, policyv1.AddToScheme, networkingv1.AddToScheme, discoveryv1.AddToScheme, apiextensionsv1.AddToScheme, operatorv1alpha1.AddToScheme)
 
 // Scheme holds every type the operator reads or writes.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(schemeBuilder.AddToScheme(s))
 	return s
+}
+
+// clusterIP parses an IP address, or returns the zero Addr.
+func clusterIP(host string) netip.Addr {
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return addr
 }
 
 // relatedImages collects RELATED_IMAGE_* variables (OLM convention).
@@ -142,6 +154,9 @@ func run(ctx context.Context, o *runOptions) error {
 		Recorder: mgr.GetEventRecorder(operatorv1alpha1.FieldManager),
 		Clock:    clock.RealClock{},
 		Metrics:  reconciler.DefaultMetrics(),
+		// In a pod, the API server's ClusterIP; elsewhere not set (the
+		// policies then allow its endpoints only).
+		APIServerClusterIP: clusterIP(os.Getenv("KUBERNETES_SERVICE_HOST")),
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up reconciler: %w", err)

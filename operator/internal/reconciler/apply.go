@@ -7,11 +7,13 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,16 +60,47 @@ var (
 			return policyv1ac.ExtractPodDisruptionBudget(b, operatorv1alpha1.FieldManager)
 		},
 	}
+	networkPolicyKind = managedKind[*networkingv1.NetworkPolicy]{
+		name:   "networkpolicy",
+		newObj: func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} },
+		extract: func(p *networkingv1.NetworkPolicy) (any, error) {
+			return networkingv1ac.ExtractNetworkPolicy(p, operatorv1alpha1.FieldManager)
+		},
+	}
 )
+
+// applyConfiguration is the part of a typed apply configuration the
+// reconciler reads.
+type applyConfiguration interface {
+	GetName() *string
+	GetNamespace() *string
+}
 
 // applyDeployment server-side applies the controller's Deployment; see applyObject.
 func (r *Reconciler) applyDeployment(ctx context.Context, name operatorv1alpha1.ControllerName, desired *appsv1ac.DeploymentApplyConfiguration, live *appsv1.Deployment) (*appsv1.Deployment, error) {
 	return applyObject(ctx, r, deploymentKind, name, *desired.Namespace, *desired.Name, desired, live)
 }
 
-// applyDisruptionBudget server-side applies the controller's PodDisruptionBudget; see applyObject.
-func (r *Reconciler) applyDisruptionBudget(ctx context.Context, name operatorv1alpha1.ControllerName, desired *policyv1ac.PodDisruptionBudgetApplyConfiguration, live *policyv1.PodDisruptionBudget) (*policyv1.PodDisruptionBudget, error) {
-	return applyObject(ctx, r, disruptionBudgetKind, name, *desired.Namespace, *desired.Name, desired, live)
+// reconcileManaged applies a controller's companion object (its
+// PodDisruptionBudget, its NetworkPolicy), or deletes the live one when it
+// must have none (desired nil). One being deleted is recreated once it is
+// gone. An object of that name that carries the operator's labels but that
+// no APIGateway controls is someone else's: it is neither taken over nor
+// deleted, and the error says so.
+func reconcileManaged[T client.Object, A applyConfiguration](ctx context.Context, r *Reconciler, kind managedKind[T],
+	controller operatorv1alpha1.ControllerName, desired A, live T, snap *snapshot) error {
+	if any(desired) == any(*new(A)) {
+		return deleteManaged(ctx, r, kind, controller, live)
+	}
+	if any(live) != any(*new(T)) && !live.GetDeletionTimestamp().IsZero() {
+		return nil
+	}
+	if snap.foreign[kind.name+"/"+*desired.GetName()] {
+		return fmt.Errorf("%s %s/%s exists and no APIGateway controls it: the operator does not take it over; delete it to let the operator create its own",
+			kind.name, *desired.GetNamespace(), *desired.GetName())
+	}
+	_, err := applyObject(ctx, r, kind, controller, *desired.GetNamespace(), *desired.GetName(), desired, live)
+	return err
 }
 
 // applyObject server-side applies the desired object unless that would
@@ -149,20 +182,13 @@ func ownedFields[T client.Object](kind managedKind[T], o T) ([]byte, error) {
 	return json.Marshal(owned)
 }
 
-// deleteDeployment removes a managed Deployment; see deleteObject.
-func (r *Reconciler) deleteDeployment(ctx context.Context, name operatorv1alpha1.ControllerName, live *appsv1.Deployment) error {
-	if live == nil {
+// deleteManaged removes a managed object of the kind, if there is one;
+// see deleteObject.
+func deleteManaged[T client.Object](ctx context.Context, r *Reconciler, kind managedKind[T], controller operatorv1alpha1.ControllerName, live T) error {
+	if any(live) == any(*new(T)) {
 		return nil
 	}
-	return r.deleteObject(ctx, deploymentKind.name, name, live)
-}
-
-// deleteDisruptionBudget removes a managed PodDisruptionBudget; see deleteObject.
-func (r *Reconciler) deleteDisruptionBudget(ctx context.Context, name operatorv1alpha1.ControllerName, live *policyv1.PodDisruptionBudget) error {
-	if live == nil {
-		return nil
-	}
-	return r.deleteObject(ctx, disruptionBudgetKind.name, name, live)
+	return r.deleteObject(ctx, kind.name, controller, live)
 }
 
 // deleteObject removes a managed object, unless it is already being

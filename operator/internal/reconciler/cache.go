@@ -3,9 +3,12 @@ package reconciler
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,15 +17,23 @@ import (
 	"github.com/portico-dev/portico/internal/contract"
 )
 
+// The Service whose endpoints are the API server's: default/kubernetes. The
+// API server names its EndpointSlice like the Service.
+const (
+	APIServerNamespace = "default"
+	APIServerService   = "kubernetes"
+)
+
 // ManagedSelector selects the objects the operator manages.
 var ManagedSelector = labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": operatorv1alpha1.ManagedBy})
 
 // CacheOptions configures the manager's cache so memory stays flat however
 // many CRDs the cluster has: CRDs keep only what gating reads (and nothing
 // at all unless the catalog needs them), Deployments, PodDisruptionBudgets,
-// the Deployments' ReplicaSets and pods are cached only in the operator
-// namespace with the managed-by label (ReplicaSets and pods inherit it from
-// the pod template).
+// NetworkPolicies, the Deployments' ReplicaSets and pods are cached only in
+// the operator namespace with the managed-by label (ReplicaSets and pods
+// inherit it from the pod template), and EndpointSlices only the API
+// server's one.
 func CacheOptions(namespace string, requiredCRDs []string) cache.Options {
 	managed := cache.ByObject{
 		Namespaces: map[string]cache.Config{namespace: {}},
@@ -34,6 +45,8 @@ func CacheOptions(namespace string, requiredCRDs []string) cache.Options {
 	pods.Transform = TransformPod
 	budgets := managed
 	budgets.Transform = KeepOwnManagedFields
+	policies := managed
+	policies.Transform = KeepOwnManagedFields
 	replicaSets := managed
 	replicaSets.Transform = TransformReplicaSet
 	return cache.Options{
@@ -42,8 +55,16 @@ func CacheOptions(namespace string, requiredCRDs []string) cache.Options {
 			&apiextensionsv1.CustomResourceDefinition{}: {Transform: contract.TransformCRD(requiredCRDs)},
 			&appsv1.Deployment{}:                        deployments,
 			&policyv1.PodDisruptionBudget{}:             budgets,
-			&appsv1.ReplicaSet{}:                        replicaSets,
-			&corev1.Pod{}:                               pods,
+			&networkingv1.NetworkPolicy{}:               policies,
+			// Only Service default/kubernetes's slice: the API server's
+			// addresses. Nobody but the cluster's administrators (and the
+			// API server itself) can write there.
+			&discoveryv1.EndpointSlice{}: {
+				Namespaces: map[string]cache.Config{APIServerNamespace: {}},
+				Field:      fields.OneTermEqualSelector("metadata.name", APIServerService),
+			},
+			&appsv1.ReplicaSet{}: replicaSets,
+			&corev1.Pod{}:        pods,
 		},
 	}
 }

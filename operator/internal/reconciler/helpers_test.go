@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -149,6 +150,11 @@ func deleteGateway(t *testing.T) {
 		g.Expect(k8sClient.List(ctx, &list, client.InNamespace(namespace))).To(Succeed())
 		for _, b := range list.Items {
 			g.Expect(metav1.GetControllerOf(&b)).To(BeNil(), "the operator removes every PodDisruptionBudget it controls: %s", b.Name)
+		}
+		var policies networkingv1.NetworkPolicyList
+		g.Expect(k8sClient.List(ctx, &policies, client.InNamespace(namespace))).To(Succeed())
+		for _, p := range policies.Items {
+			g.Expect(metav1.GetControllerOf(&p)).To(BeNil(), "the operator removes every NetworkPolicy it controls: %s", p.Name)
 		}
 	}, eventually).Should(Succeed())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -11,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -44,6 +44,10 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 	// Metrics receives the phase and precondition series.
 	Metrics *Metrics
+	// APIServerClusterIP is Service default/kubernetes's ClusterIP, which the
+	// controllers' NetworkPolicies allow besides its endpoints (network
+	// plugins that match before translating it); the zero Addr leaves it out.
+	APIServerClusterIP netip.Addr
 
 	// lastWrite remembers the status this reconciler last wrote and the
 	// resourceVersion it was written over: until the cache catches up with
@@ -132,7 +136,9 @@ func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alph
 	r.recordPreconditions(entry, &gw.Spec, snap, gate)
 	if !gate.Run {
 		res.Phase, res.Reason, res.Message, res.MissingCRDs = gate.Phase, gate.Reason, gate.Message, gate.MissingCRDs
-		err := errors.Join(r.deleteDeployment(ctx, entry.Name, live), r.deleteDisruptionBudget(ctx, entry.Name, snap.ownBudget(entry)))
+		err := errors.Join(deleteManaged(ctx, r, deploymentKind, entry.Name, live),
+			deleteManaged(ctx, r, disruptionBudgetKind, entry.Name, snap.budgets[entry.Binary()]),
+			deleteManaged(ctx, r, networkPolicyKind, entry.Name, snap.policies[entry.Binary()]))
 		if err != nil {
 			setDegraded(&res, err)
 			return res, err
@@ -167,9 +173,11 @@ func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alph
 		setDegraded(&res, err)
 		return res, err
 	}
-	if err := r.reconcileDisruptionBudget(ctx, entry, render.DisruptionBudget(render.Input{
-		Entry: entry, Spec: spec, Namespace: r.Namespace, Owner: render.Owner{Name: gw.Name, UID: gw.UID},
-	}), snap); err != nil {
+	companions := render.Input{Entry: entry, Spec: spec, Namespace: r.Namespace, Owner: render.Owner{Name: gw.Name, UID: gw.UID}}
+	if err := errors.Join(
+		reconcileManaged(ctx, r, disruptionBudgetKind, entry.Name, render.DisruptionBudget(companions), snap.budgets[entry.Binary()], snap),
+		r.reconcileNetworkPolicy(ctx, &gw.Spec, companions, snap),
+	); err != nil {
 		setDegraded(&res, err)
 		return res, err
 	}
@@ -190,18 +198,22 @@ func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alph
 	return res, nil
 }
 
-// reconcileDisruptionBudget applies the controller's budget, or deletes
-// the one it has when it must have none (desired nil).
-func (r *Reconciler) reconcileDisruptionBudget(ctx context.Context, entry catalog.Entry, desired *policyv1ac.PodDisruptionBudgetApplyConfiguration, snap *snapshot) error {
-	live := snap.ownBudget(entry)
+// reconcileNetworkPolicy applies the controller's NetworkPolicy, or deletes
+// it when policies are off. While no endpoint of the API server is known a
+// policy cannot be rendered without cutting the controller off: the one it
+// has (if any) stays as it is, and none is created.
+func (r *Reconciler) reconcileNetworkPolicy(ctx context.Context, spec *operatorv1alpha1.APIGatewaySpec, in render.Input, snap *snapshot) error {
+	live := snap.policies[in.Entry.Binary()]
+	if !spec.NetworkPoliciesEnabled() {
+		return deleteManaged(ctx, r, networkPolicyKind, in.Entry.Name, live)
+	}
+	desired := render.NetworkPolicy(in, snap.apiServer, spec.MetricsFromNamespaces())
 	if desired == nil {
-		return r.deleteDisruptionBudget(ctx, entry.Name, live)
+		ctrl.LoggerFrom(ctx).Info("Not writing the controller's NetworkPolicy: no endpoint of Service default/kubernetes is known",
+			"controller", in.Entry.Name, "kept", live != nil)
+		return nil
 	}
-	if live != nil && !live.DeletionTimestamp.IsZero() {
-		return nil // recreated once it is gone
-	}
-	_, err := r.applyDisruptionBudget(ctx, entry.Name, desired, live)
-	return err
+	return reconcileManaged(ctx, r, networkPolicyKind, in.Entry.Name, desired, live, snap)
 }
 
 // imageID is the digest the ready pods of the Deployment's current template
@@ -224,28 +236,30 @@ func (r *Reconciler) deleteUnknown(ctx context.Context, snap *snapshot) error {
 		return slices.ContainsFunc(r.Catalog, func(e catalog.Entry) bool { return e.Binary() == name })
 	}
 	var errs []error
-	for name, d := range snap.deployments {
-		if !known(name) {
-			errs = append(errs, r.deleteDeployment(ctx, controllerOf(d), d))
-		}
-	}
-	for name, b := range snap.budgets {
-		if !known(name) {
-			errs = append(errs, r.deleteDisruptionBudget(ctx, controllerOf(b), b))
-		}
-	}
+	errs = append(errs, deleteEach(ctx, r, deploymentKind, snap.deployments, known)...)
+	errs = append(errs, deleteEach(ctx, r, disruptionBudgetKind, snap.budgets, known)...)
+	errs = append(errs, deleteEach(ctx, r, networkPolicyKind, snap.policies, known)...)
 	return errors.Join(errs...)
 }
 
 func (r *Reconciler) deleteAll(ctx context.Context, snap *snapshot) error {
+	none := func(string) bool { return false }
 	var errs []error
-	for _, d := range snap.deployments {
-		errs = append(errs, r.deleteDeployment(ctx, controllerOf(d), d))
-	}
-	for _, b := range snap.budgets {
-		errs = append(errs, r.deleteDisruptionBudget(ctx, controllerOf(b), b))
-	}
+	errs = append(errs, deleteEach(ctx, r, deploymentKind, snap.deployments, none)...)
+	errs = append(errs, deleteEach(ctx, r, disruptionBudgetKind, snap.budgets, none)...)
+	errs = append(errs, deleteEach(ctx, r, networkPolicyKind, snap.policies, none)...)
 	return errors.Join(errs...)
+}
+
+// deleteEach deletes every object of the map whose name keep rejects.
+func deleteEach[T client.Object](ctx context.Context, r *Reconciler, kind managedKind[T], objects map[string]T, keep func(string) bool) []error {
+	var errs []error
+	for name, o := range objects {
+		if !keep(name) {
+			errs = append(errs, deleteManaged(ctx, r, kind, controllerOf(o), o))
+		}
+	}
+	return errs
 }
 
 // controllerOf is the catalog controller a managed object's label names.

@@ -6,6 +6,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -63,6 +65,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&apiextensionsv1.CustomResourceDefinition{}, toDefault, builder.WithPredicates(requiredCRD)).
 		Watches(&appsv1.Deployment{}, toDefault, builder.WithPredicates(managed)).
 		Watches(&policyv1.PodDisruptionBudget{}, toDefault, builder.WithPredicates(managed)).
+		Watches(&networkingv1.NetworkPolicy{}, toDefault, builder.WithPredicates(managed)).
+		Watches(&discoveryv1.EndpointSlice{}, toDefault, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == APIServerNamespace && o.GetName() == APIServerService
+		}))).
 		Watches(&appsv1.ReplicaSet{}, toDefault, builder.WithPredicates(managed)).
 		Watches(&corev1.Pod{}, toDefault, builder.WithPredicates(managed)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).

@@ -3,10 +3,13 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,8 +18,8 @@ import (
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
-	"github.com/portico-dev/portico/operator/internal/catalog"
 	"github.com/portico-dev/portico/operator/internal/gating"
+	"github.com/portico-dev/portico/operator/internal/render"
 )
 
 // snapshot is one consistent-enough read of the caches: everything a
@@ -26,7 +29,16 @@ type snapshot struct {
 	deployments map[string]*appsv1.Deployment // by name
 	// budgets are the managed PodDisruptionBudgets an APIGateway controls,
 	// by name.
-	budgets     map[string]*policyv1.PodDisruptionBudget
+	budgets map[string]*policyv1.PodDisruptionBudget
+	// policies are the managed NetworkPolicies an APIGateway controls, by
+	// name.
+	policies map[string]*networkingv1.NetworkPolicy
+	// foreign are the names of managed-labelled budgets and policies no
+	// APIGateway controls, by kind ("poddisruptionbudget/<name>"): someone
+	// else's, which the operator neither writes nor deletes.
+	foreign map[string]bool
+	// apiServer is where the controllers reach the API server.
+	apiServer   render.APIServer
 	replicaSets map[operatorv1alpha1.ControllerName][]appsv1.ReplicaSet
 	pods        map[operatorv1alpha1.ControllerName][]corev1.Pod
 }
@@ -36,6 +48,7 @@ func (r *Reconciler) readSnapshot(ctx context.Context) (*snapshot, error) {
 		crds:        map[string]gating.CRDState{},
 		deployments: map[string]*appsv1.Deployment{},
 		budgets:     map[string]*policyv1.PodDisruptionBudget{},
+		foreign:     map[string]bool{},
 	}
 	for _, name := range r.Catalog.CRDNames() {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -60,11 +73,22 @@ func (r *Reconciler) readSnapshot(ctx context.Context) (*snapshot, error) {
 	if err := r.listManaged(ctx, &budgets, "poddisruptionbudgets"); err != nil {
 		return nil, err
 	}
-	for i := range budgets.Items {
-		if controlledByAPIGateway(&budgets.Items[i]) {
-			s.budgets[budgets.Items[i].Name] = &budgets.Items[i]
-		}
+	s.budgets = controlledByName(budgets.Items, disruptionBudgetKind.name, s.foreign)
+
+	var policies networkingv1.NetworkPolicyList
+	if err := r.listManaged(ctx, &policies, "networkpolicies"); err != nil {
+		return nil, err
 	}
+	s.policies = controlledByName(policies.Items, networkPolicyKind.name, s.foreign)
+
+	var endpoints discoveryv1.EndpointSliceList
+	if err := r.Client.List(ctx, &endpoints, client.InNamespace(APIServerNamespace)); err != nil {
+		return nil, fmt.Errorf("list the API server's endpointslices from cache: %w", err)
+	}
+	// The cache holds only the slice named kubernetes; the filter keeps
+	// that true for a client that reads the API server directly.
+	endpoints.Items = slices.DeleteFunc(endpoints.Items, func(e discoveryv1.EndpointSlice) bool { return e.Name != APIServerService })
+	s.apiServer = render.APIServerOf(endpoints.Items, r.APIServerClusterIP)
 
 	var replicaSets appsv1.ReplicaSetList
 	if err := r.listManaged(ctx, &replicaSets, "replicasets"); err != nil {
@@ -80,14 +104,27 @@ func (r *Reconciler) readSnapshot(ctx context.Context) (*snapshot, error) {
 	return s, nil
 }
 
-// ownBudget is the controller's PodDisruptionBudget, or nil.
-func (s *snapshot) ownBudget(entry catalog.Entry) *policyv1.PodDisruptionBudget {
-	return s.budgets[entry.Binary()]
+// controlledByName maps the objects an APIGateway controls by name, and
+// records the others' names in foreign as kind/name.
+func controlledByName[T any, PT interface {
+	*T
+	metav1.Object
+}](items []T, kind string, foreign map[string]bool) map[string]PT {
+	out := map[string]PT{}
+	for i := range items {
+		o := PT(&items[i])
+		if controlledByAPIGateway(o) {
+			out[o.GetName()] = o
+		} else {
+			foreign[kind+"/"+o.GetName()] = true
+		}
+	}
+	return out
 }
 
 // controlledByAPIGateway reports whether an APIGateway is the object's
-// controller: the operator writes and deletes only budgets it created,
-// never one that merely carries its labels.
+// controller: the operator writes and deletes only budgets and policies it
+// created, never one that merely carries its labels.
 func controlledByAPIGateway(o metav1.Object) bool {
 	ref := metav1.GetControllerOfNoCopy(o)
 	return ref != nil && ref.Kind == "APIGateway" && strings.HasPrefix(ref.APIVersion, operatorv1alpha1.GroupVersion.Group+"/")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,6 +45,8 @@ var (
 	// except Events: the recorder sends those asynchronously, with retries,
 	// after the reconcile that emitted them.
 	operatorWrites atomic.Int64
+	// apiServerClusterIP is Service default/kubernetes's ClusterIP.
+	apiServerClusterIP netip.Addr
 	// sourceCRDs holds every CRD a catalog entry requires, ready to install.
 	sourceCRDs = map[string]*apiextensionsv1.CustomResourceDefinition{}
 )
@@ -66,7 +72,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(testenv.Run(m, testenv.RunInput{
 		// The operator's types (testenv.Scheme's) and the Events the tests read.
-		AddToScheme: []func(*runtime.Scheme) error{eventsv1.AddToScheme, policyv1.AddToScheme},
+		AddToScheme: []func(*runtime.Scheme) error{eventsv1.AddToScheme, policyv1.AddToScheme, networkingv1.AddToScheme, discoveryv1.AddToScheme},
 		Namespaces:  []string{namespace},
 		Setup:       startOperator,
 	}))
@@ -90,6 +96,12 @@ func startOperator(ctx context.Context, env *testenv.Env) error {
 	if err != nil {
 		return err
 	}
+	// As in a pod, where KUBERNETES_SERVICE_HOST is the ClusterIP.
+	var kubernetes corev1.Service
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kubernetes"}, &kubernetes); err != nil {
+		return fmt.Errorf("read Service default/kubernetes: %w", err)
+	}
+	apiServerClusterIP = netip.MustParseAddr(kubernetes.Spec.ClusterIP)
 	r := &reconciler.Reconciler{
 		Client:    mgr.GetClient(),
 		Catalog:   catalog.Builtin,
@@ -102,6 +114,8 @@ func startOperator(ctx context.Context, env *testenv.Env) error {
 		Recorder: mgr.GetEventRecorder(operatorv1alpha1.FieldManager),
 		Clock:    clock.RealClock{},
 		Metrics:  reconciler.NewMetrics(prometheus.NewRegistry()),
+
+		APIServerClusterIP: apiServerClusterIP,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err

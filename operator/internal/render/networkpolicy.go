@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
@@ -13,6 +14,12 @@ import (
 // NamespaceNameLabel is the label the API server sets on every namespace
 // to its name; ingress rules select scraping namespaces by it.
 const NamespaceNameLabel = "kubernetes.io/metadata.name"
+
+// The names of a controller container's ports.
+const (
+	MetricsPortName = "metrics"
+	HealthPortName  = "health"
+)
 
 // DNSPort is where pods resolve names; any destination, since node-local
 // caches run on the host network.
@@ -36,8 +43,9 @@ func (a APIServer) Known() bool {
 // NetworkPolicy renders the controller's NetworkPolicy, named like its
 // Deployment and selecting exactly its pods: egress only to the API server
 // and DNS, ingress only to the metrics port from pods in the named
-// namespaces (none: nobody may scrape). Health probes come from the node,
-// which enforcing CNIs allow. Nil when no API server endpoint is known.
+// namespaces (none: nobody may connect). The kubelet's probes of the health
+// port come from the node, which enforcing CNIs allow without a rule. Nil
+// when no API server endpoint is known.
 func NetworkPolicy(in Input, api APIServer, metricsFrom []string) *networkingv1ac.NetworkPolicyApplyConfiguration {
 	if !api.Known() {
 		return nil
@@ -48,7 +56,7 @@ func NetworkPolicy(in Input, api APIServer, metricsFrom []string) *networkingv1a
 		WithEgress(apiServerEgress(api), dnsEgress())
 	if len(metricsFrom) > 0 {
 		spec.WithIngress(networkingv1ac.NetworkPolicyIngressRule().
-			WithPorts(port(corev1.ProtocolTCP, intstr.FromString("metrics"))).
+			WithPorts(port(corev1.ProtocolTCP, intstr.FromString(MetricsPortName))).
 			WithFrom(networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(
 				metav1ac.LabelSelector().WithMatchExpressions(metav1ac.LabelSelectorRequirement().
 					WithKey(NamespaceNameLabel).WithOperator("In").WithValues(sorted(metricsFrom)...)))))
@@ -94,6 +102,42 @@ func dnsEgress() *networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration {
 
 func port(proto corev1.Protocol, p intstr.IntOrString) *networkingv1ac.NetworkPolicyPortApplyConfiguration {
 	return networkingv1ac.NetworkPolicyPort().WithProtocol(proto).WithPort(p)
+}
+
+// APIServerOf reads where the API server listens from the EndpointSlices of
+// Service default/kubernetes: the addresses of its endpoints that are not
+// known to be unready, and the TCP ports. clusterIP is the Service's
+// (KUBERNETES_SERVICE_HOST in a pod), or the zero Addr.
+func APIServerOf(endpointSlices []discoveryv1.EndpointSlice, clusterIP netip.Addr) APIServer {
+	api := APIServer{ClusterIP: clusterIP}
+	for _, slice := range endpointSlices {
+		var addrs []netip.Addr
+		for _, ep := range slice.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				if addr, err := netip.ParseAddr(a); err == nil {
+					addrs = append(addrs, addr.Unmap())
+				}
+			}
+		}
+		var ports []int32
+		for _, p := range slice.Ports {
+			if p.Port != nil && (p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP) {
+				ports = append(ports, *p.Port)
+			}
+		}
+		if len(addrs) > 0 && len(ports) > 0 { // a slice's addresses serve only its own ports
+			api.Addresses = append(api.Addresses, addrs...)
+			api.Ports = append(api.Ports, ports...)
+		}
+	}
+	slices.SortFunc(api.Addresses, func(a, b netip.Addr) int { return a.Compare(b) })
+	api.Addresses = slices.Compact(api.Addresses)
+	slices.Sort(api.Ports)
+	api.Ports = slices.Compact(api.Ports)
+	return api
 }
 
 func sorted(in []string) []string {

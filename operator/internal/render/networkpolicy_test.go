@@ -6,7 +6,9 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 )
@@ -87,6 +89,67 @@ func TestNetworkPolicy(t *testing.T) {
 			req := in.From[0].NamespaceSelector.MatchExpressions[0]
 			g.Expect(*req.Key).To(Equal(NamespaceNameLabel))
 			g.Expect(req.Values).To(Equal(tc.wantFrom))
+		})
+	}
+}
+
+func TestAPIServerOf(t *testing.T) {
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	port := func(p int32, proto *corev1.Protocol) discoveryv1.EndpointPort {
+		return discoveryv1.EndpointPort{Port: &p, Protocol: proto}
+	}
+	endpoint := func(ready *bool, addrs ...string) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{Addresses: addrs, Conditions: discoveryv1.EndpointConditions{Ready: ready}}
+	}
+	clusterIP := netip.MustParseAddr("10.96.0.1")
+	tests := map[string]struct {
+		slices    []discoveryv1.EndpointSlice
+		wantAddrs []string
+		wantPorts []int32
+	}{
+		"none": {},
+		"one slice, two endpoints, sorted": {
+			slices: []discoveryv1.EndpointSlice{{
+				Endpoints: []discoveryv1.Endpoint{endpoint(nil, "10.0.0.2"), endpoint(ptr.To(true), "10.0.0.1")},
+				Ports:     []discoveryv1.EndpointPort{port(6443, &tcp)},
+			}},
+			wantAddrs: []string{"10.0.0.1", "10.0.0.2"}, wantPorts: []int32{6443},
+		},
+		"unready endpoints and UDP ports are left out": {
+			slices: []discoveryv1.EndpointSlice{{
+				Endpoints: []discoveryv1.Endpoint{endpoint(ptr.To(false), "10.0.0.9"), endpoint(nil, "10.0.0.1")},
+				Ports:     []discoveryv1.EndpointPort{port(53, &udp), port(443, nil)},
+			}},
+			wantAddrs: []string{"10.0.0.1"}, wantPorts: []int32{443},
+		},
+		"unparsable addresses are skipped, IPv4-mapped ones unmapped": {
+			slices: []discoveryv1.EndpointSlice{{
+				Endpoints: []discoveryv1.Endpoint{endpoint(nil, "not-an-ip", "::ffff:10.0.0.3")},
+				Ports:     []discoveryv1.EndpointPort{port(6443, &tcp)},
+			}},
+			wantAddrs: []string{"10.0.0.3"}, wantPorts: []int32{6443},
+		},
+		"a slice without ports or addresses contributes nothing": {
+			slices: []discoveryv1.EndpointSlice{
+				{Endpoints: []discoveryv1.Endpoint{endpoint(nil, "10.0.0.7")}},
+				{Ports: []discoveryv1.EndpointPort{port(8443, &tcp)}},
+				{Endpoints: []discoveryv1.Endpoint{endpoint(nil, "fd00::1")}, Ports: []discoveryv1.EndpointPort{port(6443, &tcp)}},
+			},
+			wantAddrs: []string{"fd00::1"}, wantPorts: []int32{6443},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			api := APIServerOf(tc.slices, clusterIP)
+			g.Expect(api.ClusterIP).To(Equal(clusterIP))
+			var addrs []string
+			for _, a := range api.Addresses {
+				addrs = append(addrs, a.String())
+			}
+			g.Expect(addrs).To(Equal(tc.wantAddrs))
+			g.Expect(api.Ports).To(Equal(tc.wantPorts))
+			g.Expect(api.Known()).To(Equal(len(tc.wantAddrs) > 0))
 		})
 	}
 }

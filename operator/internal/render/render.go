@@ -174,8 +174,8 @@ func container(in Input) *corev1ac.ContainerApplyConfiguration {
 		WithArgs(containerArgs(in)...).
 		WithEnv(containerEnv(in.Spec.Env)...).
 		WithPorts(
-			corev1ac.ContainerPort().WithName("metrics").WithContainerPort(contract.MetricsPort).WithProtocol(corev1.ProtocolTCP),
-			corev1ac.ContainerPort().WithName("health").WithContainerPort(contract.HealthPort).WithProtocol(corev1.ProtocolTCP),
+			corev1ac.ContainerPort().WithName(MetricsPortName).WithContainerPort(contract.MetricsPort).WithProtocol(corev1.ProtocolTCP),
+			corev1ac.ContainerPort().WithName(HealthPortName).WithContainerPort(contract.HealthPort).WithProtocol(corev1.ProtocolTCP),
 		).
 		WithResources(resourcesApply(resources)).
 		WithLivenessProbe(probe(contract.HealthzPath, 15, 20)).
@@ -231,7 +231,7 @@ func containerEnv(specEnv []corev1.EnvVar) []*corev1ac.EnvVarApplyConfiguration 
 
 func probe(path string, initialDelay, period int32) *corev1ac.ProbeApplyConfiguration {
 	return corev1ac.Probe().
-		WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString("health"))).
+		WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString(HealthPortName))).
 		WithInitialDelaySeconds(initialDelay).
 		WithPeriodSeconds(period)
 }
