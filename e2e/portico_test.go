@@ -16,6 +16,8 @@ import (
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	k8snetworkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -155,6 +157,25 @@ var _ = Describe("Portico", Ordered, func() {
 			Eventually(processReady("apirule-controller"), timeout, interval).Should(Equal(http.StatusOK))
 			Eventually(processReady("ratelimit-controller"), timeout, interval).Should(Equal(http.StatusOK))
 			Eventually(processReady("gateway-controller"), timeout, interval).Should(Equal(http.StatusOK))
+		}
+		By("confining each controller to the API server and DNS with its NetworkPolicy (stored; the node's bridge network does not enforce it)")
+		var slice discoveryv1.EndpointSlice
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kubernetes"}, &slice)).To(Succeed())
+		Expect(slice.Endpoints).NotTo(BeEmpty())
+		apiServer := slice.Endpoints[0].Addresses[0] + "/32"
+		for _, name := range controllerImages {
+			Eventually(func(g Gomega) {
+				var p k8snetworkingv1.NetworkPolicy
+				g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &p)).To(Succeed())
+				g.Expect(p.Spec.PodSelector.MatchLabels).To(HaveKeyWithValue("app.kubernetes.io/name", name))
+				g.Expect(p.Spec.Egress).To(HaveLen(2))
+				g.Expect(p.Spec.Egress[0].To).To(ContainElement(HaveField("IPBlock.CIDR", apiServer)))
+			}, timeout, interval).Should(Succeed(), name)
+		}
+		if target.RealPods() {
+			var p k8snetworkingv1.NetworkPolicy
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "portico-operator"}, &p)).To(Succeed(), "the chart's policy of the operator")
+			Expect(p.Spec.PolicyTypes).To(ConsistOf(k8snetworkingv1.PolicyTypeIngress, k8snetworkingv1.PolicyTypeEgress))
 		}
 		if target.RealPods() {
 			By("asking each controller pod's readiness endpoint, the one its probe uses")

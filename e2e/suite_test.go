@@ -21,7 +21,9 @@ import (
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	k8snetworkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -258,7 +260,7 @@ func connect() {
 	restConfig.QPS, restConfig.Burst = 100, 200
 	k8sClient, err = client.NewWithWatch(restConfig, client.Options{Scheme: testenv.Scheme(
 		eventsv1.AddToScheme, rbacv1.AddToScheme, policyv1.AddToScheme, admissionregistrationv1.AddToScheme, gatewayv1alpha1.AddToScheme,
-		networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
+		networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme, k8snetworkingv1.AddToScheme, discoveryv1.AddToScheme,
 		operatorsv1alpha1.AddToScheme, operatorsv1.AddToScheme,
 		gatewayapiv1.Install, gatewayapiv1beta1.Install,
 	)})
