@@ -60,6 +60,8 @@ func TestDefaultRender(t *testing.T) {
 			{"ClusterRoleBinding", "", operatorName},
 			{"Role", releaseNamespace, operatorName},
 			{"RoleBinding", releaseNamespace, operatorName},
+			{"Role", "default", operatorName + "-apiserver-endpoints"},
+			{"RoleBinding", "default", operatorName + "-apiserver-endpoints"},
 			{"Deployment", releaseNamespace, operatorName},
 			{"Service", releaseNamespace, operatorName + "-metrics"},
 			{"ConfigMap", releaseNamespace, "portico-dashboard"},
@@ -231,6 +233,10 @@ func TestDefaultRender(t *testing.T) {
 
 	g.Expect(r.ofKind("Role")).NotTo(BeEmpty())
 	for _, role := range append(r.ofKind("Role"), r.ofKind("RoleBinding")...) {
+		if role.GetName() == operatorName+"-apiserver-endpoints" {
+			g.Expect(role.GetNamespace()).To(Equal("default"), "%s reads the API server's EndpointSlice in namespace default", refOf(role))
+			continue
+		}
 		g.Expect(role.GetNamespace()).To(Equal(releaseNamespace), "%s is not in the release namespace", refOf(role))
 	}
 }
@@ -268,7 +274,19 @@ func TestRBACMatchesConfig(t *testing.T) {
 				g.Expect(binding.RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: c.Name}))
 				g.Expect(binding.Subjects).To(ConsistOf(subject))
 			}
+			if c := rbac.roleInDefault; c != nil {
+				g.Expect(rbac.binary).To(Equal("operator"), "only the operator reads namespace default")
+				name := c.Name + "-apiserver-endpoints"
+				role := get[rbacv1.Role](g, r, "Role", "default", name)
+				g.Expect(role.Rules).To(Equal(c.Rules), "Role default/%s differs from config/rbac/%s: run make manifests", name, rbac.binary)
+				binding := get[rbacv1.RoleBinding](g, r, "RoleBinding", "default", name)
+				g.Expect(binding.RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}))
+				g.Expect(binding.Subjects).To(ConsistOf(subject))
+			}
 		})
+		if rbac.roleInDefault != nil {
+			wantRoles = append(wantRoles, ref{"Role", "default", rbac.roleInDefault.Name + "-apiserver-endpoints"})
+		}
 		if rbac.clusterRole != nil {
 			wantRoles = append(wantRoles, ref{"ClusterRole", "", rbac.clusterRole.Name})
 		}
