@@ -63,6 +63,7 @@ func TestDefaultRender(t *testing.T) {
 			{"Role", "default", operatorName + "-apiserver-endpoints"},
 			{"RoleBinding", "default", operatorName + "-apiserver-endpoints"},
 			{"Deployment", releaseNamespace, operatorName},
+			{"NetworkPolicy", releaseNamespace, operatorName},
 			{"Service", releaseNamespace, operatorName + "-metrics"},
 			{"ConfigMap", releaseNamespace, "portico-dashboard"},
 		}
@@ -669,7 +670,9 @@ controllers:
 			values: "apiGateway: {create: true}",
 			opts:   []renderOption{withAPIVersions(apiGatewayKind)},
 			check: func(g Gomega, r *rendered) {
-				g.Expect(get[operatorv1alpha1.APIGateway](g, r, "APIGateway", "", "default").Spec).To(Equal(operatorv1alpha1.APIGatewaySpec{}))
+				g.Expect(get[operatorv1alpha1.APIGateway](g, r, "APIGateway", "", "default").Spec).To(Equal(operatorv1alpha1.APIGatewaySpec{
+					NetworkPolicies: &operatorv1alpha1.NetworkPoliciesSpec{Enabled: ptr.To(true)},
+				}), "only networkPolicy's default")
 			},
 		},
 		{
@@ -770,6 +773,14 @@ func TestRejectsBadValues(t *testing.T) {
 		{"dashboard label not a label key", "metrics: {dashboard: {label: 'grafana dashboard'}}", []string{"at '/metrics/dashboard/label'", "does not match pattern"}},
 		{"dashboard labelValue as a number", "metrics: {dashboard: {labelValue: 1}}", []string{"at '/metrics/dashboard/labelValue'", "want string"}},
 		{"apiGateway.spec as a list", "apiGateway: {spec: []}", []string{"at '/apiGateway/spec'", "want object"}},
+		{"networkPolicy.enabled as a string", "networkPolicy: {enabled: 'no'}", []string{"at '/networkPolicy/enabled'", "want boolean"}},
+		{"metricsNamespaces not a namespace name", "networkPolicy: {metricsNamespaces: [Monitoring]}", []string{"at '/networkPolicy/metricsNamespaces/0'", "does not match pattern"}},
+		{"metricsNamespaces as a string", "networkPolicy: {metricsNamespaces: monitoring}", []string{"at '/networkPolicy/metricsNamespaces'", "want array"}},
+		{"metricsNamespaces listed twice", "networkPolicy: {metricsNamespaces: [monitoring, monitoring]}", []string{"at '/networkPolicy/metricsNamespaces'", "items at 0 and 1 are equal"}},
+		{"API server CIDR without a prefix length", "networkPolicy: {apiServer: {cidrs: [10.0.0.1]}}", []string{"at '/networkPolicy/apiServer/cidrs/0'", "does not match pattern"}},
+		{"API server port out of range", "networkPolicy: {apiServer: {ports: [70000]}}", []string{"at '/networkPolicy/apiServer/ports/0'", "maximum"}},
+		{"no API server port", "networkPolicy: {apiServer: {ports: []}}", []string{"at '/networkPolicy/apiServer/ports'", "minItems"}},
+		{"unknown networkPolicy key", "networkPolicy: {metricsNamespace: [monitoring]}", []string{"at '/networkPolicy'", "'metricsNamespace' not allowed"}},
 		{
 			"replicas without leader election", "replicas: 2\nleaderElection: {enabled: false}",
 			[]string{"replicas is 2 but leaderElection.enabled is false: more than one operator replica needs leader election"},

@@ -16,6 +16,7 @@ import (
 	"github.com/operator-framework/api/pkg/operators/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -656,6 +657,24 @@ func TestOperatorDeployment(t *testing.T) {
 	}}), "the operator bounds its heap by its container's memory limit")
 	g.Expect(manager.SecurityContext).NotTo(BeNil())
 	g.Expect(manager.ReadinessProbe).NotTo(BeNil())
+}
+
+// The chart's NetworkPolicy of the operator is in the bundle (OLM v0 creates
+// NetworkPolicies of a bundle in the install namespace) and selects the
+// pods of the CSV's Deployment.
+func TestOperatorNetworkPolicy(t *testing.T) {
+	g := NewWithT(t)
+	files := readBundle(t, checkedInDir)
+	raw, ok := files["manifests/portico-operator_networking.k8s.io_v1_networkpolicy.yaml"]
+	g.Expect(ok).To(BeTrue(), "the bundle carries no NetworkPolicy portico-operator")
+	var policy networkingv1.NetworkPolicy
+	g.Expect(yaml.UnmarshalStrict(raw, &policy)).To(Succeed())
+	selector, err := metav1.LabelSelectorAsSelector(&policy.Spec.PodSelector)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(selector.Empty()).To(BeFalse())
+	spec := operatorDeploymentSpec(g, parseCSV(g, files))
+	g.Expect(selector.Matches(labels.Set(spec.Template.Labels))).To(BeTrue(), "the NetworkPolicy does not select the operator's pods")
+	g.Expect(policy.Spec.PolicyTypes).To(ConsistOf(networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress))
 }
 
 // metadata/annotations.yaml and bundle.Dockerfile describe the same bundle.
