@@ -60,7 +60,10 @@ func TestDefaultRender(t *testing.T) {
 			{"ClusterRoleBinding", "", operatorName},
 			{"Role", releaseNamespace, operatorName},
 			{"RoleBinding", releaseNamespace, operatorName},
+			{"Role", "default", operatorName + "-apiserver-endpoints"},
+			{"RoleBinding", "default", operatorName + "-apiserver-endpoints"},
 			{"Deployment", releaseNamespace, operatorName},
+			{"NetworkPolicy", releaseNamespace, operatorName},
 			{"Service", releaseNamespace, operatorName + "-metrics"},
 			{"ConfigMap", releaseNamespace, "portico-dashboard"},
 		}
@@ -231,6 +234,10 @@ func TestDefaultRender(t *testing.T) {
 
 	g.Expect(r.ofKind("Role")).NotTo(BeEmpty())
 	for _, role := range append(r.ofKind("Role"), r.ofKind("RoleBinding")...) {
+		if role.GetName() == operatorName+"-apiserver-endpoints" {
+			g.Expect(role.GetNamespace()).To(Equal("default"), "%s reads the API server's EndpointSlice in namespace default", refOf(role))
+			continue
+		}
 		g.Expect(role.GetNamespace()).To(Equal(releaseNamespace), "%s is not in the release namespace", refOf(role))
 	}
 }
@@ -268,7 +275,19 @@ func TestRBACMatchesConfig(t *testing.T) {
 				g.Expect(binding.RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: c.Name}))
 				g.Expect(binding.Subjects).To(ConsistOf(subject))
 			}
+			if c := rbac.roleInDefault; c != nil {
+				g.Expect(rbac.binary).To(Equal("operator"), "only the operator reads namespace default")
+				name := c.Name + "-apiserver-endpoints"
+				role := get[rbacv1.Role](g, r, "Role", "default", name)
+				g.Expect(role.Rules).To(Equal(c.Rules), "Role default/%s differs from config/rbac/%s: run make manifests", name, rbac.binary)
+				binding := get[rbacv1.RoleBinding](g, r, "RoleBinding", "default", name)
+				g.Expect(binding.RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}))
+				g.Expect(binding.Subjects).To(ConsistOf(subject))
+			}
 		})
+		if rbac.roleInDefault != nil {
+			wantRoles = append(wantRoles, ref{"Role", "default", rbac.roleInDefault.Name + "-apiserver-endpoints"})
+		}
 		if rbac.clusterRole != nil {
 			wantRoles = append(wantRoles, ref{"ClusterRole", "", rbac.clusterRole.Name})
 		}
@@ -651,7 +670,9 @@ controllers:
 			values: "apiGateway: {create: true}",
 			opts:   []renderOption{withAPIVersions(apiGatewayKind)},
 			check: func(g Gomega, r *rendered) {
-				g.Expect(get[operatorv1alpha1.APIGateway](g, r, "APIGateway", "", "default").Spec).To(Equal(operatorv1alpha1.APIGatewaySpec{}))
+				g.Expect(get[operatorv1alpha1.APIGateway](g, r, "APIGateway", "", "default").Spec).To(Equal(operatorv1alpha1.APIGatewaySpec{
+					NetworkPolicies: &operatorv1alpha1.NetworkPoliciesSpec{Enabled: ptr.To(true)},
+				}), "only networkPolicy's default")
 			},
 		},
 		{
@@ -752,6 +773,14 @@ func TestRejectsBadValues(t *testing.T) {
 		{"dashboard label not a label key", "metrics: {dashboard: {label: 'grafana dashboard'}}", []string{"at '/metrics/dashboard/label'", "does not match pattern"}},
 		{"dashboard labelValue as a number", "metrics: {dashboard: {labelValue: 1}}", []string{"at '/metrics/dashboard/labelValue'", "want string"}},
 		{"apiGateway.spec as a list", "apiGateway: {spec: []}", []string{"at '/apiGateway/spec'", "want object"}},
+		{"networkPolicy.enabled as a string", "networkPolicy: {enabled: 'no'}", []string{"at '/networkPolicy/enabled'", "want boolean"}},
+		{"metricsNamespaces not a namespace name", "networkPolicy: {metricsNamespaces: [Monitoring]}", []string{"at '/networkPolicy/metricsNamespaces/0'", "does not match pattern"}},
+		{"metricsNamespaces as a string", "networkPolicy: {metricsNamespaces: monitoring}", []string{"at '/networkPolicy/metricsNamespaces'", "want array"}},
+		{"metricsNamespaces listed twice", "networkPolicy: {metricsNamespaces: [monitoring, monitoring]}", []string{"at '/networkPolicy/metricsNamespaces'", "items at 0 and 1 are equal"}},
+		{"API server CIDR without a prefix length", "networkPolicy: {apiServer: {cidrs: [10.0.0.1]}}", []string{"at '/networkPolicy/apiServer/cidrs/0'", "does not match pattern"}},
+		{"API server port out of range", "networkPolicy: {apiServer: {ports: [70000]}}", []string{"at '/networkPolicy/apiServer/ports/0'", "maximum"}},
+		{"no API server port", "networkPolicy: {apiServer: {ports: []}}", []string{"at '/networkPolicy/apiServer/ports'", "minItems"}},
+		{"unknown networkPolicy key", "networkPolicy: {metricsNamespace: [monitoring]}", []string{"at '/networkPolicy'", "'metricsNamespace' not allowed"}},
 		{
 			"replicas without leader election", "replicas: 2\nleaderElection: {enabled: false}",
 			[]string{"replicas is 2 but leaderElection.enabled is false: more than one operator replica needs leader election"},

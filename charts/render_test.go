@@ -185,6 +185,9 @@ type generatedRBAC struct {
 	binary      string
 	clusterRole *rbacv1.ClusterRole
 	role        *rbacv1.Role
+	// roleInDefault is the operator's Role in namespace default (the API
+	// server's EndpointSlice), which the chart renders there.
+	roleInDefault *rbacv1.Role
 }
 
 // readGeneratedRBAC reads every binary's RBAC from config/rbac.
@@ -211,6 +214,10 @@ func readGeneratedRBAC(t *testing.T) []generatedRBAC {
 			case "ClusterRole":
 				rbac.clusterRole = decode[rbacv1.ClusterRole](g, u)
 			case "Role":
+				if u.GetNamespace() == "default" {
+					rbac.roleInDefault = decode[rbacv1.Role](g, u)
+					continue
+				}
 				rbac.role = decode[rbacv1.Role](g, u)
 			default:
 				t.Fatalf("%s: unexpected %s", p, u.GetKind())

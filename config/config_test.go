@@ -61,11 +61,19 @@ func TestDefaultRendersACompleteInstall(t *testing.T) {
 	g := NewWithT(t)
 	objs := kustomize(t, "default")
 	kinds := map[string][]string{}
+	inDefault := map[string][]string{}
 	for _, u := range objs {
-		kinds[u.GetKind()] = append(kinds[u.GetKind()], u.GetName())
-		if u.GetKind() != "Namespace" && u.GetKind() != "CustomResourceDefinition" && u.GetKind() != "ClusterRole" && u.GetKind() != "ClusterRoleBinding" {
+		switch u.GetKind() {
+		case "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding":
+			g.Expect(u.GetNamespace()).To(BeEmpty(), "%s %s is cluster-scoped", u.GetKind(), u.GetName())
+		default:
+			if u.GetNamespace() == "default" {
+				inDefault[u.GetKind()] = append(inDefault[u.GetKind()], u.GetName())
+				continue
+			}
 			g.Expect(u.GetNamespace()).To(Equal("portico-system"), "%s %s", u.GetKind(), u.GetName())
 		}
+		kinds[u.GetKind()] = append(kinds[u.GetKind()], u.GetName())
 	}
 	binaries := []string{"apirule-controller", "gateway-controller", "portico-operator", "ratelimit-controller"}
 	g.Expect(kinds["CustomResourceDefinition"]).To(ConsistOf("apigateways.operator.portico.dev", "apirules.gateway.portico.dev", "ratelimits.gateway.portico.dev"))
@@ -75,6 +83,18 @@ func TestDefaultRendersACompleteInstall(t *testing.T) {
 	g.Expect(kinds["Role"]).To(ConsistOf(binaries))
 	g.Expect(kinds["RoleBinding"]).To(ConsistOf(binaries))
 	g.Expect(kinds["Deployment"]).To(ConsistOf("portico-operator"))
+	// Only the operator has anything in namespace default: a Role that reads
+	// the API server's EndpointSlices (Service default/kubernetes's), and its
+	// binding.
+	g.Expect(inDefault).To(Equal(map[string][]string{"Role": {"portico-operator"}, "RoleBinding": {"portico-operator"}}))
+	for _, u := range objs {
+		if u.GetKind() == "Role" && u.GetNamespace() == "default" {
+			rules, _, _ := unstructured.NestedSlice(u.Object, "rules")
+			g.Expect(rules).To(ConsistOf(map[string]any{
+				"apiGroups": []any{"discovery.k8s.io"}, "resources": []any{"endpointslices"}, "verbs": []any{"get", "list", "watch"},
+			}), "the operator only reads EndpointSlices in namespace default")
+		}
+	}
 
 	for _, u := range objs {
 		if u.GetKind() != "RoleBinding" && u.GetKind() != "ClusterRoleBinding" {

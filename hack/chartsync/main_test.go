@@ -149,11 +149,28 @@ rules:
   verbs: [get, update]
 `
 
+// roleInDefault is the operator's Role in namespace default: it reads the
+// API server's EndpointSlice.
+const roleInDefault = `---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: widget-controller
+  namespace: default
+rules:
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [get, list, watch]
+`
+
 func TestRBACRules(t *testing.T) {
 	cases := map[string]struct {
-		in      string
-		want    string
-		wantErr string
+		in string
+		// operator: the file is the operator's, which may have a Role in
+		// namespace default.
+		operator bool
+		want     string
+		wantErr  string
 	}{
 		"ClusterRole and Role": {
 			in: clusterRole + role,
@@ -172,13 +189,41 @@ namespacedRules:
 			in:   clusterRole,
 			want: "name: widget-controller\nclusterRules: [{apiGroups: [example.com], resources: [widgets], verbs: [get, list, watch]}]\n",
 		},
+		"the operator's Role in namespace default stays there": {
+			in:       clusterRole + roleInDefault + role,
+			operator: true,
+			want: `name: widget-controller
+clusterRules: [{apiGroups: [example.com], resources: [widgets], verbs: [get, list, watch]}]
+namespacedRules: [{apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get, update]}]
+defaultNamespaceRules: [{apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}]
+`,
+		},
+		"only a Role in namespace default": {
+			in:       roleInDefault,
+			operator: true,
+			want:     "name: widget-controller\ndefaultNamespaceRules: [{apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}]\n",
+		},
+		"a controller's Role in namespace default": {
+			in:      clusterRole + roleInDefault,
+			wantErr: `the Role "widget-controller" is in namespace "default"; only the operator may have a Role there`,
+		},
 		"Role in another namespace": {
 			in:      clusterRole + strings.ReplaceAll(role, "portico-system", "kube-system"),
 			wantErr: `the Role "widget-controller" is in namespace "kube-system"; the RBAC markers must use namespace=portico-system`,
 		},
+		"the operator's Role in another namespace": {
+			in:       clusterRole + strings.ReplaceAll(role, "portico-system", "kube-system"),
+			operator: true,
+			wantErr:  `the Role "widget-controller" is in namespace "kube-system"; the RBAC markers must use namespace=portico-system`,
+		},
 		"two Roles": {
 			in:      role + role,
-			wantErr: "more than one Role",
+			wantErr: `more than one Role in namespace "portico-system"`,
+		},
+		"two Roles in namespace default": {
+			in:       roleInDefault + roleInDefault,
+			operator: true,
+			wantErr:  `more than one Role in namespace "default"`,
 		},
 		"roles of different names": {
 			in:      clusterRole + strings.ReplaceAll(role, "name: widget-controller", "name: gadget-controller"),
@@ -192,7 +237,7 @@ namespacedRules:
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			out, err := rbacRules([]byte(tc.in), "config/rbac/widget-controller/role.yaml")
+			out, err := rbacRules([]byte(tc.in), "config/rbac/widget-controller/role.yaml", tc.operator)
 			if tc.wantErr != "" {
 				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
 				return
@@ -218,13 +263,19 @@ func TestRenderSkipsOtherRBACAndNeedsTheOperator(t *testing.T) {
 	_, err := render(config)
 	g.Expect(err).To(MatchError(ContainSubstring("no config/rbac/operator/role.yaml")))
 
-	config["rbac/operator/role.yaml"] = &fstest.MapFile{Data: []byte(strings.ReplaceAll(clusterRole, "widget-controller", "portico-operator"))}
+	config["rbac/operator/role.yaml"] = &fstest.MapFile{Data: []byte(strings.ReplaceAll(clusterRole+roleInDefault, "widget-controller", "portico-operator"))}
 	files, err := render(config)
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(files["files/rbac/operator.yaml"])).To(ContainSubstring("defaultNamespaceRules:"))
 	g.Expect(files).To(HaveLen(3))
 	g.Expect(files).To(HaveKey("templates/crds/example.com_widgets.yaml"))
 	g.Expect(files).To(HaveKey("files/rbac/operator.yaml"))
 	g.Expect(files).To(HaveKey("files/rbac/widget-controller.yaml"))
+
+	// Only the operator reads namespace default.
+	config["rbac/widget-controller/role.yaml"] = &fstest.MapFile{Data: []byte(clusterRole + roleInDefault)}
+	_, err = render(config)
+	g.Expect(err).To(MatchError(ContainSubstring(`config/rbac/widget-controller/role.yaml: the Role "widget-controller" is in namespace "default"`)))
 }
 
 func TestWriteOwnsOnlyItsDirectories(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/operator-framework/api/pkg/operators/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -560,7 +561,10 @@ func TestRelatedImages(t *testing.T) {
 
 // (d) The CSV grants each ServiceAccount exactly the rules controller-gen
 // generated into config/rbac: ClusterRole rules as clusterPermissions, Role
-// rules as permissions.
+// rules as permissions, and the rules of the operator's Role in namespace
+// default (the API server's EndpointSlice) as clusterPermissions too, after
+// the ClusterRole's: OLM creates a bundle's Roles only in the install
+// namespace.
 func TestPermissionsMatchConfigRBAC(t *testing.T) {
 	csv := parseCSV(NewWithT(t), readBundle(t, checkedInDir))
 	byServiceAccount := func(perms []v1alpha1.StrategyDeploymentPermissions) map[string][]rbacv1.PolicyRule {
@@ -594,11 +598,13 @@ func TestPermissionsMatchConfigRBAC(t *testing.T) {
 				// The chart binds <name> to the ServiceAccount <name>:
 				// portico-operator, <controller>-controller.
 				sa := role.Name
-				switch role.Kind {
-				case "ClusterRole":
-					wantCluster[sa] = role.Rules
-					g.Expect(gotCluster).To(HaveKeyWithValue(sa, role.Rules), "clusterPermissions of %s", sa)
-				case "Role":
+				switch {
+				case role.Kind == "ClusterRole":
+					wantCluster[sa] = append(role.Rules, wantCluster[sa]...)
+				case role.Kind == "Role" && role.Namespace == apiServerNamespace:
+					g.Expect(sa).To(Equal("portico-operator"), "only the operator reads namespace default")
+					wantCluster[sa] = append(wantCluster[sa], role.Rules...)
+				case role.Kind == "Role":
 					wantNamespaced[sa] = role.Rules
 					g.Expect(gotNamespaced).To(HaveKeyWithValue(sa, role.Rules), "permissions of %s", sa)
 				default:
@@ -608,6 +614,9 @@ func TestPermissionsMatchConfigRBAC(t *testing.T) {
 		})
 	}
 	g := NewWithT(t)
+	g.Expect(gotCluster["portico-operator"]).To(ContainElement(rbacv1.PolicyRule{
+		APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"},
+	}), "the operator reads the API server's EndpointSlice, read-only")
 	g.Expect(gotCluster).To(Equal(wantCluster), "clusterPermissions that config/rbac does not grant")
 	g.Expect(gotNamespaced).To(Equal(wantNamespaced), "permissions that config/rbac does not grant")
 
@@ -648,6 +657,24 @@ func TestOperatorDeployment(t *testing.T) {
 	}}), "the operator bounds its heap by its container's memory limit")
 	g.Expect(manager.SecurityContext).NotTo(BeNil())
 	g.Expect(manager.ReadinessProbe).NotTo(BeNil())
+}
+
+// The chart's NetworkPolicy of the operator is in the bundle (OLM v0 creates
+// NetworkPolicies of a bundle in the install namespace) and selects the
+// pods of the CSV's Deployment.
+func TestOperatorNetworkPolicy(t *testing.T) {
+	g := NewWithT(t)
+	files := readBundle(t, checkedInDir)
+	raw, ok := files["manifests/portico-operator_networking.k8s.io_v1_networkpolicy.yaml"]
+	g.Expect(ok).To(BeTrue(), "the bundle carries no NetworkPolicy portico-operator")
+	var policy networkingv1.NetworkPolicy
+	g.Expect(yaml.UnmarshalStrict(raw, &policy)).To(Succeed())
+	selector, err := metav1.LabelSelectorAsSelector(&policy.Spec.PodSelector)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(selector.Empty()).To(BeFalse())
+	spec := operatorDeploymentSpec(g, parseCSV(g, files))
+	g.Expect(selector.Matches(labels.Set(spec.Template.Labels))).To(BeTrue(), "the NetworkPolicy does not select the operator's pods")
+	g.Expect(policy.Spec.PolicyTypes).To(ConsistOf(networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress))
 }
 
 // metadata/annotations.yaml and bundle.Dockerfile describe the same bundle.
@@ -703,6 +730,48 @@ func TestUnknownRenderedKindFails(t *testing.T) {
 	}}}
 	_, err := fromManifests(objects, DefaultNamespace, images{registry: DefaultRegistry, tag: "v1"}, nil, nil)
 	g.Expect(err).To(MatchError(ContainSubstring("Job migrate")))
+}
+
+// A Role and RoleBinding in namespace default become clusterPermissions
+// (OLM would create them in the install namespace); in any other namespace
+// but the release one they fail the generation.
+func TestRBACOutsideTheReleaseNamespace(t *testing.T) {
+	object := func(kind, namespace, name string, fields map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
+			"metadata": map[string]any{"name": name, "namespace": namespace},
+		}}
+		for k, v := range fields {
+			u.Object[k] = v
+		}
+		return u
+	}
+	rendered := func(roleNamespace string) []*unstructured.Unstructured {
+		rules := []any{map[string]any{"apiGroups": []any{"discovery.k8s.io"}, "resources": []any{"endpointslices"}, "verbs": []any{"get"}}}
+		return []*unstructured.Unstructured{
+			{Object: map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": "op", "namespace": DefaultNamespace}}},
+			object("Role", roleNamespace, "op-endpoints", map[string]any{"rules": rules}),
+			object("RoleBinding", roleNamespace, "op-endpoints", map[string]any{
+				"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "op-endpoints"},
+				"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "op", "namespace": DefaultNamespace}},
+			}),
+		}
+	}
+	g := NewWithT(t)
+	r, err := sortRendered(rendered("default"), DefaultNamespace)
+	g.Expect(err).NotTo(HaveOccurred())
+	cluster, namespaced, err := r.rulesByServiceAccount(DefaultNamespace, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(namespaced).To(BeEmpty())
+	g.Expect(cluster).To(Equal(map[string][]rbacv1.PolicyRule{
+		"op": {{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get"}}},
+	}))
+
+	_, err = sortRendered(rendered("kube-system"), DefaultNamespace)
+	g.Expect(err).To(MatchError(ContainSubstring("the chart renders Role op-endpoints in namespace kube-system")))
+
+	_, err = fromManifests(nil, "default", images{registry: DefaultRegistry, tag: "v1"}, nil, nil)
+	g.Expect(err).To(MatchError(ContainSubstring("render the chart for another namespace than default")))
 }
 
 func TestHelpers(t *testing.T) {

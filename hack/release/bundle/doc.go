@@ -6,7 +6,9 @@
 //   - manifests/portico.clusterserviceversion.yaml: the operator Deployment
 //     as the install strategy, with a RELATED_IMAGE_* variable for every
 //     controller image; the RBAC of the operator and of every controller as
-//     clusterPermissions and permissions of their ServiceAccounts; every
+//     clusterPermissions and permissions of their ServiceAccounts (the
+//     operator's Role in namespace default as clusterPermissions: OLM puts
+//     a bundle's Roles in the install namespace); every
 //     image in relatedImages; the CRDs as owned CRDs; config/samples as the
 //     alm-examples annotation;
 //   - manifests/<group>_<plural>.yaml: the CRDs of config/crd/bases, byte

@@ -27,14 +27,24 @@ type manifests struct {
 
 // extraKinds are the kinds of rendered objects the bundle carries as plain
 // manifests (OLM creates them in the install namespace).
-var extraKinds = map[string]bool{"Service": true, "ServiceMonitor": true, "ConfigMap": true}
+var extraKinds = map[string]bool{"Service": true, "ServiceMonitor": true, "ConfigMap": true, "NetworkPolicy": true}
+
+// apiServerNamespace holds Service kubernetes, the API server's: the chart
+// renders the operator's Role and RoleBinding there to read its
+// EndpointSlice. OLM v0 creates every namespaced object of a bundle, and the
+// Roles of a CSV's permissions, in the install namespace (the catalog
+// operator sets the InstallPlan's namespace on each step), so a Role in
+// default cannot be expressed: its rules become clusterPermissions, read
+// access to those objects in every namespace. That is wider than the chart's
+// and config/'s, and the one place it is.
+const apiServerNamespace = "default"
 
 // rendered sorts the objects the chart renders by what the bundle makes of
 // them.
 type rendered struct {
 	deployments     []*unstructured.Unstructured
 	serviceAccounts map[string]bool
-	// roles are the rules of every "ClusterRole/<name>" and "Role/<name>".
+	// roles are the rules of every ClusterRole and Role, by roleKey.
 	roles map[string][]rbacv1.PolicyRule
 	// bindings are the RoleBindings and ClusterRoleBindings (the same
 	// fields), bindingKinds their kinds.
@@ -47,6 +57,9 @@ type rendered struct {
 // fromManifests turns the rendered chart into the CSV's install strategy:
 // the Deployment, the RBAC by ServiceAccount, the related images.
 func fromManifests(objects []*unstructured.Unstructured, namespace string, img images, controllers []string, crds []crd) (*manifests, error) {
+	if namespace == apiServerNamespace {
+		return nil, fmt.Errorf("render the chart for another namespace than %s: the operator's Role there becomes clusterPermissions", apiServerNamespace)
+	}
 	r, err := sortRendered(objects, namespace)
 	if err != nil {
 		return nil, err
@@ -92,7 +105,7 @@ func sortRendered(objects []*unstructured.Unstructured, namespace string) (*rend
 		if hook := u.GetAnnotations()["helm.sh/hook"]; hook != "" {
 			return nil, fmt.Errorf("the chart renders the hook %s %s, which a bundle cannot carry", u.GetKind(), u.GetName())
 		}
-		if ns := u.GetNamespace(); ns != "" && ns != namespace {
+		if ns := u.GetNamespace(); ns != "" && ns != namespace && !inAPIServerNamespace(u) {
 			return nil, fmt.Errorf("the chart renders %s %s in namespace %s, not the release namespace %s", u.GetKind(), u.GetName(), ns, namespace)
 		}
 		switch u.GetKind() {
@@ -108,7 +121,7 @@ func sortRendered(objects []*unstructured.Unstructured, namespace string) (*rend
 			if role.AggregationRule != nil {
 				return nil, fmt.Errorf("the ClusterRole %s aggregates; a CSV has plain rules", role.Name)
 			}
-			r.roles[u.GetKind()+"/"+u.GetName()] = role.Rules
+			r.roles[roleKey(u.GetKind(), u.GetNamespace(), u.GetName())] = role.Rules
 		case "ClusterRoleBinding", "RoleBinding":
 			var binding rbacv1.RoleBinding
 			if err := convert(u, &binding); err != nil {
@@ -137,7 +150,7 @@ func (r *rendered) rulesByServiceAccount(namespace string, controllers []string)
 	boundRoles := map[string]bool{}
 	for i, binding := range r.bindings {
 		kind := r.bindingKinds[i]
-		ruleKey := binding.RoleRef.Kind + "/" + binding.RoleRef.Name
+		ruleKey := roleKey(binding.RoleRef.Kind, binding.Namespace, binding.RoleRef.Name)
 		rules, ok := r.roles[ruleKey]
 		if !ok {
 			return nil, nil, fmt.Errorf("the %s %s refers to %s, which the chart does not render", kind, binding.Name, ruleKey)
@@ -150,7 +163,7 @@ func (r *rendered) rulesByServiceAccount(namespace string, controllers []string)
 			if s.Kind != rbacv1.ServiceAccountKind || s.Namespace != namespace || !r.serviceAccounts[s.Name] {
 				return nil, nil, fmt.Errorf("the %s %s binds %s %s/%s, not a ServiceAccount of the chart", kind, binding.Name, s.Kind, s.Namespace, s.Name)
 			}
-			if kind == "ClusterRoleBinding" {
+			if kind == "ClusterRoleBinding" || binding.Namespace == apiServerNamespace {
 				cluster[s.Name] = append(cluster[s.Name], rules...)
 			} else {
 				namespaced[s.Name] = append(namespaced[s.Name], rules...)
@@ -174,6 +187,21 @@ func (r *rendered) rulesByServiceAccount(namespace string, controllers []string)
 		}
 	}
 	return cluster, namespaced, nil
+}
+
+// inAPIServerNamespace tells whether u is a Role or RoleBinding in namespace
+// default, which becomes clusterPermissions.
+func inAPIServerNamespace(u *unstructured.Unstructured) bool {
+	return u.GetNamespace() == apiServerNamespace && (u.GetKind() == "Role" || u.GetKind() == "RoleBinding")
+}
+
+// roleKey names a ClusterRole or Role: "ClusterRole/<name>", "Role/<name>"
+// in the release namespace, "Role/default/<name>" in namespace default.
+func roleKey(kind, namespace, name string) string {
+	if kind == "Role" && namespace == apiServerNamespace {
+		return kind + "/" + apiServerNamespace + "/" + name
+	}
+	return kind + "/" + name
 }
 
 // permissionsOf lists rules by ServiceAccount: the operator's first, then by
