@@ -91,8 +91,9 @@ func TestDefaultRendersACompleteInstall(t *testing.T) {
 		if u.GetKind() == "Role" && u.GetNamespace() == "default" {
 			rules, _, _ := unstructured.NestedSlice(u.Object, "rules")
 			g.Expect(rules).To(ConsistOf(map[string]any{
-				"apiGroups": []any{"discovery.k8s.io"}, "resources": []any{"endpointslices"}, "verbs": []any{"get", "list", "watch"},
-			}), "the operator only reads EndpointSlices in namespace default")
+				"apiGroups": []any{"discovery.k8s.io"}, "resources": []any{"endpointslices"}, "resourceNames": []any{"kubernetes"},
+				"verbs": []any{"get", "list", "watch"},
+			}), "the operator only reads the EndpointSlice kubernetes in namespace default")
 		}
 	}
 

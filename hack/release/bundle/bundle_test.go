@@ -615,8 +615,9 @@ func TestPermissionsMatchConfigRBAC(t *testing.T) {
 	}
 	g := NewWithT(t)
 	g.Expect(gotCluster["portico-operator"]).To(ContainElement(rbacv1.PolicyRule{
-		APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"},
-	}), "the operator reads the API server's EndpointSlice, read-only")
+		APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, ResourceNames: []string{"kubernetes"},
+		Verbs: []string{"get", "list", "watch"},
+	}), "the operator reads the API server's EndpointSlice (kubernetes, in any namespace: OLM cannot say default), read-only")
 	g.Expect(gotCluster).To(Equal(wantCluster), "clusterPermissions that config/rbac does not grant")
 	g.Expect(gotNamespaced).To(Equal(wantNamespaced), "permissions that config/rbac does not grant")
 
