@@ -84,8 +84,8 @@ func (b *bench) installServiceAccounts(ctx context.Context, dir string) (map[str
 			if !slices.Contains(accounts, obj.GetName()) {
 				continue // the operator's and other controllers'
 			}
-			// kustomize puts config/rbac's namespaced objects into the
-			// release's namespace.
+			// config/rbac's namespaced objects name portico-system, the
+			// benchmark's namespace; one without a namespace goes there too.
 			if !strings.HasPrefix(obj.GetKind(), "Cluster") && obj.GetNamespace() == "" {
 				obj.SetNamespace(controllerNS)
 			}
