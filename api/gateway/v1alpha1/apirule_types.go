@@ -93,15 +93,9 @@ type CORSPolicy struct {
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 }
 
-// JWTAuthentication requires a valid JSON Web Token on matching requests.
-// It takes one of two forms. The single-issuer form names issuer and
-// jwksUri, with optional audiences and requiredScopes, and reads the token
-// from Istio's default places (the Authorization header after "Bearer ",
-// or the access_token query parameter). The list form names
-// authentications (up to 4 issuers, each with its key set and, optionally,
-// the headers and query parameters its tokens are read from) and optional
-// authorizations: a request passes when its token is valid for any of the
-// issuers and, if authorizations are listed, satisfies any one of them.
+// JWTAuthentication requires a valid JSON Web Token on matching requests:
+// the single-issuer form (issuer, jwksUri, audiences, requiredScopes) or
+// the list form (authentications, authorizations), never both.
 // +kubebuilder:validation:XValidation:rule="has(self.issuer) != has(self.authentications)",message="jwt needs either issuer and jwksUri (one issuer) or authentications (a list of issuers), not both"
 // +kubebuilder:validation:XValidation:rule="has(self.issuer) == has(self.jwksUri)",message="issuer and jwksUri go together; with several issuers, list each under authentications"
 // +kubebuilder:validation:XValidation:rule="!has(self.authentications) || (!has(self.audiences) && !has(self.requiredScopes))",message="with authentications, put audiences and requiredScopes under authorizations"
@@ -273,7 +267,15 @@ type Rule struct {
 	// +optional
 	NoAuth *bool `json:"noAuth,omitempty"`
 
-	// jwt requires a valid JSON Web Token.
+	// jwt requires a valid JSON Web Token, in one of two forms. The
+	// single-issuer form names issuer and jwksUri, with optional audiences
+	// and requiredScopes, and reads the token from Istio's default places
+	// (the Authorization header after "Bearer ", or the access_token query
+	// parameter). The list form names authentications (up to 4 issuers,
+	// each with its key set and, optionally, the headers and query
+	// parameters its tokens are read from) and optional authorizations: a
+	// request passes when its token is valid for any of the issuers and, if
+	// authorizations are listed, satisfies any one of them.
 	// +optional
 	JWT *JWTAuthentication `json:"jwt,omitempty"`
 }
