@@ -100,6 +100,8 @@ type CORSPolicy struct {
 // +kubebuilder:validation:XValidation:rule="has(self.issuer) == has(self.jwksUri)",message="issuer and jwksUri go together; with several issuers, list each under authentications"
 // +kubebuilder:validation:XValidation:rule="!has(self.authentications) || (!has(self.audiences) && !has(self.requiredScopes))",message="with authentications, put audiences and requiredScopes under authorizations"
 // +kubebuilder:validation:XValidation:rule="!has(self.authorizations) || has(self.authentications)",message="authorizations go with authentications; with a single issuer, use audiences and requiredScopes"
+// +kubebuilder:validation:XValidation:rule="!has(self.authentications) || self.authentications.map(a, (has(a.fromHeaders) ? a.fromHeaders.size() : 0) + (has(a.fromParams) ? a.fromParams.size() : 0)).sum() <= 8",message="the issuers of a rule read tokens from at most 8 places in all (fromHeaders and fromParams)"
+// +kubebuilder:validation:XValidation:rule="!has(self.authorizations) || self.authorizations.map(z, (has(z.requiredScopes) ? z.requiredScopes.size() : 0) + (has(z.audiences) ? z.audiences.size() : 0)).sum() <= 16",message="the authorizations of a rule name at most 16 scopes and audiences in all"
 type JWTAuthentication struct {
 	// issuer the token's iss claim must equal (single-issuer form, with
 	// jwksUri).
@@ -133,7 +135,9 @@ type JWTAuthentication struct {
 
 	// authentications are the issuers whose tokens the rule accepts (list
 	// form, exclusive with issuer): a token valid for any one of them
-	// passes authentication. Each issuer appears once. On one workload an
+	// passes authentication. Each issuer appears once; together they read
+	// tokens from at most 8 places (an APIRule at its bounds must still fit
+	// in one etcd object). On one workload an
 	// issuer has one key set and one set of token locations: Istio merges
 	// the RequestAuthentications of a workload, so another key set or
 	// another location for the same issuer, in this APIRule or in another
@@ -150,6 +154,7 @@ type JWTAuthentication struct {
 	// (list form): a request passes when its token satisfies any one entry,
 	// and each entry needs all its requiredScopes and one of its audiences.
 	// Without authorizations any valid token of the listed issuers passes.
+	// At most 16 scopes and audiences in all.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
@@ -161,15 +166,16 @@ type JWTAuthentication struct {
 // tokens are read from.
 // +kubebuilder:validation:XValidation:rule="!has(self.fromHeaders) || !has(self.fromParams) || self.fromHeaders.size() + self.fromParams.size() <= 4",message="an issuer reads its tokens from at most 4 places (fromHeaders and fromParams together)"
 type JWTIssuer struct {
-	// issuer the token's iss claim must equal.
+	// issuer the token's iss claim must equal (at most 256 characters).
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:MaxLength=256
 	Issuer string `json:"issuer"`
 
-	// jwksUri is the https URL of the issuer's JSON Web Key Set.
+	// jwksUri is the https URL of the issuer's JSON Web Key Set (at most
+	// 512 characters).
 	// +required
-	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() == 'https'",message="jwksUri must be an https URL"
 	JWKSURI string `json:"jwksUri"`
 
