@@ -35,9 +35,11 @@ type Place struct {
 	Param          string
 }
 
-// InHeader and InParam are token places.
+// InHeader is a header carrying a token after a prefix.
 func InHeader(name, prefix string) Place { return Place{Header: name, Prefix: prefix} }
-func InParam(name string) Place          { return Place{Param: name} }
+
+// InParam is a query parameter carrying a token.
+func InParam(name string) Place { return Place{Param: name} }
 
 // Istio's default places, read when a JWT rule names none.
 var defaultPlaces = []Place{InHeader("authorization", "Bearer "), InParam("access_token")}
