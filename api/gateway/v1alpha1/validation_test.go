@@ -640,6 +640,19 @@ func TestNoAdmittedObjectBreaksTheTypedCache(t *testing.T) {
 			at(s, "spec", "rules", 1, "jwt", "issuer"), at([]any{s}, "spec", "rules", 1, "jwt", "audiences"),
 			at([]any{s}, "spec", "cors", "allowOrigins"), at(s, "spec", "service", "name"), at(s, "spec", "service", "namespace"))
 		rateLimitEdits = append(rateLimitEdits, at(s, "spec", "targetRef", "name"), at(s, "spec", "targetRef", "kind"))
+		// The jwt list form, with the odd value in one place at a time.
+		listForm := func(issuer, prefix, param, audience any) map[string]any {
+			return map[string]any{
+				"authentications": []any{map[string]any{"issuer": issuer, "jwksUri": "https://idp.example.com/keys",
+					"fromHeaders": []any{map[string]any{"name": "x-token", "prefix": prefix}}, "fromParams": []any{param}}},
+				"authorizations": []any{map[string]any{"audiences": []any{audience}}},
+			}
+		}
+		apiRuleEdits = append(apiRuleEdits,
+			at(listForm(s, "Bearer ", "token", "orders"), "spec", "rules", 1, "jwt"),
+			at(listForm("https://idp.example.com", s, "token", "orders"), "spec", "rules", 1, "jwt"),
+			at(listForm("https://idp.example.com", "Bearer ", s, "orders"), "spec", "rules", 1, "jwt"),
+			at(listForm("https://idp.example.com", "Bearer ", "token", s), "spec", "rules", 1, "jwt"))
 	}
 	apiRuleEdits = append(apiRuleEdits,
 		at(map[string]any{"name": "x", "port": int64(1), "extra": "pruned"}, "spec", "rules", 0, "service"),
