@@ -47,18 +47,24 @@ func TestSeveralIssuersOnOneRule(t *testing.T) {
 	}
 	t.Run("each issuer's tokens count where the rule reads them, and only there", expectAdmin)
 
+	ensureSharedGateway(t)
 	for i, attack := range []struct {
-		name string
-		rule gatewayv1alpha1.Rule
+		name      string
+		rule      gatewayv1alpha1.Rule
+		httpRoute bool
 	}{
-		{"reads the partner's issuer from a query parameter", severalIssuers("/other", jwtIssuer(issuerB, keysB, inParam("token")))},
-		{"reads the partner's issuer from the Authorization header", severalIssuers("/other", jwtIssuer(issuerB, keysB))},
-		{"trusts the partner's issuer with team-a's keys", severalIssuers("/other", jwtIssuer(issuerB, keysA, inHeader("x-partner-token", "")))},
-		{"lets the partner's issuer alone into /admin", severalIssuers("/admin", jwtIssuer(issuerB, keysB, inHeader("x-partner-token", "")))},
+		{"reads the partner's issuer from a query parameter", severalIssuers("/other", jwtIssuer(issuerB, keysB, inParam("token"))), false},
+		{"reads the partner's issuer from the Authorization header", severalIssuers("/other", jwtIssuer(issuerB, keysB)), false},
+		{"trusts the partner's issuer with team-a's keys", severalIssuers("/other", jwtIssuer(issuerB, keysA, inHeader("x-partner-token", ""))), false},
+		{"lets the partner's issuer alone into /admin", severalIssuers("/admin", jwtIssuer(issuerB, keysB, inHeader("x-partner-token", ""))), false},
+		{"reads the partner's issuer from a query parameter, in HTTPRoute mode", severalIssuers("/other", jwtIssuer(issuerB, keysB, inParam("token"))), true},
 	} {
 		t.Run("a second APIRule that "+attack.name, func(t *testing.T) {
 			name := fmt.Sprintf("partners-attack-%d", i)
 			second := apiRule(teamA, name, name+".a.example", publicGateway, backend("", "partners"), attack.rule)
+			if attack.httpRoute {
+				second = onGatewayAPI(second)
+			}
 			create(t, alice, second)
 			t.Run("is refused with AccessConflict", func(t *testing.T) { expectRefused(t, second, gatewayv1alpha1.ReasonAccessConflict) })
 			t.Run("writes nothing", func(t *testing.T) {
