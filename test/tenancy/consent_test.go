@@ -23,6 +23,13 @@ var (
 	tokenB = &judge.Token{Issuer: issuerB, KeySet: keysB, Subject: "bob"}
 )
 
+// carriedIn is a copy of a token carried in another place of the request.
+func carriedIn(token *judge.Token, place judge.Place) *judge.Token {
+	c := *token
+	c.In = place
+	return &c
+}
+
 // Class 3: consent to route grants routing only; the Service's namespace
 // alone decides who may call its pods, and no APIRule, of any namespace,
 // widens access to a path another APIRule protects on the same workload.
@@ -68,6 +75,10 @@ func TestConsentGrantsRoutingOnly(t *testing.T) {
 		{"noAuth /admin", noAuth("/admin")},
 		{"jwt /admin of another issuer", jwt("/admin", issuerB, keysB)},
 		{"jwt /admin of team-a's issuer with another jwksUri", jwt("/admin", issuerA, keysB)},
+		{"jwt /admin trusting team-a's issuer and team-b's", severalIssuers("/admin", jwtIssuer(issuerA, keysA), jwtIssuer(issuerB, keysB))},
+		{"jwt /other trusting team-a's issuer among others, one with another jwksUri", severalIssuers("/other", jwtIssuer(issuerB, keysB), jwtIssuer(issuerA, keysB))},
+		{"jwt /other reading team-a's issuer from a query parameter", severalIssuers("/other", jwtIssuer(issuerA, keysA, inParam("token")))},
+		{"jwt /other reading team-a's issuer from another header", severalIssuers("/other", jwtIssuer(issuerA, keysA, inHeader("x-token", "")))},
 	} {
 		t.Run("a second APIRule in team-a with "+second.name+" on the same workload", func(t *testing.T) {
 			t.Parallel()
@@ -140,14 +151,19 @@ func expectAccessConflict(t *testing.T, rule *gatewayv1alpha1.APIRule, ledger ju
 }
 
 // expectAdminProtected judges /admin on the workload with the stored
-// policies: only a token of team-a's issuer signed with team-a's keys gets in.
+// policies: only a token of team-a's issuer signed with team-a's keys, in
+// the Authorization header, gets in.
 func expectAdminProtected(t *testing.T, ledger judge.Workload) {
 	t.Helper()
 	g := NewWithT(t)
 	for _, tc := range []struct {
 		token   *judge.Token
 		allowed bool
-	}{{nil, false}, {forgedA, false}, {tokenB, false}, {tokenA, true}} {
+	}{
+		{nil, false}, {forgedA, false}, {tokenB, false}, {tokenA, true},
+		// Where team-a's rule does not read tokens, its own tokens do not count.
+		{carriedIn(tokenA, judge.InParam("token")), false}, {carriedIn(tokenA, judge.InHeader("x-token", "")), false},
+	} {
 		r := judge.Request{Workload: ledger, Host: ledger.Labels["app"] + ".a.example", Path: "/admin", Method: "GET", Port: 8080, Token: tc.token}
 		v := decide(g, r)
 		g.Expect(v.Allowed()).To(Equal(tc.allowed), "%s: %s", r, v)

@@ -159,6 +159,31 @@ func jwt(path, issuer, jwksURI string) gatewayv1alpha1.Rule {
 	return gatewayv1alpha1.Rule{Path: path, JWT: &gatewayv1alpha1.JWTAuthentication{Issuer: issuer, JWKSURI: jwksURI}}
 }
 
+// severalIssuers is a jwt rule in the list form, trusting every issuer.
+func severalIssuers(path string, issuers ...gatewayv1alpha1.JWTIssuer) gatewayv1alpha1.Rule {
+	return gatewayv1alpha1.Rule{Path: path, JWT: &gatewayv1alpha1.JWTAuthentication{Authentications: issuers}}
+}
+
+type issuerOption func(*gatewayv1alpha1.JWTIssuer)
+
+func jwtIssuer(issuer, jwksURI string, opts ...issuerOption) gatewayv1alpha1.JWTIssuer {
+	iss := gatewayv1alpha1.JWTIssuer{Issuer: issuer, JWKSURI: jwksURI}
+	for _, o := range opts {
+		o(&iss)
+	}
+	return iss
+}
+
+func inHeader(name, prefix string) issuerOption {
+	return func(i *gatewayv1alpha1.JWTIssuer) {
+		i.FromHeaders = append(i.FromHeaders, gatewayv1alpha1.JWTHeader{Name: name, Prefix: prefix})
+	}
+}
+
+func inParam(name string) issuerOption {
+	return func(i *gatewayv1alpha1.JWTIssuer) { i.FromParams = append(i.FromParams, name) }
+}
+
 // protectedAPI is the rules of team-a's APIs: /health open, /admin for
 // tokens of team-a's issuer.
 func protectedAPI() []gatewayv1alpha1.Rule {

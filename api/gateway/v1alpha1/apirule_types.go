@@ -93,33 +93,149 @@ type CORSPolicy struct {
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 }
 
-// JWTAuthentication requires a valid JSON Web Token on matching requests.
+// JWTAuthentication requires a valid JSON Web Token on matching requests:
+// the single-issuer form (issuer, jwksUri, audiences, requiredScopes) or
+// the list form (authentications, authorizations), never both.
+// +kubebuilder:validation:XValidation:rule="has(self.issuer) != has(self.authentications)",message="jwt needs either issuer and jwksUri (one issuer) or authentications (a list of issuers), not both"
+// +kubebuilder:validation:XValidation:rule="has(self.issuer) == has(self.jwksUri)",message="issuer and jwksUri go together; with several issuers, list each under authentications"
+// +kubebuilder:validation:XValidation:rule="!has(self.authentications) || (!has(self.audiences) && !has(self.requiredScopes))",message="with authentications, put audiences and requiredScopes under authorizations"
+// +kubebuilder:validation:XValidation:rule="!has(self.authorizations) || has(self.authentications)",message="authorizations go with authentications; with a single issuer, use audiences and requiredScopes"
+// +kubebuilder:validation:XValidation:rule="!has(self.authentications) || self.authentications.map(a, (has(a.fromHeaders) ? a.fromHeaders.size() : 0) + (has(a.fromParams) ? a.fromParams.size() : 0)).sum() <= 8",message="the issuers of a rule read tokens from at most 8 places in all (fromHeaders and fromParams)"
+// +kubebuilder:validation:XValidation:rule="!has(self.authorizations) || self.authorizations.map(z, (has(z.requiredScopes) ? z.requiredScopes.size() : 0) + (has(z.audiences) ? z.audiences.size() : 0)).sum() <= 16",message="the authorizations of a rule name at most 16 scopes and audiences in all"
 type JWTAuthentication struct {
-	// issuer the token's iss claim must equal.
-	// +required
+	// issuer the token's iss claim must equal (single-issuer form, with
+	// jwksUri).
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	Issuer string `json:"issuer"`
+	Issuer string `json:"issuer,omitempty"`
 
-	// jwksUri is the https URL of the issuer's JSON Web Key Set.
-	// +required
+	// jwksUri is the https URL of the issuer's JSON Web Key Set
+	// (single-issuer form, with issuer).
+	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() == 'https'",message="jwksUri must be an https URL"
-	JWKSURI string `json:"jwksUri"`
+	JWKSURI string `json:"jwksUri,omitempty"`
 
-	// audiences of which the token's aud claim must contain at least one.
+	// audiences of which the token's aud claim must contain at least one
+	// (single-issuer form).
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=256
 	Audiences []string `json:"audiences,omitempty"`
 
-	// requiredScopes the token's scope claim must all contain.
+	// requiredScopes the token's scope claim must all contain
+	// (single-issuer form).
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=128
 	RequiredScopes []string `json:"requiredScopes,omitempty"`
+
+	// authentications are the issuers whose tokens the rule accepts (list
+	// form, exclusive with issuer): a token valid for any one of them
+	// passes authentication. Each issuer appears once; together they read
+	// tokens from at most 8 places (an APIRule at its bounds must still fit
+	// in one etcd object). On one workload an
+	// issuer has one key set and one set of token locations: Istio merges
+	// the RequestAuthentications of a workload, so another key set or
+	// another location for the same issuer, in this APIRule or in another
+	// one on the same pods, is refused (reasons InvalidRule and
+	// AccessConflict).
+	// +optional
+	// +listType=map
+	// +listMapKey=issuer
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	Authentications []JWTIssuer `json:"authentications,omitempty"`
+
+	// authorizations are alternatives the token's claims must satisfy
+	// (list form): a request passes when its token satisfies any one entry,
+	// and each entry needs all its requiredScopes and one of its audiences.
+	// Without authorizations any valid token of the listed issuers passes.
+	// At most 16 scopes and audiences in all.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	Authorizations []JWTAuthorization `json:"authorizations,omitempty"`
+}
+
+// JWTIssuer is one issuer a rule trusts, with its key set and where its
+// tokens are read from.
+// +kubebuilder:validation:XValidation:rule="!has(self.fromHeaders) || !has(self.fromParams) || self.fromHeaders.size() + self.fromParams.size() <= 4",message="an issuer reads its tokens from at most 4 places (fromHeaders and fromParams together)"
+type JWTIssuer struct {
+	// issuer the token's iss claim must equal (at most 256 characters).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Issuer string `json:"issuer"`
+
+	// jwksUri is the https URL of the issuer's JSON Web Key Set (at most
+	// 512 characters).
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() == 'https'",message="jwksUri must be an https URL"
+	JWKSURI string `json:"jwksUri"`
+
+	// fromHeaders are the request headers the issuer's tokens are read
+	// from. With neither fromHeaders nor fromParams, tokens are read from
+	// Istio's default places: the Authorization header after "Bearer ", and
+	// the access_token query parameter.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=4
+	FromHeaders []JWTHeader `json:"fromHeaders,omitempty"`
+
+	// fromParams are the query parameters the issuer's tokens are read
+	// from. A token in a URL may be written to access logs: prefer headers.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=128
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9._~-]+$`
+	FromParams []string `json:"fromParams,omitempty"`
+}
+
+// JWTHeader is a request header a token is read from.
+type JWTHeader struct {
+	// name of the header, such as x-jwt-assertion (matched regardless of
+	// case).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
+	Name string `json:"name"`
+
+	// prefix before the token in the header's value, such as "Bearer "
+	// (with its space); empty when the value is the token alone.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[ -~]*$`
+	Prefix string `json:"prefix,omitempty"`
+}
+
+// JWTAuthorization is one alternative set of claims a token must have.
+// +kubebuilder:validation:XValidation:rule="has(self.requiredScopes) || has(self.audiences)",message="an authorization needs requiredScopes or audiences; leave authorizations out to accept any valid token"
+type JWTAuthorization struct {
+	// requiredScopes the token's scope claim must all contain.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=128
+	RequiredScopes []string `json:"requiredScopes,omitempty"`
+
+	// audiences of which the token's aud claim must contain at least one.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=256
+	Audiences []string `json:"audiences,omitempty"`
 }
 
 // Rule exposes one path of the API with its access control.
@@ -157,7 +273,15 @@ type Rule struct {
 	// +optional
 	NoAuth *bool `json:"noAuth,omitempty"`
 
-	// jwt requires a valid JSON Web Token.
+	// jwt requires a valid JSON Web Token, in one of two forms. The
+	// single-issuer form names issuer and jwksUri, with optional audiences
+	// and requiredScopes, and reads the token from Istio's default places
+	// (the Authorization header after "Bearer ", or the access_token query
+	// parameter). The list form names authentications (up to 4 issuers,
+	// each with its key set and, optionally, the headers and query
+	// parameters its tokens are read from) and optional authorizations: a
+	// request passes when its token is valid for any of the issuers and, if
+	// authorizations are listed, satisfies any one of them.
 	// +optional
 	JWT *JWTAuthentication `json:"jwt,omitempty"`
 }
@@ -272,15 +396,19 @@ type APIRuleSpec struct {
 	// method (a rule without methods has them all). A prefix rule ("/api/*")
 	// that covers another rule's path ("/api/admin") with a method in common
 	// and serves the same workload must have the same authentication (both
-	// noAuth, or jwt with the same issuer, audiences and scopes): Istio adds
-	// up the access rules of a workload, so the covering rule would open the
-	// covered path. The API server checks rules naming the same service; the
-	// controller checks the rest (reason InvalidRule).
+	// noAuth, or jwt with the same issuer, audiences and scopes, or the same
+	// authentications and authorizations in any order): Istio adds up the
+	// access rules of a workload, so the covering rule would open the
+	// covered path. The API server checks single-issuer rules naming the
+	// same service; the controller checks the rest, including every pair
+	// where a rule lists jwt.authentications (reason InvalidRule), since
+	// comparing those lists for every pair of rules would exceed the API
+	// server's validation budget.
 	// +required
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:XValidation:rule="self.all(a, self.filter(b, b.path == a.path && (!has(a.methods) || !has(b.methods) || a.methods.exists(m, m in b.methods))).size() == 1)",message="two rules have the same path and a method in common"
-	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.path.endsWith('/*') || self.all(b, b.path == a.path || !b.path.startsWith(a.path.substring(0, a.path.size() - 1)) || (has(a.methods) && has(b.methods) && !a.methods.exists(m, m in b.methods)) || has(a.service) != has(b.service) || (has(a.service) && a.service != b.service) || (!has(a.jwt) && !has(b.jwt)) || (has(a.jwt) && has(b.jwt) && a.jwt.issuer == b.jwt.issuer && has(a.jwt.audiences) == has(b.jwt.audiences) && (!has(a.jwt.audiences) || sets.equivalent(a.jwt.audiences, b.jwt.audiences)) && has(a.jwt.requiredScopes) == has(b.jwt.requiredScopes) && (!has(a.jwt.requiredScopes) || sets.equivalent(a.jwt.requiredScopes, b.jwt.requiredScopes)))))",message="a prefix rule covers another rule's path with a method in common and the same service but different authentication; Istio adds up access rules, so the covered path would be open to the prefix rule's callers: give both the same noAuth or jwt, or make the paths disjoint"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.path.endsWith('/*') || self.all(b, b.path == a.path || !b.path.startsWith(a.path.substring(0, a.path.size() - 1)) || (has(a.methods) && has(b.methods) && !a.methods.exists(m, m in b.methods)) || has(a.service) != has(b.service) || (has(a.service) && a.service != b.service) || (!has(a.jwt) && !has(b.jwt)) || (has(a.jwt) && has(b.jwt) && (has(a.jwt.authentications) || has(b.jwt.authentications))) || (has(a.jwt) && has(b.jwt) && a.jwt.issuer == b.jwt.issuer && has(a.jwt.audiences) == has(b.jwt.audiences) && (!has(a.jwt.audiences) || sets.equivalent(a.jwt.audiences, b.jwt.audiences)) && has(a.jwt.requiredScopes) == has(b.jwt.requiredScopes) && (!has(a.jwt.requiredScopes) || sets.equivalent(a.jwt.requiredScopes, b.jwt.requiredScopes)))))",message="a prefix rule covers another rule's path with a method in common and the same service but different authentication; Istio adds up access rules, so the covered path would be open to the prefix rule's callers: give both the same noAuth or jwt, or make the paths disjoint"
 	Rules []Rule `json:"rules"`
 }
 

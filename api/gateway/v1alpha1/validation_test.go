@@ -56,6 +56,22 @@ func validRule() *gatewayv1alpha1.APIRule {
 	}
 }
 
+// severalIssuers is a jwt in the list form: two issuers, one read from a
+// header and a query parameter, and two authorization alternatives.
+func severalIssuers() *gatewayv1alpha1.JWTAuthentication {
+	return &gatewayv1alpha1.JWTAuthentication{
+		Authentications: []gatewayv1alpha1.JWTIssuer{
+			{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"},
+			{Issuer: "https://partners.example.com", JWKSURI: "https://partners.example.com/keys",
+				FromHeaders: []gatewayv1alpha1.JWTHeader{{Name: "x-partner-token", Prefix: "Token "}}, FromParams: []string{"partner_token"}},
+		},
+		Authorizations: []gatewayv1alpha1.JWTAuthorization{
+			{RequiredScopes: []string{"orders.read"}, Audiences: []string{"orders"}},
+			{RequiredScopes: []string{"admin"}},
+		},
+	}
+}
+
 func TestAPIRuleValidation(t *testing.T) {
 	tests := map[string]struct {
 		mutate  func(r *gatewayv1alpha1.APIRule)
@@ -152,6 +168,110 @@ func TestAPIRuleValidation(t *testing.T) {
 			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[1].JWT.JWKSURI = "http://idp.example.com/jwks.json" },
 			wantErr: "jwksUri must be an https URL",
 		},
+		"several issuers with token locations and alternatives": {mutate: func(r *gatewayv1alpha1.APIRule) {
+			r.Spec.Rules[1].JWT = severalIssuers()
+		}},
+		"both the single-issuer form and authentications": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				r.Spec.Rules[1].JWT.Authentications = severalIssuers().Authentications
+			},
+			wantErr: "jwt needs either issuer and jwksUri (one issuer) or authentications (a list of issuers), not both",
+		},
+		"neither issuer nor authentications": {
+			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[1].JWT = &gatewayv1alpha1.JWTAuthentication{} },
+			wantErr: "jwt needs either issuer and jwksUri",
+		},
+		"issuer without jwksUri": {
+			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[1].JWT.JWKSURI = "" },
+			wantErr: "issuer and jwksUri go together",
+		},
+		"authentications with flat audiences": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				j := severalIssuers()
+				j.Audiences = []string{"orders"}
+				r.Spec.Rules[1].JWT = j
+			},
+			wantErr: "with authentications, put audiences and requiredScopes under authorizations",
+		},
+		"authorizations with a single issuer": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				r.Spec.Rules[1].JWT.Authorizations = severalIssuers().Authorizations
+			},
+			wantErr: "authorizations go with authentications",
+		},
+		"an empty authorization": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				j := severalIssuers()
+				j.Authorizations = append(j.Authorizations, gatewayv1alpha1.JWTAuthorization{})
+				r.Spec.Rules[1].JWT = j
+			},
+			wantErr: "an authorization needs requiredScopes or audiences",
+		},
+		"an issuer listed twice": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				j := severalIssuers()
+				j.Authentications = append(j.Authentications, j.Authentications[0])
+				r.Spec.Rules[1].JWT = j
+			},
+			wantErr: "Duplicate value",
+		},
+		"five issuers": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				j := severalIssuers()
+				for i := range 3 {
+					j.Authentications = append(j.Authentications, gatewayv1alpha1.JWTIssuer{Issuer: fmt.Sprintf("https://idp%d.example.com", i), JWKSURI: "https://idp.example.com/jwks.json"})
+				}
+				r.Spec.Rules[1].JWT = j
+			},
+			wantErr: "must have at most 4 items",
+		},
+		"a list issuer's jwks over http": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				j := severalIssuers()
+				j.Authentications[0].JWKSURI = "http://idp.example.com/jwks.json"
+				r.Spec.Rules[1].JWT = j
+			},
+			wantErr: "jwksUri must be an https URL",
+		},
+		"a header name that is no HTTP token": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				j := severalIssuers()
+				j.Authentications[0].FromHeaders = []gatewayv1alpha1.JWTHeader{{Name: ":authority"}}
+				r.Spec.Rules[1].JWT = j
+			},
+			wantErr: "fromHeaders[0].name: Invalid value",
+		},
+		"a header prefix with a line break": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				j := severalIssuers()
+				j.Authentications[0].FromHeaders = []gatewayv1alpha1.JWTHeader{{Name: "x-token", Prefix: "Bearer\n"}}
+				r.Spec.Rules[1].JWT = j
+			},
+			wantErr: "fromHeaders[0].prefix: Invalid value",
+		},
+		"a query parameter with a space": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				j := severalIssuers()
+				j.Authentications[0].FromParams = []string{"access token"}
+				r.Spec.Rules[1].JWT = j
+			},
+			wantErr: "fromParams[0]: Invalid value",
+		},
+		"more than 4 token places for one issuer": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				j := severalIssuers()
+				j.Authentications[0].FromHeaders = []gatewayv1alpha1.JWTHeader{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+				j.Authentications[0].FromParams = []string{"d", "e"}
+				r.Spec.Rules[1].JWT = j
+			},
+			wantErr: "an issuer reads its tokens from at most 4 places",
+		},
+		"a list-form prefix over a single-issuer path is left to the controller": {mutate: func(r *gatewayv1alpha1.APIRule) {
+			r.Spec.Rules[1].JWT = severalIssuers()
+			r.Spec.Rules = append(r.Spec.Rules, gatewayv1alpha1.Rule{Path: "/orders/42", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, JWT: &gatewayv1alpha1.JWTAuthentication{
+				Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json",
+			}})
+		}},
 		"no service anywhere": {
 			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Service = nil },
 			wantErr: "set spec.service, or a service on every rule",
@@ -520,6 +640,19 @@ func TestNoAdmittedObjectBreaksTheTypedCache(t *testing.T) {
 			at(s, "spec", "rules", 1, "jwt", "issuer"), at([]any{s}, "spec", "rules", 1, "jwt", "audiences"),
 			at([]any{s}, "spec", "cors", "allowOrigins"), at(s, "spec", "service", "name"), at(s, "spec", "service", "namespace"))
 		rateLimitEdits = append(rateLimitEdits, at(s, "spec", "targetRef", "name"), at(s, "spec", "targetRef", "kind"))
+		// The jwt list form, with the odd value in one place at a time.
+		listForm := func(issuer, prefix, param, audience any) map[string]any {
+			return map[string]any{
+				"authentications": []any{map[string]any{"issuer": issuer, "jwksUri": "https://idp.example.com/keys",
+					"fromHeaders": []any{map[string]any{"name": "x-token", "prefix": prefix}}, "fromParams": []any{param}}},
+				"authorizations": []any{map[string]any{"audiences": []any{audience}}},
+			}
+		}
+		apiRuleEdits = append(apiRuleEdits,
+			at(listForm(s, "Bearer ", "token", "orders"), "spec", "rules", 1, "jwt"),
+			at(listForm("https://idp.example.com", s, "token", "orders"), "spec", "rules", 1, "jwt"),
+			at(listForm("https://idp.example.com", "Bearer ", s, "orders"), "spec", "rules", 1, "jwt"),
+			at(listForm("https://idp.example.com", "Bearer ", "token", s), "spec", "rules", 1, "jwt"))
 	}
 	apiRuleEdits = append(apiRuleEdits,
 		at(map[string]any{"name": "x", "port": int64(1), "extra": "pruned"}, "spec", "rules", 0, "service"),

@@ -10,7 +10,8 @@
 // root namespace, mesh-wide; CUSTOM (taken as deny-if-match), then DENY,
 // then ALLOW, where at least one applicable ALLOW policy means a request is
 // allowed only if one of their rules matches. Key sets are identified by
-// their jwksUri. Anything it cannot model faithfully (path templates,
+// their jwksUri; a token is read only where some JWT rule of the workload
+// reads tokens (its headers and query parameters, else Istio's defaults). Anything it cannot model faithfully (path templates,
 // unknown condition keys, delegated routes, …) is an error, never a guess.
 //
 // It is a pure package for the tenant-attack suite: it reads no cluster and

@@ -175,6 +175,55 @@ func TestWideningAttacks(t *testing.T) {
 	})
 }
 
+// Istio merges the JWT rules of a workload: a token counts where any rule
+// for its issuer reads it, and is not looked at where no rule does.
+func TestTokenPlaces(t *testing.T) {
+	in := func(tok *Token, p Place) *Token { c := *tok; c.In = p; return &c }
+	fromHeader := func(issuer, keys, header string) *securityv1beta1.JWTRule {
+		r := jwtRule(issuer, keys)
+		r.FromHeaders = []*securityv1beta1.JWTHeader{{Name: header}}
+		return r
+	}
+	fromParam := func(issuer, keys, param string) *securityv1beta1.JWTRule {
+		r := jwtRule(issuer, keys)
+		r.FromParams = []string{param}
+		return r
+	}
+	secondPlace := requestAuthentication("team-a", "second", ledgerSelector, fromParam(issuerA, keysA, "token"))
+	runCases(t, []judgeCase{
+		{"the default places: the Authorization header", teamA(), get("/admin", tokenA), Allowed},
+		{"the default places: the access_token parameter", teamA(), get("/admin", in(tokenA, InParam("access_token"))), Allowed},
+		{"a header no rule reads: the token is not looked at", teamA(), get("/admin", in(tokenA, InHeader("x-token", ""))), Forbidden},
+		{"a forged token where no rule reads is not rejected either", teamA(), get("/health", in(forged, InParam("token"))), Allowed},
+		{"header names compare regardless of case",
+			Policies{AuthorizationPolicies: teamA().AuthorizationPolicies, RequestAuthentications: []*securityv1.RequestAuthentication{requestAuthentication("team-a", "ledger", ledgerSelector, fromHeader(issuerA, keysA, "X-Token"))}},
+			get("/admin", in(tokenA, InHeader("x-token", ""))), Allowed},
+		{"a rule naming a header no longer reads the default places",
+			Policies{AuthorizationPolicies: teamA().AuthorizationPolicies, RequestAuthentications: []*securityv1.RequestAuthentication{requestAuthentication("team-a", "ledger", ledgerSelector, fromHeader(issuerA, keysA, "x-token"))}},
+			get("/admin", tokenA), Forbidden},
+		{"baseline: a token in a query parameter named token is not looked at", teamA(), get("/admin", in(tokenA, InParam("token"))), Forbidden},
+		{"a second RequestAuthentication reading the issuer from that parameter makes it count",
+			teamA().with(nil, secondPlace), get("/admin", in(tokenA, InParam("token"))), Allowed},
+	})
+}
+
+// A rule trusting several issuers is one ALLOW rule listing all of them.
+func TestSeveralIssuersInOneRule(t *testing.T) {
+	const issuerB = "https://idp.team-b.example"
+	tokenB := &Token{Issuer: issuerB, KeySet: keysB, Subject: "bob"}
+	both := Policies{
+		AuthorizationPolicies: aps(allow("team-a", "ledger", ledgerSelector,
+			rule(paths("/admin"), requestPrincipals(issuerA+"/*", issuerB+"/*"), when("request.auth.claims[iss]", issuerA, issuerB)))),
+		RequestAuthentications: []*securityv1.RequestAuthentication{requestAuthentication("team-a", "ledger", ledgerSelector, jwtRule(issuerA, keysA), jwtRule(issuerB, keysB))},
+	}
+	runCases(t, []judgeCase{
+		{"a token of the first issuer", both, get("/admin", tokenA), Allowed},
+		{"a token of the second issuer", both, get("/admin", tokenB), Allowed},
+		{"a forged token of the first issuer", both, get("/admin", forged), Unauthenticated},
+		{"no token", both, get("/admin", nil), Forbidden},
+	})
+}
+
 func TestWhatIsNotModelledIsAnError(t *testing.T) {
 	for name, p := range map[string]*securityv1.AuthorizationPolicy{
 		"a path template":           allow("team-a", "p", nil, rule(paths("/api/{*}/admin"))),

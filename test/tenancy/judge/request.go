@@ -23,6 +23,48 @@ type Token struct {
 	Scopes    []string
 	// Claims holds further claims, each with its values.
 	Claims map[string][]string
+	// In is where the request carries the token; the zero value is
+	// Istio's default, the Authorization header after "Bearer ".
+	In Place
+}
+
+// Place is where a request carries a token: a header, after a prefix, or
+// a query parameter.
+type Place struct {
+	Header, Prefix string
+	Param          string
+}
+
+// InHeader is a header carrying a token after a prefix.
+func InHeader(name, prefix string) Place { return Place{Header: name, Prefix: prefix} }
+
+// InParam is a query parameter carrying a token.
+func InParam(name string) Place { return Place{Param: name} }
+
+// Istio's default places, read when a JWT rule names none.
+var defaultPlaces = []Place{InHeader("authorization", "Bearer "), InParam("access_token")}
+
+func (t *Token) place() Place {
+	if t.In == (Place{}) {
+		return defaultPlaces[0]
+	}
+	return t.In
+}
+
+func (p Place) String() string {
+	if p.Param != "" {
+		return "query parameter " + p.Param
+	}
+	return fmt.Sprintf("header %s after %q", p.Header, p.Prefix)
+}
+
+// reads reports whether a place of a JWT rule is where the token is:
+// header names compare regardless of case.
+func (p Place) reads(token Place) bool {
+	if p.Param != "" || token.Param != "" {
+		return p.Param == token.Param
+	}
+	return strings.EqualFold(p.Header, token.Header) && p.Prefix == token.Prefix
 }
 
 // claims returns every claim of the token with its values.

@@ -22,10 +22,12 @@ import (
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 )
 
-// The golden HTTPRoutes of the translation are what the controller writes:
-// the real Gateway API CRDs (their schemas and CEL rules) must admit them.
-func TestGoldenHTTPRoutesAreAdmitted(t *testing.T) {
-	paths, err := filepath.Glob(filepath.Join("..", "translate", "testdata", "*.httproute.golden.yaml"))
+// The golden outputs of the translation are what the controller writes:
+// the real Gateway API and Istio CRDs (their schemas and CEL rules) must
+// admit them, in both modes (the VirtualService or the HTTPRoute, and the
+// access policies).
+func TestGoldenObjectsAreAdmitted(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("..", "translate", "testdata", "*.golden.yaml"))
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	NewWithT(t).Expect(paths).NotTo(BeEmpty())
 	for _, path := range paths {
@@ -34,15 +36,22 @@ func TestGoldenHTTPRoutesAreAdmitted(t *testing.T) {
 			raw, err := os.ReadFile(path)
 			g.Expect(err).NotTo(HaveOccurred())
 			var golden struct {
-				HTTPRoute *gatewayapiv1.HTTPRoute
-				Workloads []struct {
+				VirtualService *networkingv1.VirtualService
+				HTTPRoute      *gatewayapiv1.HTTPRoute
+				Workloads      []struct {
 					AuthorizationPolicy   *securityv1.AuthorizationPolicy
 					RequestAuthentication *securityv1.RequestAuthentication
 				}
 			}
 			g.Expect(yaml.Unmarshal(raw, &golden)).To(Succeed())
-			g.Expect(golden.HTTPRoute).NotTo(BeNil())
-			objs := []client.Object{golden.HTTPRoute}
+			var objs []client.Object
+			switch {
+			case golden.HTTPRoute != nil:
+				objs = append(objs, golden.HTTPRoute)
+			case golden.VirtualService != nil:
+				objs = append(objs, golden.VirtualService)
+			}
+			g.Expect(objs).To(HaveLen(1), "a golden output has a route")
 			for _, w := range golden.Workloads {
 				objs = append(objs, w.AuthorizationPolicy)
 				if w.RequestAuthentication != nil {

@@ -104,6 +104,30 @@ func TestNoAuthPrefixOverJWTPathIsRejected(t *testing.T) {
 	})
 }
 
+// The API server leaves pairs of rules in the jwt list form to the
+// controller (comparing the nested lists of every pair would exceed its
+// CEL budget): a prefix rule trusting one more issuer than the path it
+// covers is refused here, and nothing is written.
+func TestListFormPrefixOverJWTPathIsRejected(t *testing.T) {
+	g := NewWithT(t)
+	partners := &gatewayv1alpha1.JWTAuthentication{Authentications: []gatewayv1alpha1.JWTIssuer{
+		{Issuer: orders.JWT.Issuer, JWKSURI: orders.JWT.JWKSURI},
+		{Issuer: "https://partners.example.com", JWKSURI: "https://partners.example.com/keys", FromHeaders: []gatewayv1alpha1.JWTHeader{{Name: "x-partner-token"}}},
+	}}
+	createService(t, "listcovered")
+	createAPIRule(t, "listcovered", "listcovered",
+		gatewayv1alpha1.Rule{Path: "/api/*", JWT: partners},
+		gatewayv1alpha1.Rule{Path: "/api/admin", JWT: orders.JWT})
+	g.Eventually(func(g Gomega) {
+		c := readyCondition(g, "listcovered")
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonInvalidRule))
+		g.Expect(c.Message).To(ContainSubstring("rule /api/* (jwt issuers " + orders.JWT.Issuer + ",https://partners.example.com) covers rule /api/admin"))
+	}, eventually).Should(Succeed())
+	g.Expect(gone("listcovered", &securityv1.AuthorizationPolicy{})()).To(BeTrue())
+	g.Expect(gone("listcovered", &securityv1.RequestAuthentication{})()).To(BeTrue())
+}
+
 // An administrator's policy that happens to have the APIRule's name is
 // neither changed nor deleted; the APIRule reports the conflict.
 func TestForeignObjectIsNeverTakenOver(t *testing.T) {

@@ -12,11 +12,13 @@ import (
 )
 
 // AuthorizationConflict explains how ALLOW policy a would meet ALLOW policy b
-// of the same namespace: on pods both may select, a rule of one allows an
-// operation that a rule of the other allows too, but with other
-// authentication. Istio allows a request when any ALLOW rule of any policy
-// on the pod matches, so the laxer rule would open what the stricter one
-// guards. It returns "" when they cannot meet.
+// of the same namespace: on pods both may select, an operation of one is
+// allowed to other callers than the same operation of the other. Istio
+// allows a request when any ALLOW rule of any policy on the pod matches,
+// so the laxer rule would open what the stricter one guards. Rules with the
+// same operation are taken together: a jwt rule with several authorizations
+// is one rule per alternative, and the same alternatives in both policies
+// do not conflict. It returns "" when they cannot meet.
 func AuthorizationConflict(a, b *securityv1.AuthorizationPolicy) string {
 	if a.Namespace != b.Namespace || !selectorsMayOverlap(a.Spec.GetSelector(), b.Spec.GetSelector()) {
 		return ""
@@ -24,33 +26,78 @@ func AuthorizationConflict(a, b *securityv1.AuthorizationPolicy) string {
 	if a.Spec.Action != securityv1beta1.AuthorizationPolicy_ALLOW || b.Spec.Action != securityv1beta1.AuthorizationPolicy_ALLOW {
 		return ""
 	}
-	for _, ra := range a.Spec.Rules {
-		for _, rb := range b.Spec.Rules {
-			if sameCaller(ra, rb) {
+	for _, ga := range groupByOperation(a.Spec.Rules) {
+		for _, gb := range groupByOperation(b.Spec.Rules) {
+			if sameCallers(ga, gb) {
 				continue
 			}
-			if op, ok := operationsMeet(ra, rb); ok {
+			if op, ok := operationsMeet(ga[0], gb[0]); ok {
 				return fmt.Sprintf("%s and %s on the same pods allow %s to different callers (%s; %s)",
-					policyName(a), policyName(b), op, callerOf(ra), callerOf(rb))
+					policyName(a), policyName(b), op, callersOf(ga), callersOf(gb))
 			}
 		}
 	}
 	return ""
 }
 
+// groupByOperation groups the rules of a policy that have the same "to".
+func groupByOperation(rules []*securityv1beta1.Rule) [][]*securityv1beta1.Rule {
+	var groups [][]*securityv1beta1.Rule
+	for _, r := range rules {
+		i := slices.IndexFunc(groups, func(g []*securityv1beta1.Rule) bool {
+			return proto.Equal(&securityv1beta1.Rule{To: g[0].To}, &securityv1beta1.Rule{To: r.To})
+		})
+		if i < 0 {
+			groups = append(groups, []*securityv1beta1.Rule{r})
+			continue
+		}
+		groups[i] = append(groups[i], r)
+	}
+	return groups
+}
+
+// sameCallers reports whether two groups of rules admit the same callers:
+// every rule of one demands what some rule of the other demands.
+func sameCallers(a, b []*securityv1beta1.Rule) bool {
+	covered := func(x, y []*securityv1beta1.Rule) bool {
+		return !slices.ContainsFunc(x, func(rx *securityv1beta1.Rule) bool {
+			return !slices.ContainsFunc(y, func(ry *securityv1beta1.Rule) bool { return sameCaller(rx, ry) })
+		})
+	}
+	return covered(a, b) && covered(b, a)
+}
+
+func callersOf(rules []*securityv1beta1.Rule) string {
+	out := make([]string, len(rules))
+	for i, r := range rules {
+		out[i] = callerOf(r)
+	}
+	return strings.Join(out, " or ")
+}
+
 // AuthenticationConflict explains how RequestAuthentication a would change
-// what b trusts on pods both may select: the same issuer with another key
-// set, with which tokens signed by either key set would pass both. It
-// returns "" when they cannot meet.
+// what b trusts on pods both may select. Istio merges the JWT rules of a
+// workload and accepts a token that any rule for its issuer validates, read
+// from any place that rule names. So the same issuer with another key set
+// lets tokens signed with either pass both, and the same issuer read from
+// other places (another header, a query parameter) makes tokens found there
+// count for both. It returns "" when they cannot meet.
 func AuthenticationConflict(a, b *securityv1.RequestAuthentication) string {
 	if a.Namespace != b.Namespace || !selectorsMayOverlap(a.Spec.GetSelector(), b.Spec.GetSelector()) {
 		return ""
 	}
 	for _, ja := range a.Spec.JwtRules {
 		for _, jb := range b.Spec.JwtRules {
-			if ja.Issuer == jb.Issuer && (ja.JwksUri != jb.JwksUri || ja.Jwks != jb.Jwks) {
+			if ja.Issuer != jb.Issuer {
+				continue
+			}
+			if ja.JwksUri != jb.JwksUri || ja.Jwks != jb.Jwks {
 				return fmt.Sprintf("%s and %s on the same pods trust issuer %s with different key sets (%s; %s), so tokens signed with either would pass both",
 					"RequestAuthentication "+a.Name, "RequestAuthentication "+b.Name, ja.Issuer, keySet(ja), keySet(jb))
+			}
+			if la, lb := jwtRuleLocations(ja), jwtRuleLocations(jb); !slices.Equal(la, lb) {
+				return fmt.Sprintf("%s and %s on the same pods read tokens of issuer %s from different places (%s; %s), so a token found in either place would pass both",
+					"RequestAuthentication "+a.Name, "RequestAuthentication "+b.Name, ja.Issuer, strings.Join(la, ", "), strings.Join(lb, ", "))
 			}
 		}
 	}

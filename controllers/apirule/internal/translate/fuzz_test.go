@@ -34,6 +34,17 @@ var (
 		{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json", Audiences: []string{"shop", "admin"}, RequiredScopes: []string{"admin"}},
 		{Issuer: "https://idp.example.com/evil", JWKSURI: "https://evil.example.com/jwks.json"},
 		{Issuer: "https://idp.example.com", JWKSURI: "https://other.example.com/jwks.json"},
+		// The list form: several issuers, token locations, alternatives.
+		{Authentications: []gatewayv1alpha1.JWTIssuer{
+			{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"},
+			{Issuer: "https://idp.example.com/evil", JWKSURI: "https://evil.example.com/jwks.json"},
+		}},
+		{Authentications: []gatewayv1alpha1.JWTIssuer{{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"}},
+			Authorizations: []gatewayv1alpha1.JWTAuthorization{{Audiences: []string{"shop"}}, {RequiredScopes: []string{"admin"}}}},
+		{Authentications: []gatewayv1alpha1.JWTIssuer{{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json",
+			FromHeaders: []gatewayv1alpha1.JWTHeader{{Name: "x-jwt", Prefix: "Bearer "}}, FromParams: []string{"token"}}}},
+		{Authentications: []gatewayv1alpha1.JWTIssuer{{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"}},
+			Authorizations: []gatewayv1alpha1.JWTAuthorization{{Audiences: []string{"shop", "admin"}, RequiredScopes: []string{"admin"}}}},
 	}
 	fuzzSelectors = map[types.NamespacedName]map[string]string{
 		{Namespace: "shop", Name: "orders"}:       {"app": "orders"},
@@ -98,6 +109,10 @@ func FuzzTranslate(f *testing.F) {
 	f.Add([]byte{0, 1, 1, 1, 0, 0, 3, 4, 4, 1}, "/")                  // ... with disjoint methods, one in another namespace
 	f.Add([]byte{1, 2, 7, 0, 3, 1, 8, 0, 4, 2, 2, 0, 1, 4}, "/api/x") // no spec.service, issuers that prefix each other
 	f.Add([]byte{0, 0, 8, 0, 5, 0}, "/a/*/b")                         // a Service without selector, a bad path
+	f.Add([]byte{0, 1, 1, 0, 0, 6, 3, 0, 0, 3}, "/")                  // a list-form prefix with two issuers over a single-issuer path
+	f.Add([]byte{0, 1, 1, 0, 0, 7, 3, 0, 0, 2}, "/")                  // alternatives over a path needing one of them
+	f.Add([]byte{0, 1, 7, 0, 0, 8, 6, 0, 0, 1}, "/")                  // one issuer read from other places
+	f.Add([]byte{0, 1, 1, 0, 0, 9, 3, 0, 0, 3}, "/")                  // the list form saying what the single form says
 	f.Fuzz(func(t *testing.T, data []byte, path string) {
 		r := fuzzAPIRule(data, path)
 		in := Input{APIRule: r, Selectors: fuzzSelectors}
@@ -228,16 +243,18 @@ func checkEveryRuleIsEnforced(t *testing.T, r *gatewayv1alpha1.APIRule, out Outp
 		if w == nil {
 			continue // another namespace's Service: its own policies decide
 		}
-		found := false
-		for _, allow := range w.AuthorizationPolicy.Spec.Rules {
-			op := allow.To[0].Operation
-			if slices.Equal(op.Paths, []string{rule.Path}) && slices.Equal(op.Methods, methodStrings(rule.Methods)) &&
-				demands(allow) == demanded(rule) {
-				found = true
+		for _, want := range demanded(rule) {
+			found := false
+			for _, allow := range w.AuthorizationPolicy.Spec.Rules {
+				op := allow.To[0].Operation
+				if slices.Equal(op.Paths, []string{rule.Path}) && slices.Equal(op.Methods, methodStrings(rule.Methods)) &&
+					demands(allow) == want {
+					found = true
+				}
 			}
-		}
-		if !found {
-			t.Fatalf("rule %s %v (%s) has no ALLOW rule demanding %q on %s", rule.Path, rule.Methods, authentication(rule), demanded(rule), w.Service)
+			if !found {
+				t.Fatalf("rule %s %v (%s) has no ALLOW rule demanding %q on %s", rule.Path, rule.Methods, authentication(rule), want, w.Service)
+			}
 		}
 		if rule.JWT == nil {
 			continue
@@ -246,10 +263,12 @@ func checkEveryRuleIsEnforced(t *testing.T, r *gatewayv1alpha1.APIRule, out Outp
 		if ra == nil || ra.Namespace != w.Service.Namespace || !equalMaps(ra.Spec.Selector.GetMatchLabels(), fuzzSelectors[w.Service]) {
 			t.Fatalf("JWT rule %s: %s has no RequestAuthentication selecting its pods", rule.Path, w.Service)
 		}
-		if !slices.ContainsFunc(ra.Spec.JwtRules, func(j *securityv1beta1.JWTRule) bool {
-			return j.Issuer == rule.JWT.Issuer && j.JwksUri == rule.JWT.JWKSURI
-		}) {
-			t.Fatalf("JWT rule %s: the RequestAuthentication of %s does not validate issuer %s", rule.Path, w.Service, rule.JWT.Issuer)
+		for _, iss := range fuzzIssuers(rule.JWT) {
+			if !slices.ContainsFunc(ra.Spec.JwtRules, func(j *securityv1beta1.JWTRule) bool {
+				return j.Issuer == iss.Issuer && j.JwksUri == iss.JWKSURI && len(j.FromHeaders) == len(iss.FromHeaders) && slices.Equal(j.FromParams, iss.FromParams)
+			}) {
+				t.Fatalf("JWT rule %s: the RequestAuthentication of %s does not validate issuer %s as listed", rule.Path, w.Service, iss.Issuer)
+			}
 		}
 	}
 }
@@ -320,30 +339,64 @@ func methodsMeet(a, b []string) bool {
 	return len(a) == 0 || len(b) == 0 || slices.ContainsFunc(a, func(m string) bool { return slices.Contains(b, m) })
 }
 
+// fuzzIssuers and fuzzAlternatives read a jwt rule's issuers and
+// authorization alternatives in either form, independently of accessOf.
+func fuzzIssuers(jwt *gatewayv1alpha1.JWTAuthentication) []gatewayv1alpha1.JWTIssuer {
+	if jwt.Issuer != "" {
+		return []gatewayv1alpha1.JWTIssuer{{Issuer: jwt.Issuer, JWKSURI: jwt.JWKSURI}}
+	}
+	return jwt.Authentications
+}
+
+func fuzzAlternatives(jwt *gatewayv1alpha1.JWTAuthentication) []gatewayv1alpha1.JWTAuthorization {
+	if jwt.Issuer != "" {
+		if len(jwt.Audiences)+len(jwt.RequiredScopes) == 0 {
+			return nil
+		}
+		return []gatewayv1alpha1.JWTAuthorization{{Audiences: jwt.Audiences, RequiredScopes: jwt.RequiredScopes}}
+	}
+	return jwt.Authorizations
+}
+
 // atLeast reports whether an ALLOW rule admits only tokens of the JWT's
-// issuer, with one of (a subset of) its audiences and all its scopes.
+// issuers that satisfy one of its alternatives: one of (a subset of) its
+// audiences and all its scopes.
 func atLeast(allow *securityv1beta1.Rule, jwt *gatewayv1alpha1.JWTAuthentication) bool {
-	if len(allow.From) != 1 || !slices.Equal(allow.From[0].Source.RequestPrincipals, []string{jwt.Issuer + "/*"}) {
+	var issuers, principals []string
+	for _, iss := range fuzzIssuers(jwt) {
+		issuers, principals = append(issuers, iss.Issuer), append(principals, iss.Issuer+"/*")
+	}
+	if len(allow.From) != 1 || len(allow.From[0].Source.RequestPrincipals) == 0 ||
+		slices.ContainsFunc(allow.From[0].Source.RequestPrincipals, func(p string) bool { return !slices.Contains(principals, p) }) {
 		return false
 	}
 	conditions := map[string][][]string{}
 	for _, c := range allow.When {
 		conditions[c.Key] = append(conditions[c.Key], c.Values)
 	}
-	if !slices.ContainsFunc(conditions["request.auth.claims[iss]"], func(v []string) bool { return slices.Equal(v, []string{jwt.Issuer}) }) {
-		return false
-	}
-	if len(jwt.Audiences) > 0 && !slices.ContainsFunc(conditions["request.auth.claims[aud]"], func(v []string) bool {
-		return !slices.ContainsFunc(v, func(a string) bool { return !slices.Contains(jwt.Audiences, a) })
-	}) {
-		return false
-	}
-	for _, scope := range jwt.RequiredScopes {
-		if !slices.ContainsFunc(conditions["request.auth.claims[scope]"], func(v []string) bool { return slices.Equal(v, []string{scope}) }) {
-			return false
+	subsetOf := func(set []string) func([]string) bool {
+		return func(v []string) bool {
+			return len(v) > 0 && !slices.ContainsFunc(v, func(a string) bool { return !slices.Contains(set, a) })
 		}
 	}
-	return true
+	if !slices.ContainsFunc(conditions["request.auth.claims[iss]"], subsetOf(issuers)) {
+		return false
+	}
+	alternatives := fuzzAlternatives(jwt)
+	if len(alternatives) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(alternatives, func(alt gatewayv1alpha1.JWTAuthorization) bool {
+		if len(alt.Audiences) > 0 && !slices.ContainsFunc(conditions["request.auth.claims[aud]"], subsetOf(alt.Audiences)) {
+			return false
+		}
+		for _, scope := range alt.RequiredScopes {
+			if !slices.ContainsFunc(conditions["request.auth.claims[scope]"], func(v []string) bool { return slices.Equal(v, []string{scope}) }) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // demands and demanded describe an ALLOW rule's and an APIRule rule's
@@ -359,18 +412,38 @@ func demands(allow *securityv1beta1.Rule) string {
 	return strings.Join(parts, " ")
 }
 
-func demanded(rule gatewayv1alpha1.Rule) string {
+// demanded lists what the ALLOW rules of a rule demand, one entry per
+// alternative.
+func demanded(rule gatewayv1alpha1.Rule) []string {
 	if rule.JWT == nil {
-		return ""
+		return []string{""}
 	}
-	parts := []string{"principals=" + rule.JWT.Issuer + "/*", "request.auth.claims[iss]=" + rule.JWT.Issuer}
-	if len(rule.JWT.Audiences) > 0 {
-		parts = append(parts, "request.auth.claims[aud]="+strings.Join(slices.Compact(slices.Sorted(slices.Values(rule.JWT.Audiences))), ","))
+	var issuers []string
+	for _, iss := range fuzzIssuers(rule.JWT) {
+		issuers = append(issuers, iss.Issuer)
 	}
-	for _, s := range slices.Compact(slices.Sorted(slices.Values(rule.JWT.RequiredScopes))) {
-		parts = append(parts, "request.auth.claims[scope]="+s)
+	issuers = slices.Compact(slices.Sorted(slices.Values(issuers)))
+	principals := slices.Clone(issuers)
+	for i := range principals {
+		principals[i] += "/*"
 	}
-	return strings.Join(parts, " ")
+	base := []string{"principals=" + strings.Join(principals, ","), "request.auth.claims[iss]=" + strings.Join(issuers, ",")}
+	alternatives := fuzzAlternatives(rule.JWT)
+	if len(alternatives) == 0 {
+		return []string{strings.Join(base, " ")}
+	}
+	var out []string
+	for _, alt := range alternatives {
+		parts := slices.Clone(base)
+		if len(alt.Audiences) > 0 {
+			parts = append(parts, "request.auth.claims[aud]="+strings.Join(slices.Compact(slices.Sorted(slices.Values(alt.Audiences))), ","))
+		}
+		for _, s := range slices.Compact(slices.Sorted(slices.Values(alt.RequiredScopes))) {
+			parts = append(parts, "request.auth.claims[scope]="+s)
+		}
+		out = append(out, strings.Join(parts, " "))
+	}
+	return out
 }
 
 func equalMaps(a, b map[string]string) bool {

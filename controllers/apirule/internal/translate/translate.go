@@ -419,69 +419,14 @@ func authorizationPolicy(r *gatewayv1alpha1.APIRule, backend types.NamespacedNam
 		if backendOf(r, exposed) != backend {
 			continue
 		}
-		rule := &securityv1beta1.Rule{To: []*securityv1beta1.Rule_To{{Operation: &securityv1beta1.Operation{
-			Paths:   []string{exposed.Path},
-			Methods: methodStrings(exposed.Methods),
-		}}}}
-		if jwt := exposed.JWT; jwt != nil {
-			// The principal is <iss>/<sub>: "iss/*" alone would also admit
-			// an issuer named iss/<anything> that another RequestAuthentication
-			// on the workload trusts, so the issuer is pinned exactly too.
-			rule.From = []*securityv1beta1.Rule_From{{Source: &securityv1beta1.Source{
-				RequestPrincipals: []string{jwt.Issuer + "/*"},
-			}}}
-			rule.When = append(rule.When, &securityv1beta1.Condition{Key: "request.auth.claims[iss]", Values: []string{jwt.Issuer}})
-			if len(jwt.Audiences) > 0 {
-				rule.When = append(rule.When, &securityv1beta1.Condition{Key: "request.auth.claims[aud]", Values: slices.Compact(slices.Sorted(slices.Values(jwt.Audiences)))})
-			}
-			for _, scope := range slices.Compact(slices.Sorted(slices.Values(jwt.RequiredScopes))) {
-				rule.When = append(rule.When, &securityv1beta1.Condition{Key: "request.auth.claims[scope]", Values: []string{scope}})
-			}
+		op := &securityv1beta1.Operation{Paths: []string{exposed.Path}, Methods: methodStrings(exposed.Methods)}
+		if exposed.JWT == nil {
+			spec.Rules = append(spec.Rules, &securityv1beta1.Rule{To: []*securityv1beta1.Rule_To{{Operation: op}}})
+			continue
 		}
-		spec.Rules = append(spec.Rules, rule)
+		spec.Rules = append(spec.Rules, callerRules(accessOf(exposed.JWT), op)...)
 	}
 	return ap
-}
-
-// checkIssuers rejects two rules naming one issuer with different key sets:
-// both cannot hold.
-func checkIssuers(r *gatewayv1alpha1.APIRule) error {
-	jwksByIssuer := map[string]string{}
-	for _, rule := range r.Spec.Rules {
-		if rule.JWT == nil {
-			continue
-		}
-		existing, ok := jwksByIssuer[rule.JWT.Issuer]
-		if !ok {
-			jwksByIssuer[rule.JWT.Issuer] = rule.JWT.JWKSURI
-			continue
-		}
-		if existing != rule.JWT.JWKSURI {
-			return fmt.Errorf("rules for path %s use issuer %s with jwksUri %s, but another rule uses %s: one issuer needs one key set",
-				rule.Path, rule.JWT.Issuer, rule.JWT.JWKSURI, existing)
-		}
-	}
-	return nil
-}
-
-// jwtRules collects one JWT rule per issuer of the rules routed to backend.
-func jwtRules(r *gatewayv1alpha1.APIRule, backend types.NamespacedName) []*securityv1beta1.JWTRule {
-	byIssuer := map[string]*securityv1beta1.JWTRule{}
-	for _, rule := range r.Spec.Rules {
-		if rule.JWT == nil || backendOf(r, rule) != backend {
-			continue
-		}
-		if _, ok := byIssuer[rule.JWT.Issuer]; !ok {
-			byIssuer[rule.JWT.Issuer] = &securityv1beta1.JWTRule{
-				Issuer: rule.JWT.Issuer, JwksUri: rule.JWT.JWKSURI, ForwardOriginalToken: true,
-			}
-		}
-	}
-	var out []*securityv1beta1.JWTRule
-	for _, issuer := range slices.Sorted(maps.Keys(byIssuer)) {
-		out = append(out, byIssuer[issuer])
-	}
-	return out
 }
 
 // checkDuplicates rejects two rules for the same requests: only the first
@@ -563,11 +508,7 @@ func sameAuthentication(a, b gatewayv1alpha1.Rule) bool {
 	if a.JWT == nil || b.JWT == nil {
 		return a.JWT == nil && b.JWT == nil
 	}
-	return a.JWT.Issuer == b.JWT.Issuer && sameSet(a.JWT.Audiences, b.JWT.Audiences) && sameSet(a.JWT.RequiredScopes, b.JWT.RequiredScopes)
-}
-
-func sameSet(a, b []string) bool {
-	return slices.Equal(slices.Compact(slices.Sorted(slices.Values(a))), slices.Compact(slices.Sorted(slices.Values(b))))
+	return accessOf(a.JWT).equal(accessOf(b.JWT))
 }
 
 // authentication describes what a rule demands of a caller; two rules
@@ -576,12 +517,5 @@ func authentication(rule gatewayv1alpha1.Rule) string {
 	if rule.JWT == nil {
 		return "noAuth"
 	}
-	desc := "jwt issuer " + rule.JWT.Issuer
-	if len(rule.JWT.Audiences) > 0 {
-		desc += ", audiences " + strings.Join(slices.Compact(slices.Sorted(slices.Values(rule.JWT.Audiences))), ",")
-	}
-	if len(rule.JWT.RequiredScopes) > 0 {
-		desc += ", scopes " + strings.Join(slices.Compact(slices.Sorted(slices.Values(rule.JWT.RequiredScopes))), ",")
-	}
-	return desc
+	return accessOf(rule.JWT).String()
 }

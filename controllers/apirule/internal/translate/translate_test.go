@@ -73,6 +73,25 @@ func TestTranslateGolden(t *testing.T) {
 			gatewayv1alpha1.Rule{Path: "/exports/*",
 				Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}, JWT: jwt("https://idp.example.com", nil, []string{"export"})},
 		)),
+		"jwt-several-issuers": newAPIRule(withRules(
+			gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+			gatewayv1alpha1.Rule{Path: "/orders/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, JWT: &gatewayv1alpha1.JWTAuthentication{
+				Authentications: []gatewayv1alpha1.JWTIssuer{
+					{Issuer: "https://partners.example.com", JWKSURI: "https://partners.example.com/keys",
+						FromHeaders: []gatewayv1alpha1.JWTHeader{{Name: "x-partner-token"}, {Name: "Authorization", Prefix: "Bearer "}}},
+					{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"},
+				},
+				Authorizations: []gatewayv1alpha1.JWTAuthorization{
+					{RequiredScopes: []string{"orders.read"}, Audiences: []string{"shop", "orders"}},
+					{RequiredScopes: []string{"admin", "orders.all"}},
+				},
+			}},
+			gatewayv1alpha1.Rule{Path: "/feeds/*", JWT: &gatewayv1alpha1.JWTAuthentication{
+				Authentications: []gatewayv1alpha1.JWTIssuer{
+					{Issuer: "https://feeds.example.com", JWKSURI: "https://feeds.example.com/jwks.json", FromParams: []string{"token"}},
+				},
+			}},
+		)),
 		"routing-cors-timeouts": newAPIRule(func(r *gatewayv1alpha1.APIRule) {
 			r.Spec.Hosts = append(r.Spec.Hosts, "*.orders.example.com")
 			r.Spec.Timeout = &metav1.Duration{Duration: 15 * time.Second}

@@ -1,0 +1,160 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+)
+
+// maxStoredAPIRuleBytes is what etcd stores at most in one object by
+// default (its --max-request-bytes, 1.5 MiB); the API server refuses to
+// write a larger object.
+const maxStoredAPIRuleBytes = 3 << 19
+
+// text is n characters: prefix, then filler.
+func text(prefix string, n int) string {
+	return prefix + strings.Repeat("x", n-len(prefix))
+}
+
+// largestJWTList is the list form of jwt at its bounds: 4 issuers, whose
+// 8 places are headers with the longest names and prefixes, and 16
+// audiences (longer than scopes) in 2 alternatives.
+func largestJWTList(rule int) *gatewayv1alpha1.JWTAuthentication {
+	j := &gatewayv1alpha1.JWTAuthentication{}
+	for i := range 4 {
+		iss := gatewayv1alpha1.JWTIssuer{
+			Issuer:  text(fmt.Sprintf("https://i%d.r%d.", i, rule), 256),
+			JWKSURI: text(fmt.Sprintf("https://keys.example.com/%d/%d/", rule, i), 512),
+		}
+		for h := range 2 {
+			iss.FromHeaders = append(iss.FromHeaders, gatewayv1alpha1.JWTHeader{Name: text(fmt.Sprintf("h%d-", h), 128), Prefix: text("Bearer ", 64)})
+		}
+		j.Authentications = append(j.Authentications, iss)
+	}
+	for a := range 2 {
+		var alt gatewayv1alpha1.JWTAuthorization
+		for k := range 8 {
+			alt.Audiences = append(alt.Audiences, text(fmt.Sprintf("a%d.%d.", a, k), 256))
+		}
+		j.Authorizations = append(j.Authorizations, alt)
+	}
+	return j
+}
+
+// largestJWTSingle is the single-issuer form of jwt at its bounds.
+func largestJWTSingle(rule int) *gatewayv1alpha1.JWTAuthentication {
+	j := &gatewayv1alpha1.JWTAuthentication{Issuer: text(fmt.Sprintf("https://i.r%d.", rule), 512), JWKSURI: text(fmt.Sprintf("https://keys.example.com/%d/", rule), 1024)}
+	for k := range 16 {
+		j.RequiredScopes = append(j.RequiredScopes, text(fmt.Sprintf("s%d.", k), 128))
+		j.Audiences = append(j.Audiences, text(fmt.Sprintf("a%d.", k), 256))
+	}
+	return j
+}
+
+// largestAPIRule fills every field of an APIRule to its bounds: 16 hosts
+// of 253 characters, a full CORS policy, and 64 rules with the longest
+// paths, every method, a service in another namespace, a timeout and the
+// largest jwt of one form.
+func largestAPIRule(name string, jwt func(rule int) *gatewayv1alpha1.JWTAuthentication) *gatewayv1alpha1.APIRule {
+	r := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Name: text(name, 63), Namespace: ns}}
+	for i := range 16 {
+		label := func(c string, n int) string { return strings.Repeat(c, n) }
+		r.Spec.Hosts = append(r.Spec.Hosts, gatewayv1alpha1.Hostname(fmt.Sprintf("h%02d", i)+label("a", 60)+"."+label("b", 63)+"."+label("c", 63)+"."+label("d", 61)))
+	}
+	r.Spec.Gateway = text("g", 63) + "/" + text("g", 253)
+	timeout := &metav1.Duration{Duration: 59*60e9 + 59e9 + 999e6}
+	r.Spec.Timeout = timeout
+	r.Spec.Service = &gatewayv1alpha1.ServiceReference{Name: text("s", 63), Namespace: text("n", 63), Port: 65535}
+	methods := []gatewayv1alpha1.HTTPMethod{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+	cors := &gatewayv1alpha1.CORSPolicy{AllowMethods: methods, AllowCredentials: ptr.To(true), MaxAge: &metav1.Duration{Duration: 86400e9}}
+	for i := range 32 {
+		cors.AllowOrigins = append(cors.AllowOrigins, text(fmt.Sprintf("https://o%02d.", i), 253))
+		cors.AllowHeaders = append(cors.AllowHeaders, text(fmt.Sprintf("x-a%02d-", i), 128))
+		cors.ExposeHeaders = append(cors.ExposeHeaders, text(fmt.Sprintf("x-e%02d-", i), 128))
+	}
+	r.Spec.CORS = cors
+	for i := range 64 {
+		r.Spec.Rules = append(r.Spec.Rules, gatewayv1alpha1.Rule{
+			Path:    text(fmt.Sprintf("/r%02d/", i), 256),
+			Methods: methods,
+			Service: &gatewayv1alpha1.ServiceReference{Name: text(fmt.Sprintf("s%02d", i), 63), Namespace: text("n", 63), Port: 65535},
+			Timeout: timeout,
+			JWT:     jwt(i),
+		})
+	}
+	return r
+}
+
+// TestWorstCaseAPIRuleIsStored creates the largest APIRule admission lets
+// through and measures it as the API server stores it (JSON, with its
+// managed fields, which repeat the keys of every list): it must fit in one
+// etcd object, or a tenant's valid APIRule could not be written.
+func TestWorstCaseAPIRuleIsStored(t *testing.T) {
+	for form, jwt := range map[string]func(int) *gatewayv1alpha1.JWTAuthentication{
+		"single-issuer": largestJWTSingle,
+		"list":          largestJWTList,
+	} {
+		t.Run("jwt in the "+form+" form", func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			r := largestAPIRule("worst-"+form+"-", jwt)
+			g.Expect(k8sClient.Create(ctx, r)).To(Succeed())
+			t.Cleanup(func() { _ = k8sClient.Delete(ctx, r) })
+			stored := &unstructured.Unstructured{}
+			stored.SetGroupVersionKind(gatewayv1alpha1.GroupVersion.WithKind("APIRule"))
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(r), stored)).To(Succeed())
+			raw, err := json.Marshal(stored.Object)
+			g.Expect(err).NotTo(HaveOccurred())
+			t.Logf("worst-case APIRule, jwt in the %s form: %d bytes (%d KiB) stored, of etcd's %d KiB", form, len(raw), len(raw)>>10, maxStoredAPIRuleBytes>>10)
+			g.Expect(len(raw)).To(BeNumerically("<", maxStoredAPIRuleBytes))
+		})
+	}
+}
+
+// The list form's bounds on the whole rule: 8 token places, 16 scopes
+// and audiences.
+func TestJWTListTotals(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mutate  func(j *gatewayv1alpha1.JWTAuthentication)
+		wantErr string
+	}{
+		"at the bounds": {mutate: func(*gatewayv1alpha1.JWTAuthentication) {}},
+		"a ninth place": {
+			mutate:  func(j *gatewayv1alpha1.JWTAuthentication) { j.Authentications[0].FromParams = []string{"token"} },
+			wantErr: "the issuers of a rule read tokens from at most 8 places in all",
+		},
+		"a seventeenth audience": {
+			mutate: func(j *gatewayv1alpha1.JWTAuthentication) {
+				j.Authorizations = append(j.Authorizations, gatewayv1alpha1.JWTAuthorization{Audiences: []string{"one-more"}})
+			},
+			wantErr: "the authorizations of a rule name at most 16 scopes and audiences in all",
+		},
+		"an issuer beyond 256 characters": {
+			mutate:  func(j *gatewayv1alpha1.JWTAuthentication) { j.Authentications[0].Issuer = text("https://", 257) },
+			wantErr: "Too long",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := validRule()
+			r.Spec.Rules[1].JWT = largestJWTList(1)
+			tc.mutate(r.Spec.Rules[1].JWT)
+			err := k8sClient.Create(context.Background(), r, client.DryRunAll)
+			if tc.wantErr == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+		})
+	}
+}
