@@ -39,6 +39,9 @@ func checkHTTPRoute(r *gatewayv1alpha1.APIRule) error {
 		return fmt.Errorf("an APIRule with parentRef has at most %d rules (one HTTPRoute's), not %d", gatewayv1alpha1.MaxHTTPRouteRules, len(r.Spec.Rules))
 	}
 	for _, rule := range r.Spec.Rules {
+		if rule.Retries != nil {
+			return fmt.Errorf("rule %s has retries, which need Istio mode: the HTTPRoute's retry field is in the Gateway API's experimental channel only", rule.Path)
+		}
 		// The Gateway API refuses these in Exact and PathPrefix matches.
 		for _, bad := range []string{"//", "/./", "/../", "%2f", "%2F", "#"} {
 			if strings.Contains(rule.Path, bad) {

@@ -218,6 +218,9 @@ func Translate(in Input) (Output, error) {
 	if err := checkCoveredRules(r, in.Selectors); err != nil {
 		return Output{}, err
 	}
+	if err := checkRequestModifiers(r); err != nil {
+		return Output{}, err
+	}
 	var out Output
 	if in.Parent != nil {
 		if err := checkHTTPRoute(r); err != nil {
@@ -373,10 +376,35 @@ func virtualService(r *gatewayv1alpha1.APIRule, gateway, clusterDomain string) *
 				Port: &networkingv1alpha3.PortSelector{Number: uint32(svc.Port)},
 			}}},
 			Timeout:    duration(timeout),
+			Retries:    retries(rule.Retries),
 			CorsPolicy: corsPolicy(r.Spec.CORS),
 		})
 	}
 	return vs
+}
+
+// retries is a rule's retry policy as Istio's: the retryOn conditions,
+// sorted, then the status codes, which Istio turns into Envoy's
+// retriable-status-codes.
+func retries(p *gatewayv1alpha1.RetryPolicy) *networkingv1alpha3.HTTPRetry {
+	if p == nil {
+		return nil
+	}
+	var on []string
+	for _, c := range p.RetryOn {
+		on = append(on, string(c))
+	}
+	slices.Sort(on)
+	on = slices.Compact(on)
+	codes := slices.Compact(slices.Sorted(slices.Values(p.Codes)))
+	for _, c := range codes {
+		on = append(on, fmt.Sprint(c))
+	}
+	return &networkingv1alpha3.HTTPRetry{
+		Attempts:      p.Attempts,
+		PerTryTimeout: duration(p.PerTryTimeout),
+		RetryOn:       strings.Join(on, ","),
+	}
 }
 
 func corsPolicy(c *gatewayv1alpha1.CORSPolicy) *networkingv1alpha3.CorsPolicy {

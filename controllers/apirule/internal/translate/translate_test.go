@@ -88,9 +88,23 @@ func TestTranslateGolden(t *testing.T) {
 				{Path: "/orders", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
 			}
 		}),
+		// Istio mode only: see TestHTTPRouteModeRefusesRetries.
+		"retries": newAPIRule(func(r *gatewayv1alpha1.APIRule) {
+			r.Spec.Timeout = &metav1.Duration{Duration: 10 * time.Second}
+			r.Spec.Rules = []gatewayv1alpha1.Rule{
+				{Path: "/orders/*", NoAuth: ptr.To(true), Retries: &gatewayv1alpha1.RetryPolicy{
+					Attempts: 3, PerTryTimeout: &metav1.Duration{Duration: 2500 * time.Millisecond},
+					Codes: []int32{504, 503}, RetryOn: []gatewayv1alpha1.RetryCondition{"reset", "connect-failure"},
+				}},
+				{Path: "/health", NoAuth: ptr.To(true), Retries: &gatewayv1alpha1.RetryPolicy{Attempts: 1, Codes: []int32{503}}},
+			}
+		}),
 	}
 	for name, rule := range tests {
 		checkGolden(t, name, rule)
+		if name == "retries" {
+			continue
+		}
 		// The same APIRule on a Gateway API Gateway: an HTTPRoute instead
 		// of the VirtualService, the same access policies.
 		onGateway := rule.DeepCopy()
