@@ -173,6 +173,13 @@ type Rule struct {
 	// refused with retries.
 	// +optional
 	Retries *RetryPolicy `json:"retries,omitempty"`
+
+	// request headers and cookies the gateway sets before it forwards the
+	// request: bounded in number and size; headers that carry identity,
+	// routing or tracing are refused, so that no APIRule forges identity
+	// for a backend. The cookies replace the client's cookie header.
+	// +optional
+	Request *RequestModifier `json:"request,omitempty"`
 }
 
 // GatewayAPIGroup is the API group of the Kubernetes Gateway API.

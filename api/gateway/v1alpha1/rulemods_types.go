@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"slices"
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -49,4 +52,113 @@ type RetryPolicy struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=6
 	RetryOn []RetryCondition `json:"retryOn,omitempty"`
+}
+
+// Names of request headers a rule may not set (request.headers), compared
+// with lower-case names. They carry the caller's identity (authorization,
+// cookie: request.cookies replaces it knowingly, the client-address and
+// client-certificate headers of x-forwarded-*, forwarded, x-real-ip, and
+// the identity headers that JWT and external authorization hand to a
+// backend: x-jwt-*, x-auth-request-*, x-ext-authz*), the routing and
+// framing of the request (host, content-length, transfer-encoding, te,
+// connection, upgrade, keep-alive, proxy-connection, trailer, expect, via,
+// Envoy's x-envoy-* and Istio's x-istio-*), or its trace (x-request-id,
+// traceparent, tracestate, b3, x-b3-*, x-ot-span-context,
+// x-client-trace-id); x-portico-* is kept for Portico. Pseudo-headers
+// (":authority") are not HTTP tokens and fail the name check. The CRD's CEL
+// rule on request.headers spells the same lists; a test keeps them equal.
+var (
+	ReservedRequestHeaders = []string{
+		"authorization",
+		"proxy-authorization",
+		"cookie",
+		"host",
+		"forwarded",
+		"via",
+		"x-request-id",
+		"x-real-ip",
+		"x-client-trace-id",
+		"traceparent",
+		"tracestate",
+		"b3",
+		"x-ot-span-context",
+		"content-length",
+		"transfer-encoding",
+		"te",
+		"connection",
+		"upgrade",
+		"keep-alive",
+		"proxy-connection",
+		"trailer",
+		"expect",
+	}
+	ReservedRequestHeaderPrefixes = []string{
+		"x-forwarded",
+		"x-envoy",
+		"x-b3",
+		"x-istio",
+		"x-jwt",
+		"x-auth-request",
+		"x-ext-authz",
+		"x-portico",
+	}
+)
+
+// RequestHeaderValue is the value of a header a rule sets: 1 to 1024
+// printable ASCII characters without '%' (Envoy reads %...% as a command
+// operator such as %DOWNSTREAM_REMOTE_ADDRESS%) and without spaces at
+// either end.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=1024
+// +kubebuilder:validation:XValidation:rule="self.matches('^[\\\\x21-\\\\x24\\\\x26-\\\\x7e]([\\\\x20-\\\\x24\\\\x26-\\\\x7e]*[\\\\x21-\\\\x24\\\\x26-\\\\x7e])?$')",message="a request.headers value must be printable ASCII without '%' and without spaces at either end"
+type RequestHeaderValue string
+
+// CookieValue is the value of a cookie a rule sends: 1 to 180 cookie
+// characters (printable ASCII except space, '"', ',', ';', a backslash and
+// '%').
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=180
+// +kubebuilder:validation:XValidation:rule="self.matches('^[\\\\x21\\\\x23\\\\x24\\\\x26-\\\\x2b\\\\x2d-\\\\x3a\\\\x3c-\\\\x5b\\\\x5d-\\\\x7e]+$')",message="a request.cookies value must be cookie characters: printable ASCII except space, '\"', ',', ';', a backslash and '%'"
+type CookieValue string
+
+// RequestModifier changes the request before the gateway forwards it.
+type RequestModifier struct {
+	// headers to set on the request, replacing the client's values: at
+	// most 15 (with the cookie header, an HTTPRoute's limit of 16), names
+	// lower-case HTTP tokens of at most 128 characters, values of 1 to 1024
+	// printable ASCII characters without '%' (Envoy reads %...% as a
+	// command) and without spaces at either end. Headers that carry the
+	// caller's identity, the request's routing or framing, or its trace
+	// are refused (authorization, cookie, host, forwarded, via,
+	// x-forwarded-*, x-real-ip, x-envoy-*, x-istio-*, x-jwt-*,
+	// x-auth-request-*, x-ext-authz*, x-request-id, traceparent,
+	// tracestate, b3, x-b3-*, content-length, transfer-encoding,
+	// connection, upgrade and the like; the full list is in docs/api.md):
+	// a tenant may not forge identity for a backend.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=15
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 128 && k.matches('^[-a-z0-9!#$&\\\\x27*+.^_`|~]+$'))",message="request.headers names must be lower-case HTTP header names (letters, digits and !#$&'*+-.^_`|~) of at most 128 characters"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['authorization','proxy-authorization','cookie','host','forwarded','via','x-request-id','x-real-ip','x-client-trace-id','traceparent','tracestate','b3','x-ot-span-context','content-length','transfer-encoding','te','connection','upgrade','keep-alive','proxy-connection','trailer','expect']) && !k.startsWith('x-forwarded') && !k.startsWith('x-envoy') && !k.startsWith('x-b3') && !k.startsWith('x-istio') && !k.startsWith('x-jwt') && !k.startsWith('x-auth-request') && !k.startsWith('x-ext-authz') && !k.startsWith('x-portico'))",message="request.headers may not set a header that carries the caller's identity, the request's routing or framing, or its trace (authorization, cookie: use request.cookies, host, forwarded, via, x-forwarded-*, x-real-ip, x-envoy-*, x-istio-*, x-jwt-*, x-auth-request-*, x-ext-authz*, x-portico-*, x-request-id, traceparent, tracestate, b3, x-b3-*, x-ot-span-context, x-client-trace-id, content-length, transfer-encoding, te, connection, upgrade, keep-alive, proxy-connection, trailer, expect)"
+	Headers map[string]RequestHeaderValue `json:"headers,omitempty"`
+
+	// cookies to send to the backend, as one cookie header that replaces
+	// the client's cookies (as Kyma's APIRule does): at most 16, names of
+	// at most 64 HTTP token characters, values of 1 to 180 cookie
+	// characters (printable ASCII except space, '"', ',', ';', a backslash
+	// and '%'), so that the header fits the Gateway API's 4096 characters.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 64 && k.matches('^[-A-Za-z0-9!#$&\\\\x27*+.^_`|~]+$'))",message="request.cookies names must be HTTP tokens (letters, digits and !#$&'*+-.^_`|~) of at most 64 characters"
+	Cookies map[string]CookieValue `json:"cookies,omitempty"`
+}
+
+// IsReservedRequestHeader reports whether a rule may not set the header:
+// one of ReservedRequestHeaders or with a ReservedRequestHeaderPrefixes
+// prefix, whatever its case.
+func IsReservedRequestHeader(name string) bool {
+	name = strings.ToLower(name)
+	if slices.Contains(ReservedRequestHeaders, name) {
+		return true
+	}
+	return slices.ContainsFunc(ReservedRequestHeaderPrefixes, func(p string) bool { return strings.HasPrefix(name, p) })
 }

@@ -2,6 +2,8 @@ package v1alpha1_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,4 +108,75 @@ func TestAPIRuleRetriesValidation(t *testing.T) {
 			wantErr: "retries need Istio mode (gateway)",
 		},
 	})
+}
+
+func withRequest(m gatewayv1alpha1.RequestModifier) func(r *gatewayv1alpha1.APIRule) {
+	return func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[1].Request = &m }
+}
+
+type headers = map[string]gatewayv1alpha1.RequestHeaderValue
+
+type cookies = map[string]gatewayv1alpha1.CookieValue
+
+func TestAPIRuleRequestValidation(t *testing.T) {
+	many := func(n int) headers {
+		h := headers{}
+		for i := range n {
+			h[fmt.Sprintf("x-h%d", i)] = "1"
+		}
+		return h
+	}
+	manyCookies := func(n int) cookies {
+		c := cookies{}
+		for i := range n {
+			c[fmt.Sprintf("C%d", i)] = gatewayv1alpha1.CookieValue(strings.Repeat("v", 180))
+		}
+		return c
+	}
+	const reserved = "request.headers may not set a header that carries the caller's identity"
+	tests := map[string]ruleCase{
+		"15 headers of 1024 characters, 16 cookies of 180": {mutate: func(r *gatewayv1alpha1.APIRule) {
+			h := many(15)
+			h["x-h0"] = gatewayv1alpha1.RequestHeaderValue(strings.Repeat("v", 1024))
+			withRequest(gatewayv1alpha1.RequestModifier{Headers: h, Cookies: manyCookies(16)})(r)
+		}},
+		"16 headers":  {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: many(16)}), wantErr: "must have at most 15 items"},
+		"17 cookies":  {mutate: withRequest(gatewayv1alpha1.RequestModifier{Cookies: manyCookies(17)}), wantErr: "must have at most 16 items"},
+		"upper case":  {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"X-Api": "1"}}), wantErr: "must be lower-case HTTP header names"},
+		"pseudo":      {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{":authority": "evil.example.com"}}), wantErr: "must be lower-case HTTP header names"},
+		"name of 129": {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{strings.Repeat("x", 129): "1"}}), wantErr: "of at most 128 characters"},
+		"value of 1025": {
+			mutate:  withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": gatewayv1alpha1.RequestHeaderValue(strings.Repeat("v", 1025))}}),
+			wantErr: "Too long: may not be more than 1024",
+		},
+		"empty value":       {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": ""}}), wantErr: "should be at least 1 chars long"},
+		"command operator":  {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"x-peer": "%DOWNSTREAM_REMOTE_ADDRESS%"}}), wantErr: "printable ASCII without '%'"},
+		"header injection":  {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": "1\r\nx-forwarded-for: 1.2.3.4"}}), wantErr: "printable ASCII without '%'"},
+		"inner spaces":      {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": "a b"}})},
+		"trailing space":    {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": "a "}}), wantErr: "without spaces at either end"},
+		"cookie with ';'":   {mutate: withRequest(gatewayv1alpha1.RequestModifier{Cookies: cookies{"a": "1;session=forged"}}), wantErr: "must be cookie characters"},
+		"cookie with ']'":   {mutate: withRequest(gatewayv1alpha1.RequestModifier{Cookies: cookies{"a": "[x]"}})},
+		"cookie with '\\'":  {mutate: withRequest(gatewayv1alpha1.RequestModifier{Cookies: cookies{"a": `x\y`}}), wantErr: "must be cookie characters"},
+		"cookie name =":     {mutate: withRequest(gatewayv1alpha1.RequestModifier{Cookies: cookies{"a=b": "1"}}), wantErr: "request.cookies names must be HTTP tokens"},
+		"lookalike allowed": {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"x-forwarde": "1", "authorization-hint": "1"}})},
+	}
+	// Every reserved name and prefix of the Go lists, which the controller
+	// checks too, is refused at admission: the CEL rule spells the same.
+	for _, name := range gatewayv1alpha1.ReservedRequestHeaders {
+		tests["reserved "+name] = ruleCase{mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{name: "forged"}}), wantErr: reserved}
+	}
+	for _, prefix := range gatewayv1alpha1.ReservedRequestHeaderPrefixes {
+		tests["reserved "+prefix+"-x"] = ruleCase{mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{prefix + "-x": "forged"}}), wantErr: reserved}
+	}
+	runRuleCases(t, tests)
+}
+
+func TestReservedRequestHeaders(t *testing.T) {
+	g := NewWithT(t)
+	for name, want := range map[string]bool{
+		"Authorization": true, "x-forwarded-for": true, "X-Envoy-Original-Path": true, "x-jwt-payload": true,
+		"x-request-id": true, "x-custom": false, "authorization-hint": false,
+	} {
+		g.Expect(gatewayv1alpha1.IsReservedRequestHeader(name)).To(Equal(want), name)
+	}
 }

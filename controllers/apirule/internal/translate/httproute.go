@@ -109,7 +109,14 @@ func httpRoute(r *gatewayv1alpha1.APIRule, parent *gatewayv1alpha1.ParentReferen
 			out.Timeouts = &gatewayapiv1.HTTPRouteTimeouts{Request: ptr.To(gatewayapiv1.Duration(gatewayDuration(timeout.Duration)))}
 		}
 		if cors != nil {
-			out.Filters = []gatewayapiv1.HTTPRouteFilter{{Type: gatewayapiv1.HTTPRouteFilterCORS, CORS: cors.DeepCopy()}}
+			out.Filters = append(out.Filters, gatewayapiv1.HTTPRouteFilter{Type: gatewayapiv1.HTTPRouteFilterCORS, CORS: cors.DeepCopy()})
+		}
+		if set := requestHeaders(rule); len(set) > 0 {
+			modifier := &gatewayapiv1.HTTPHeaderFilter{}
+			for _, h := range set {
+				modifier.Set = append(modifier.Set, gatewayapiv1.HTTPHeader{Name: gatewayapiv1.HTTPHeaderName(h[0]), Value: h[1]})
+			}
+			out.Filters = append(out.Filters, gatewayapiv1.HTTPRouteFilter{Type: gatewayapiv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: modifier})
 		}
 		route.Spec.Rules = append(route.Spec.Rules, out)
 	}

@@ -2,7 +2,10 @@ package translate
 
 import (
 	"fmt"
+	"maps"
+	"regexp"
 	"slices"
+	"strings"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
@@ -14,6 +17,9 @@ import (
 func checkRequestModifiers(r *gatewayv1alpha1.APIRule) error {
 	for _, rule := range r.Spec.Rules {
 		if err := checkRetries(r, rule); err != nil {
+			return err
+		}
+		if err := checkRequest(rule); err != nil {
 			return err
 		}
 	}
@@ -50,4 +56,66 @@ func checkRetries(r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule) error {
 		return fmt.Errorf("rule %s: retries.perTryTimeout %s exceeds the timeout %s that bounds all tries", rule.Path, p.PerTryTimeout.Duration, timeout.Duration)
 	}
 	return nil
+}
+
+var (
+	headerName     = regexp.MustCompile(`^[-a-z0-9!#$&'*+.^_` + "`" + `|~]{1,128}$`)
+	headerValue    = regexp.MustCompile(`^[\x21-\x24\x26-\x7e]([\x20-\x24\x26-\x7e]*[\x21-\x24\x26-\x7e])?$`)
+	cookieName     = regexp.MustCompile(`^[-A-Za-z0-9!#$&'*+.^_` + "`" + `|~]{1,64}$`)
+	cookieValue    = regexp.MustCompile(`^[\x21\x23\x24\x26-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]{1,180}$`)
+	maxHeaders     = 15
+	maxHeaderValue = 1024
+	maxCookies     = 16
+	cookieHeader   = "cookie"
+)
+
+// checkRequest refuses the request headers and cookies the CRD refuses,
+// above all a header that carries identity, routing or tracing
+// (gatewayv1alpha1.IsReservedRequestHeader): the APIRule would forge it
+// for the backend.
+func checkRequest(rule gatewayv1alpha1.Rule) error {
+	m := rule.Request
+	if m == nil {
+		return nil
+	}
+	if len(m.Headers) > maxHeaders || len(m.Cookies) > maxCookies {
+		return fmt.Errorf("rule %s sets %d headers and %d cookies; at most %d and %d", rule.Path, len(m.Headers), len(m.Cookies), maxHeaders, maxCookies)
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
+		if gatewayv1alpha1.IsReservedRequestHeader(name) {
+			return fmt.Errorf("rule %s may not set the header %s, which carries the caller's identity, the request's routing or its trace", rule.Path, name)
+		}
+		if v := string(m.Headers[name]); !headerName.MatchString(name) || len(v) > maxHeaderValue || !headerValue.MatchString(v) {
+			return fmt.Errorf("rule %s: header %q or its value is not one the APIRule may set (lower-case token name up to 128, printable value up to 1024 without '%%')", rule.Path, name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.Cookies)) {
+		if !cookieName.MatchString(name) || !cookieValue.MatchString(string(m.Cookies[name])) {
+			return fmt.Errorf("rule %s: cookie %q or its value is not one the APIRule may set (token name up to 64, cookie value up to 180 without '%%')", rule.Path, name)
+		}
+	}
+	return nil
+}
+
+// requestHeaders are the headers a rule sets, sorted by name: its headers
+// and, for its cookies, one cookie header ("a=1; b=2", sorted by name)
+// that replaces the client's.
+func requestHeaders(rule gatewayv1alpha1.Rule) [][2]string {
+	m := rule.Request
+	if m == nil {
+		return nil
+	}
+	var out [][2]string
+	for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
+		out = append(out, [2]string{name, string(m.Headers[name])})
+	}
+	if len(m.Cookies) > 0 {
+		var pairs []string
+		for _, name := range slices.Sorted(maps.Keys(m.Cookies)) {
+			pairs = append(pairs, name+"="+string(m.Cookies[name]))
+		}
+		out = append(out, [2]string{cookieHeader, strings.Join(pairs, "; ")})
+	}
+	slices.SortFunc(out, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	return out
 }

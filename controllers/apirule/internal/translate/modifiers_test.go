@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,4 +86,73 @@ func TestHTTPRouteModeRefusesRetries(t *testing.T) {
 	r.Spec.Gateway, r.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "edge"}
 	_, err := Translate(Input{APIRule: r, Selectors: selectors, Parent: Parent(r)})
 	NewWithT(t).Expect(err).To(MatchError(ContainSubstring("retries, which need Istio mode")))
+}
+
+func TestRequestHeadersAndCookies(t *testing.T) {
+	type headers = map[string]gatewayv1alpha1.RequestHeaderValue
+	type cookies = map[string]gatewayv1alpha1.CookieValue
+	tests := map[string]struct {
+		request *gatewayv1alpha1.RequestModifier
+		want    map[string]string
+		wantErr string
+	}{
+		"headers and cookies, the cookies in one header sorted by name": {
+			request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": "1"}, Cookies: cookies{"z": "2", "b": "3"}},
+			want:    map[string]string{"x-a": "1", "cookie": "b=3; z=2"},
+		},
+		"nothing": {request: &gatewayv1alpha1.RequestModifier{}},
+		// Defence in depth: what admission refuses, the controller refuses.
+		"authorization":      {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"authorization": "Bearer forged"}}, wantErr: "may not set the header authorization"},
+		"x-forwarded-for":    {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-forwarded-for": "10.0.0.1"}}, wantErr: "may not set the header x-forwarded-for"},
+		"upper-case JWT out": {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"X-Jwt-Payload": "e30"}}, wantErr: "may not set the header X-Jwt-Payload"},
+		"cookie as a header": {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"cookie": "session=forged"}}, wantErr: "may not set the header cookie"},
+		"upper-case name":    {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"X-Custom": "1"}}, wantErr: "not one the APIRule may set"},
+		"pseudo-header":      {request: &gatewayv1alpha1.RequestModifier{Headers: headers{":authority": "evil"}}, wantErr: "not one the APIRule may set"},
+		"command operator":   {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-peer": "%DOWNSTREAM_REMOTE_ADDRESS%"}}, wantErr: "not one the APIRule may set"},
+		"CRLF in a value":    {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": "1\r\nauthorization: forged"}}, wantErr: "not one the APIRule may set"},
+		"1025 characters":    {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": gatewayv1alpha1.RequestHeaderValue(strings.Repeat("v", 1025))}}, wantErr: "not one the APIRule may set"},
+		"1024 characters": {
+			request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": gatewayv1alpha1.RequestHeaderValue(strings.Repeat("v", 1024))}},
+			want:    map[string]string{"x-a": strings.Repeat("v", 1024)},
+		},
+		"a cookie value with ';'": {request: &gatewayv1alpha1.RequestModifier{Cookies: cookies{"a": "1; session=forged"}}, wantErr: "cookie \"a\""},
+		"16 headers": {request: &gatewayv1alpha1.RequestModifier{Headers: func() headers {
+			h := headers{}
+			for i := range 16 {
+				h[fmt.Sprintf("x-h%d", i)] = "1"
+			}
+			return h
+		}()}, wantErr: "at most 15"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := newAPIRule(withRules(gatewayv1alpha1.Rule{Path: "/orders/*", NoAuth: ptr.To(true), Request: tc.request}))
+			out, err := Translate(Input{APIRule: r, Selectors: selectors})
+			onGateway := r.DeepCopy()
+			onGateway.Spec.Gateway, onGateway.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "edge"}
+			routeOut, routeErr := Translate(Input{APIRule: onGateway, Selectors: selectors, Parent: Parent(onGateway)})
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				g.Expect(routeErr).To(MatchError(ContainSubstring(tc.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(routeErr).NotTo(HaveOccurred())
+			got := out.VirtualService.Spec.Http[0].GetHeaders().GetRequest().GetSet()
+			if len(tc.want) == 0 {
+				g.Expect(got).To(BeEmpty())
+				g.Expect(routeOut.HTTPRoute.Spec.Rules[0].Filters).To(BeEmpty())
+				return
+			}
+			g.Expect(got).To(Equal(tc.want))
+			filters := routeOut.HTTPRoute.Spec.Rules[0].Filters
+			g.Expect(filters).To(HaveLen(1))
+			fromRoute := map[string]string{}
+			for _, h := range filters[0].RequestHeaderModifier.Set {
+				fromRoute[string(h.Name)] = h.Value
+			}
+			g.Expect(fromRoute).To(Equal(tc.want))
+		})
+	}
 }

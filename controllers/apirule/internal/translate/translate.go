@@ -369,8 +369,9 @@ func virtualService(r *gatewayv1alpha1.APIRule, gateway, clusterDomain string) *
 			timeout = r.Spec.Timeout
 		}
 		spec.Http = append(spec.Http, &networkingv1alpha3.HTTPRoute{
-			Name:  gatewayv1alpha1.RouteName(r.Namespace, r.Name, rule),
-			Match: []*networkingv1alpha3.HTTPMatchRequest{match},
+			Headers: headersOperations(rule),
+			Name:    gatewayv1alpha1.RouteName(r.Namespace, r.Name, rule),
+			Match:   []*networkingv1alpha3.HTTPMatchRequest{match},
 			Route: []*networkingv1alpha3.HTTPRouteDestination{{Destination: &networkingv1alpha3.Destination{
 				Host: fmt.Sprintf("%s.%s.svc.%s", svc.Name, svc.Namespace, clusterDomain),
 				Port: &networkingv1alpha3.PortSelector{Number: uint32(svc.Port)},
@@ -381,6 +382,19 @@ func virtualService(r *gatewayv1alpha1.APIRule, gateway, clusterDomain string) *
 		})
 	}
 	return vs
+}
+
+// headersOperations sets a rule's request headers and cookies.
+func headersOperations(rule gatewayv1alpha1.Rule) *networkingv1alpha3.Headers {
+	set := requestHeaders(rule)
+	if len(set) == 0 {
+		return nil
+	}
+	ops := &networkingv1alpha3.Headers_HeaderOperations{Set: map[string]string{}}
+	for _, h := range set {
+		ops.Set[h[0]] = h[1]
+	}
+	return &networkingv1alpha3.Headers{Request: ops}
 }
 
 // retries is a rule's retry policy as Istio's: the retryOn conditions,

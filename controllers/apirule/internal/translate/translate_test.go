@@ -88,6 +88,18 @@ func TestTranslateGolden(t *testing.T) {
 				{Path: "/orders", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
 			}
 		}),
+		"request-headers-and-cookies": newAPIRule(func(r *gatewayv1alpha1.APIRule) {
+			r.Spec.CORS = &gatewayv1alpha1.CORSPolicy{AllowOrigins: []string{"https://shop.example.com"}}
+			r.Spec.Rules = []gatewayv1alpha1.Rule{
+				{Path: "/orders/*", JWT: jwt("https://idp.example.com", nil, nil), Request: &gatewayv1alpha1.RequestModifier{
+					Headers: map[string]gatewayv1alpha1.RequestHeaderValue{"x-api-version": "2", "x-tenant": "shop eu-1"},
+					Cookies: map[string]gatewayv1alpha1.CookieValue{"region": "eu", "ab": "b=1"},
+				}},
+				{Path: "/health", NoAuth: ptr.To(true), Request: &gatewayv1alpha1.RequestModifier{
+					Cookies: map[string]gatewayv1alpha1.CookieValue{"probe": "1"},
+				}},
+			}
+		}),
 		// Istio mode only: see TestHTTPRouteModeRefusesRetries.
 		"retries": newAPIRule(func(r *gatewayv1alpha1.APIRule) {
 			r.Spec.Timeout = &metav1.Duration{Duration: 10 * time.Second}
