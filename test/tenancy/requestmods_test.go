@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -9,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/test/tenancy/judge"
 )
 
 // forgedIdentityHeaders are what team-b would set on requests to team-a's
@@ -76,5 +78,76 @@ func TestNoAPIRuleForgesIdentityHeaders(t *testing.T) {
 		obj := apiRule(teamB, "forge-operator", "forge-operator.b.example", publicGateway, backend(teamA, "ledger-forge"), rule)
 		err := bob.Create(context.Background(), obj)
 		NewWithT(t).Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+	})
+}
+
+// rewrite is a noAuth prefix rule whose requests reach the backend at
+// another path.
+func rewrite(path string, rw gatewayv1alpha1.Rewrite) gatewayv1alpha1.Rule {
+	rule := noAuth(path)
+	rule.Rewrite = &rw
+	return rule
+}
+
+// Class 3 (rewrites): the backend's access policy sees the rewritten path,
+// so a rewrite is judged where it lands. No rewrite lets a request reach a
+// path guarded on the workload without that path's authentication.
+func TestNoRewriteOpensAGuardedPath(t *testing.T) {
+	t.Run("team-a's noAuth /public/* rewritten into its own jwt /admin", func(t *testing.T) {
+		t.Parallel()
+		create(t, alice, service(teamA, "rewrite-self"))
+		rule := apiRule(teamA, "rewrite-self", "rewrite-self.a.example", publicGateway, backend("", "rewrite-self"),
+			jwt("/admin", issuerA, keysA), rewrite("/public/*", gatewayv1alpha1.Rewrite{Path: "/admin"}))
+		create(t, alice, rule)
+		t.Run("is refused with InvalidRule", func(t *testing.T) {
+			c := expectRefused(t, rule, gatewayv1alpha1.ReasonInvalidRule)
+			NewWithT(t).Expect(c.Message).To(ContainSubstring("rewrites to /admin"))
+		})
+		t.Run("writes nothing", func(t *testing.T) {
+			awaitObserved(t, rule)
+			g := NewWithT(t)
+			g.Expect(writtenFor(g, rule)).To(BeEmpty())
+		})
+	})
+	for i, rw := range []gatewayv1alpha1.Rewrite{{Path: "/admin"}, {Prefix: "/"}} {
+		t.Run(fmt.Sprintf("a second APIRule in team-a rewriting /public/* to %s%s on the same workload", rw.Path, rw.Prefix), func(t *testing.T) {
+			t.Parallel()
+			name := fmt.Sprintf("ledger-rw-%d", i)
+			ledger := protectLedger(t, name, "")
+			rule := apiRule(teamA, name+"-second", name+"-second.a.example", publicGateway, backend("", name), rewrite("/public/*", rw))
+			create(t, alice, rule)
+			expectAccessConflict(t, rule, ledger)
+		})
+	}
+	t.Run("team-b rewriting /public/* to /admin of team-a's consenting Service", func(t *testing.T) {
+		t.Parallel()
+		ledger := protectLedger(t, "ledger-rw-b", teamB)
+		rule := apiRule(teamB, "rewrite-ledger", "ledger-rw-b.b.example", publicGateway, backend(teamA, "ledger-rw-b"),
+			rewrite("/public/*", gatewayv1alpha1.Rewrite{Path: "/admin"}))
+		create(t, bob, rule)
+		t.Run("is Applied as a route", func(t *testing.T) { expectReason(t, rule, gatewayv1alpha1.ReasonApplied) })
+		t.Run("writes no AuthorizationPolicy or RequestAuthentication in team-a", func(t *testing.T) {
+			awaitObserved(t, rule)
+			g := NewWithT(t)
+			for _, obj := range writtenFor(g, rule) {
+				g.Expect(obj).To(HavePrefix("VirtualService "+teamB+"/"), "team-b's APIRule wrote %s", obj)
+			}
+		})
+		t.Run("a request through the rewrite reaches /admin only with team-a's token", func(t *testing.T) {
+			awaitObserved(t, rule)
+			g := NewWithT(t)
+			r := route(g, publicGateway, "ledger-rw-b.b.example", "/public/x")
+			g.Expect(r).NotTo(BeNil())
+			g.Expect(destinationNamespaces(r)).To(ConsistOf(teamA))
+			g.Expect(r.Path).To(Equal("/admin"))
+			for _, tc := range []struct {
+				token   *judge.Token
+				allowed bool
+			}{{nil, false}, {forgedA, false}, {tokenB, false}, {tokenA, true}} {
+				req := judge.Request{Workload: ledger, Host: "ledger-rw-b.b.example", Path: r.Path, Method: "GET", Port: 8080, Token: tc.token}
+				v := decide(g, req)
+				g.Expect(v.Allowed()).To(Equal(tc.allowed), "%s: %s", req, v)
+			}
+		})
 	})
 }

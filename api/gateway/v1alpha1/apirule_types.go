@@ -124,6 +124,7 @@ type JWTAuthentication struct {
 
 // Rule exposes one path of the API with its access control.
 // +kubebuilder:validation:XValidation:rule="(has(self.noAuth) && self.noAuth) != has(self.jwt)",message="each rule needs exactly one of noAuth: true or jwt"
+// +kubebuilder:validation:XValidation:rule="!has(self.rewrite) || !has(self.rewrite.prefix) || self.path.endsWith('/*')",message="rewrite.prefix needs a prefix rule (a path ending in '/*'); rewrite an exact path with rewrite.path"
 // +kubebuilder:validation:XValidation:rule="!has(self.retries) || !has(self.retries.perTryTimeout) || !has(self.timeout) || duration(self.retries.perTryTimeout) <= duration(self.timeout)",message="retries.perTryTimeout may not exceed the rule's timeout, which bounds all tries together"
 type Rule struct {
 	// path of the request: exact ("/orders"), or a prefix when it ends
@@ -180,6 +181,15 @@ type Rule struct {
 	// for a backend. The cookies replace the client's cookie header.
 	// +optional
 	Request *RequestModifier `json:"request,omitempty"`
+
+	// rewrite changes the path the backend receives: the whole path, or
+	// the matched prefix of a prefix rule. The backend's access policy
+	// sees the rewritten path: the rule's authentication applies there,
+	// and a rewrite into a path that another rule on the same pods guards
+	// with other authentication is refused (reason InvalidRule, or
+	// AccessConflict for another APIRule's).
+	// +optional
+	Rewrite *Rewrite `json:"rewrite,omitempty"`
 }
 
 // GatewayAPIGroup is the API group of the Kubernetes Gateway API.

@@ -162,3 +162,33 @@ func IsReservedRequestHeader(name string) bool {
 	}
 	return slices.ContainsFunc(ReservedRequestHeaderPrefixes, func(p string) bool { return strings.HasPrefix(name, p) })
 }
+
+// RewritePath is a path the backend receives instead of the client's: it
+// starts with '/', holds URL path characters without '*', '%', '?' or '#',
+// and no empty or dot segment ("//", "/./", "/../"), which the gateway and
+// the backend's access policy could read differently.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=256
+// +kubebuilder:validation:XValidation:rule="self.matches('^/[-a-zA-Z0-9._~!$&()+,;=:@/]*$')",message="a rewrite must start with '/' and hold only URL path characters, without '*', '%', '?' or '#'"
+// +kubebuilder:validation:XValidation:rule="!self.contains('//') && !self.contains('/./') && !self.contains('/../') && !self.endsWith('/.') && !self.endsWith('/..')",message="a rewrite may not have empty or dot segments ('//', '/./', '/../')"
+type RewritePath string
+
+// Rewrite changes the path the backend receives. The backend's access
+// policy sees the rewritten path, so the controller allows the rule's
+// callers on that path, and refuses a rewrite into a path another rule (of
+// any APIRule on the same pods) guards with other authentication.
+// +kubebuilder:validation:XValidation:rule="has(self.path) != has(self.prefix)",message="rewrite needs exactly one of path (the whole path) or prefix (the matched prefix)"
+type Rewrite struct {
+	// path replaces the whole path: "/orders" with path "/v2/orders"
+	// sends /v2/orders; "/orders/*" sends every path under /orders/ to
+	// this one path.
+	// +optional
+	Path RewritePath `json:"path,omitempty"`
+
+	// prefix replaces the prefix of a prefix rule ("/orders/*"): with
+	// prefix "/v2/orders/", /orders/42 becomes /v2/orders/42. It ends with
+	// '/'; "/" drops the rule's prefix.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.endsWith('/')",message="rewrite.prefix must end with '/'"
+	Prefix RewritePath `json:"prefix,omitempty"`
+}

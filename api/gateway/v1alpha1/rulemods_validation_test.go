@@ -180,3 +180,37 @@ func TestReservedRequestHeaders(t *testing.T) {
 		g.Expect(gatewayv1alpha1.IsReservedRequestHeader(name)).To(Equal(want), name)
 	}
 }
+
+func withRewrite(rw gatewayv1alpha1.Rewrite) func(r *gatewayv1alpha1.APIRule) {
+	return func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[1].Rewrite = &rw }
+}
+
+func TestAPIRuleRewriteValidation(t *testing.T) {
+	onExactRule := func(rw gatewayv1alpha1.Rewrite) func(r *gatewayv1alpha1.APIRule) {
+		return func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[0].Rewrite = &rw }
+	}
+	runRuleCases(t, map[string]ruleCase{
+		"prefix":                  {mutate: withRewrite(gatewayv1alpha1.Rewrite{Prefix: "/v2/orders/"})},
+		"prefix /":                {mutate: withRewrite(gatewayv1alpha1.Rewrite{Prefix: "/"})},
+		"whole path of a prefix":  {mutate: withRewrite(gatewayv1alpha1.Rewrite{Path: "/orders"})},
+		"whole path of an exact":  {mutate: onExactRule(gatewayv1alpha1.Rewrite{Path: "/healthz"})},
+		"prefix of an exact rule": {mutate: onExactRule(gatewayv1alpha1.Rewrite{Prefix: "/v2/"}), wantErr: "rewrite.prefix needs a prefix rule"},
+		"neither":                 {mutate: withRewrite(gatewayv1alpha1.Rewrite{}), wantErr: "rewrite needs exactly one of path"},
+		"both": {
+			mutate:  withRewrite(gatewayv1alpha1.Rewrite{Path: "/a", Prefix: "/b/"}),
+			wantErr: "rewrite needs exactly one of path",
+		},
+		"prefix without final slash": {mutate: withRewrite(gatewayv1alpha1.Rewrite{Prefix: "/v2"}), wantErr: "rewrite.prefix must end with '/'"},
+		"wildcard":                   {mutate: withRewrite(gatewayv1alpha1.Rewrite{Path: "/admin/*"}), wantErr: "without '*', '%', '?' or '#'"},
+		"percent":                    {mutate: withRewrite(gatewayv1alpha1.Rewrite{Prefix: "/a%2fadmin/"}), wantErr: "without '*', '%', '?' or '#'"},
+		"query":                      {mutate: withRewrite(gatewayv1alpha1.Rewrite{Path: "/a?admin=1"}), wantErr: "without '*', '%', '?' or '#'"},
+		"relative":                   {mutate: withRewrite(gatewayv1alpha1.Rewrite{Path: "admin"}), wantErr: "a rewrite must start with '/'"},
+		"dot segment":                {mutate: withRewrite(gatewayv1alpha1.Rewrite{Prefix: "/public/../admin/"}), wantErr: "may not have empty or dot segments"},
+		"final dot segment":          {mutate: withRewrite(gatewayv1alpha1.Rewrite{Path: "/public/.."}), wantErr: "may not have empty or dot segments"},
+		"empty segment":              {mutate: withRewrite(gatewayv1alpha1.Rewrite{Prefix: "//admin/"}), wantErr: "may not have empty or dot segments"},
+		"257 characters": {
+			mutate:  withRewrite(gatewayv1alpha1.Rewrite{Path: gatewayv1alpha1.RewritePath("/" + strings.Repeat("p", 256))}),
+			wantErr: "may not be more than 256",
+		},
+	})
+}

@@ -111,6 +111,9 @@ func httpRoute(r *gatewayv1alpha1.APIRule, parent *gatewayv1alpha1.ParentReferen
 		if cors != nil {
 			out.Filters = append(out.Filters, gatewayapiv1.HTTPRouteFilter{Type: gatewayapiv1.HTTPRouteFilterCORS, CORS: cors.DeepCopy()})
 		}
+		if rw := urlRewrite(rule); rw != nil {
+			out.Filters = append(out.Filters, gatewayapiv1.HTTPRouteFilter{Type: gatewayapiv1.HTTPRouteFilterURLRewrite, URLRewrite: rw})
+		}
 		if set := requestHeaders(rule); len(set) > 0 {
 			modifier := &gatewayapiv1.HTTPHeaderFilter{}
 			for _, h := range set {
@@ -145,6 +148,28 @@ func pathMatches(rule gatewayv1alpha1.Rule) []gatewayapiv1.HTTPRouteMatch {
 		matches = append(matches, gatewayapiv1.HTTPRouteMatch{Path: path.DeepCopy(), Method: ptr.To(gatewayapiv1.HTTPMethod(m))})
 	}
 	return matches
+}
+
+// urlRewrite is a rule's rewrite as a URLRewrite filter: ReplaceFullPath,
+// or ReplacePrefixMatch of the PathPrefix match ("/orders" by "/v2/orders",
+// the Gateway API's prefixes having no final '/').
+func urlRewrite(rule gatewayv1alpha1.Rule) *gatewayapiv1.HTTPURLRewriteFilter {
+	rw := rule.Rewrite
+	if rw == nil {
+		return nil
+	}
+	if rw.Path != "" {
+		return &gatewayapiv1.HTTPURLRewriteFilter{Path: &gatewayapiv1.HTTPPathModifier{
+			Type: gatewayapiv1.FullPathHTTPPathModifier, ReplaceFullPath: ptr.To(string(rw.Path)),
+		}}
+	}
+	prefix := string(rw.Prefix)
+	if prefix != "/" {
+		prefix = strings.TrimSuffix(prefix, "/")
+	}
+	return &gatewayapiv1.HTTPURLRewriteFilter{Path: &gatewayapiv1.HTTPPathModifier{
+		Type: gatewayapiv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr.To(prefix),
+	}}
 }
 
 // gatewayDuration writes a duration the Gateway API's way: up to four

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
@@ -20,6 +22,9 @@ func checkRequestModifiers(r *gatewayv1alpha1.APIRule) error {
 			return err
 		}
 		if err := checkRequest(rule); err != nil {
+			return err
+		}
+		if err := checkRewrite(rule); err != nil {
 			return err
 		}
 	}
@@ -118,4 +123,89 @@ func requestHeaders(rule gatewayv1alpha1.Rule) [][2]string {
 	}
 	slices.SortFunc(out, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
 	return out
+}
+
+var rewritePath = regexp.MustCompile(`^/[-a-zA-Z0-9._~!$&()+,;=:@/]*$`)
+
+// checkRewrite refuses the rewrites the CRD refuses: above all any '*',
+// '%' or dot segment, with which the path the backend's access policy
+// sees would not be the one written in it.
+func checkRewrite(rule gatewayv1alpha1.Rule) error {
+	rw := rule.Rewrite
+	if rw == nil {
+		return nil
+	}
+	if (rw.Path == "") == (rw.Prefix == "") {
+		return fmt.Errorf("rule %s: rewrite needs exactly one of path or prefix", rule.Path)
+	}
+	target := string(rw.Path + rw.Prefix)
+	if len(target) > 256 || !rewritePath.MatchString(target) ||
+		strings.Contains(target, "//") || strings.Contains(target, "/./") || strings.Contains(target, "/../") ||
+		strings.HasSuffix(target, "/.") || strings.HasSuffix(target, "/..") {
+		return fmt.Errorf("rule %s: rewrite %s must be a path of URL path characters without '*', '%%' or dot segments", rule.Path, target)
+	}
+	if rw.Prefix != "" && (!isPrefix(rule.Path) || !strings.HasSuffix(target, "/")) {
+		return fmt.Errorf("rule %s: rewrite.prefix %s needs a prefix rule and must end with '/'", rule.Path, target)
+	}
+	return nil
+}
+
+// BackendPath is the path pattern a rule's requests have when they reach
+// the backend, in the AuthorizationPolicy's syntax: the rule's path, or
+// what its rewrite makes of it (rewrite.path exactly, rewrite.prefix
+// followed by anything).
+func BackendPath(rule gatewayv1alpha1.Rule) string {
+	switch rw := rule.Rewrite; {
+	case rw == nil:
+		return rule.Path
+	case rw.Path != "":
+		return string(rw.Path)
+	default:
+		return string(rw.Prefix) + "*"
+	}
+}
+
+// pathPatternsMeet reports whether two rule path patterns (exact, or a
+// prefix "/x/*") match a common path.
+func pathPatternsMeet(p, q string) bool {
+	pp, qp := isPrefix(p), isPrefix(q)
+	p, q = strings.TrimSuffix(p, "*"), strings.TrimSuffix(q, "*")
+	switch {
+	case pp && qp:
+		return strings.HasPrefix(p, q) || strings.HasPrefix(q, p)
+	case pp:
+		return strings.HasPrefix(q, p)
+	case qp:
+		return strings.HasPrefix(p, q)
+	default:
+		return p == q
+	}
+}
+
+// checkRewriteTargets refuses a rewrite whose requests reach, on pods
+// another rule may reach too, a path that rule allows to other callers.
+// The backend's AuthorizationPolicy sees the rewritten path, and Istio
+// adds up ALLOW rules: a noAuth "/public/*" rewritten to "/admin/" would
+// open the "/admin/*" a jwt rule guards, to anyone, whichever route the
+// request took. Rules without rewrites are checkCoveredRules's.
+func checkRewriteTargets(r *gatewayv1alpha1.APIRule, selectors map[types.NamespacedName]map[string]string) error {
+	for i, a := range r.Spec.Rules {
+		if a.Rewrite == nil {
+			continue
+		}
+		for j, b := range r.Spec.Rules {
+			if i == j || !pathPatternsMeet(BackendPath(a), BackendPath(b)) || !methodsOverlap(a.Methods, b.Methods) || sameAuthentication(a, b) {
+				continue
+			}
+			wa, wb := backendOf(r, a), backendOf(r, b)
+			if !MayShareWorkload(wa, selectors[wa], wb, selectors[wb]) {
+				continue
+			}
+			return fmt.Errorf("rule %s (%s) rewrites to %s, which meets %s that rule %s (%s) allows on the pods of service %s: "+
+				"the backend's access policy sees the rewritten path, so the callers of %s would reach it; "+
+				"give both the same authentication, disjoint methods, or rewrite elsewhere",
+				a.Path, authentication(a), BackendPath(a), BackendPath(b), b.Path, authentication(b), wb, a.Path)
+		}
+	}
+	return nil
 }

@@ -156,3 +156,118 @@ func TestRequestHeadersAndCookies(t *testing.T) {
 		})
 	}
 }
+
+func TestRewriteTargets(t *testing.T) {
+	admin := func(path string) gatewayv1alpha1.Rule {
+		return gatewayv1alpha1.Rule{Path: path, JWT: jwt("https://admin-idp.example.com", nil, nil)}
+	}
+	open := func(path string, rw gatewayv1alpha1.Rewrite, methods ...gatewayv1alpha1.HTTPMethod) gatewayv1alpha1.Rule {
+		return gatewayv1alpha1.Rule{Path: path, Methods: methods, NoAuth: ptr.To(true), Rewrite: &rw}
+	}
+	on := func(svc string, rule gatewayv1alpha1.Rule) gatewayv1alpha1.Rule {
+		rule.Service = &gatewayv1alpha1.ServiceReference{Name: svc, Port: 8080}
+		return rule
+	}
+	tests := map[string]struct {
+		rules   []gatewayv1alpha1.Rule
+		wantErr string
+	}{
+		"noAuth prefix rewritten into a jwt prefix": {
+			rules:   []gatewayv1alpha1.Rule{admin("/admin/*"), open("/public/*", gatewayv1alpha1.Rewrite{Prefix: "/admin/"})},
+			wantErr: "rule /public/* (noAuth) rewrites to /admin/*, which meets /admin/* that rule /admin/* (jwt issuer https://admin-idp.example.com) allows",
+		},
+		"noAuth prefix rewritten under a jwt prefix": {
+			rules:   []gatewayv1alpha1.Rule{admin("/admin/*"), open("/public/*", gatewayv1alpha1.Rewrite{Prefix: "/admin/users/"})},
+			wantErr: "rewrites to /admin/users/*",
+		},
+		"noAuth prefix rewritten above a jwt exact path": {
+			rules:   []gatewayv1alpha1.Rule{admin("/admin/keys"), open("/public/*", gatewayv1alpha1.Rewrite{Prefix: "/"})},
+			wantErr: "rewrites to /*, which meets /admin/keys",
+		},
+		"noAuth exact path rewritten onto a jwt exact path": {
+			rules:   []gatewayv1alpha1.Rule{admin("/admin"), open("/status", gatewayv1alpha1.Rewrite{Path: "/admin"})},
+			wantErr: "rewrites to /admin, which meets /admin",
+		},
+		"noAuth prefix's whole path onto a jwt path": {
+			rules:   []gatewayv1alpha1.Rule{admin("/admin/*"), open("/old/*", gatewayv1alpha1.Rewrite{Path: "/admin/x"})},
+			wantErr: "rewrites to /admin/x",
+		},
+		"onto a Service selecting the same pods": {
+			rules:   []gatewayv1alpha1.Rule{admin("/admin/*"), on("orders-admin", open("/public/*", gatewayv1alpha1.Rewrite{Prefix: "/admin/"}))},
+			wantErr: "on the pods of service shop/orders",
+		},
+		"a jwt rule rewritten into a noAuth path is refused too": {
+			rules: []gatewayv1alpha1.Rule{
+				{Path: "/health", NoAuth: ptr.To(true)},
+				{Path: "/admin/*", JWT: jwt("https://admin-idp.example.com", nil, nil), Rewrite: &gatewayv1alpha1.Rewrite{Path: "/health"}},
+			},
+			wantErr: "rule /admin/* (jwt issuer https://admin-idp.example.com) rewrites to /health",
+		},
+		"disjoint methods": {
+			rules: []gatewayv1alpha1.Rule{
+				{Path: "/admin/*", Methods: []gatewayv1alpha1.HTTPMethod{"POST"}, JWT: jwt("https://admin-idp.example.com", nil, nil)},
+				open("/public/*", gatewayv1alpha1.Rewrite{Prefix: "/admin/"}, "GET"),
+			},
+		},
+		"other pods":          {rules: []gatewayv1alpha1.Rule{admin("/admin/*"), on("reports", open("/public/*", gatewayv1alpha1.Rewrite{Prefix: "/admin/"}))}},
+		"a sibling path":      {rules: []gatewayv1alpha1.Rule{admin("/admin/*"), open("/public/*", gatewayv1alpha1.Rewrite{Prefix: "/adminx/"})}},
+		"same authentication": {rules: []gatewayv1alpha1.Rule{admin("/admin/*"), {Path: "/a/*", JWT: jwt("https://admin-idp.example.com", nil, nil), Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/admin/"}}}},
+		"a rewrite away from a guarded client path": {
+			// /admin/* is guarded by its client path; the rewrite goes to /v2/admin/.
+			rules: []gatewayv1alpha1.Rule{admin("/admin/*"), {Path: "/v1/*", NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/v2/"}}},
+		},
+		"prefix rewrite on an exact rule": {
+			rules:   []gatewayv1alpha1.Rule{open("/status", gatewayv1alpha1.Rewrite{Prefix: "/health/"})},
+			wantErr: "needs a prefix rule",
+		},
+		"both path and prefix": {
+			rules:   []gatewayv1alpha1.Rule{open("/s/*", gatewayv1alpha1.Rewrite{Path: "/a", Prefix: "/b/"})},
+			wantErr: "exactly one of path or prefix",
+		},
+		"a dot segment": {
+			rules:   []gatewayv1alpha1.Rule{open("/s/*", gatewayv1alpha1.Rewrite{Prefix: "/public/../admin/"})},
+			wantErr: "without '*', '%' or dot segments",
+		},
+		"an encoded slash": {
+			rules:   []gatewayv1alpha1.Rule{open("/s/*", gatewayv1alpha1.Rewrite{Prefix: "/public%2f..%2fadmin/"})},
+			wantErr: "without '*', '%' or dot segments",
+		},
+		"a wildcard": {
+			rules:   []gatewayv1alpha1.Rule{open("/s/*", gatewayv1alpha1.Rewrite{Path: "/admin/*"})},
+			wantErr: "without '*', '%' or dot segments",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := newAPIRule(withRules(tc.rules...))
+			_, err := Translate(Input{APIRule: r, Selectors: selectors})
+			onGateway := r.DeepCopy()
+			onGateway.Spec.Gateway, onGateway.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "edge"}
+			_, routeErr := Translate(Input{APIRule: onGateway, Selectors: selectors, Parent: Parent(onGateway)})
+			if tc.wantErr == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(routeErr).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+			g.Expect(routeErr).To(MatchError(ContainSubstring(tc.wantErr)))
+		})
+	}
+}
+
+func TestBackendPath(t *testing.T) {
+	g := NewWithT(t)
+	for _, tc := range []struct {
+		rule gatewayv1alpha1.Rule
+		want string
+	}{
+		{gatewayv1alpha1.Rule{Path: "/orders/*"}, "/orders/*"},
+		{gatewayv1alpha1.Rule{Path: "/orders/*", Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/v2/"}}, "/v2/*"},
+		{gatewayv1alpha1.Rule{Path: "/orders/*", Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/"}}, "/*"},
+		{gatewayv1alpha1.Rule{Path: "/orders/*", Rewrite: &gatewayv1alpha1.Rewrite{Path: "/all"}}, "/all"},
+		{gatewayv1alpha1.Rule{Path: "/status", Rewrite: &gatewayv1alpha1.Rewrite{Path: "/health"}}, "/health"},
+	} {
+		g.Expect(BackendPath(tc.rule)).To(Equal(tc.want), "%+v", tc.rule)
+	}
+}

@@ -221,6 +221,9 @@ func Translate(in Input) (Output, error) {
 	if err := checkRequestModifiers(r); err != nil {
 		return Output{}, err
 	}
+	if err := checkRewriteTargets(r, in.Selectors); err != nil {
+		return Output{}, err
+	}
 	var out Output
 	if in.Parent != nil {
 		if err := checkHTTPRoute(r); err != nil {
@@ -378,10 +381,27 @@ func virtualService(r *gatewayv1alpha1.APIRule, gateway, clusterDomain string) *
 			}}},
 			Timeout:    duration(timeout),
 			Retries:    retries(rule.Retries),
+			Rewrite:    uriRewrite(rule),
 			CorsPolicy: corsPolicy(r.Spec.CORS),
 		})
 	}
 	return vs
+}
+
+// uriRewrite rewrites an exact path, or the matched prefix of a prefix
+// rule (Istio replaces the prefix it matched, "/orders/"), or with a regex
+// the whole path of a prefix rule, of which uri would replace only the
+// prefix.
+func uriRewrite(rule gatewayv1alpha1.Rule) *networkingv1alpha3.HTTPRewrite {
+	rw := rule.Rewrite
+	switch {
+	case rw == nil:
+		return nil
+	case rw.Path != "" && isPrefix(rule.Path):
+		return &networkingv1alpha3.HTTPRewrite{UriRegexRewrite: &networkingv1alpha3.RegexRewrite{Match: "^.*$", Rewrite: string(rw.Path)}}
+	default:
+		return &networkingv1alpha3.HTTPRewrite{Uri: string(rw.Path + rw.Prefix)}
+	}
 }
 
 // headersOperations sets a rule's request headers and cookies.
@@ -462,7 +482,7 @@ func authorizationPolicy(r *gatewayv1alpha1.APIRule, backend types.NamespacedNam
 			continue
 		}
 		rule := &securityv1beta1.Rule{To: []*securityv1beta1.Rule_To{{Operation: &securityv1beta1.Operation{
-			Paths:   []string{exposed.Path},
+			Paths:   []string{BackendPath(exposed)},
 			Methods: methodStrings(exposed.Methods),
 		}}}}
 		if jwt := exposed.JWT; jwt != nil {

@@ -100,6 +100,14 @@ func TestTranslateGolden(t *testing.T) {
 				}},
 			}
 		}),
+		"rewrites": newAPIRule(withRules(
+			gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+			gatewayv1alpha1.Rule{Path: "/status", NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Path: "/health"}},
+			gatewayv1alpha1.Rule{Path: "/old/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Path: "/health"}},
+			gatewayv1alpha1.Rule{Path: "/orders/*", JWT: jwt("https://idp.example.com", nil, nil), Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/v2/orders/"}},
+			gatewayv1alpha1.Rule{Path: "/shop/*", Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000},
+				NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/"}},
+		)),
 		// Istio mode only: see TestHTTPRouteModeRefusesRetries.
 		"retries": newAPIRule(func(r *gatewayv1alpha1.APIRule) {
 			r.Spec.Timeout = &metav1.Duration{Duration: 10 * time.Second}
