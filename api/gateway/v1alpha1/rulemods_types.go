@@ -104,29 +104,28 @@ var (
 	}
 )
 
-// RequestHeaderValue is the value of a header a rule sets: 1 to 1024
+// RequestHeaderValue is the value of a header a rule sets: 1 to 512
 // printable ASCII characters without '%' (Envoy reads %...% as a command
 // operator such as %DOWNSTREAM_REMOTE_ADDRESS%) and without spaces at
 // either end.
 // +kubebuilder:validation:MinLength=1
-// +kubebuilder:validation:MaxLength=1024
+// +kubebuilder:validation:MaxLength=512
 // +kubebuilder:validation:XValidation:rule="self.matches('^[\\\\x21-\\\\x24\\\\x26-\\\\x7e]([\\\\x20-\\\\x24\\\\x26-\\\\x7e]*[\\\\x21-\\\\x24\\\\x26-\\\\x7e])?$')",message="a request.headers value must be printable ASCII without '%' and without spaces at either end"
 type RequestHeaderValue string
 
-// CookieValue is the value of a cookie a rule sends: 1 to 180 cookie
+// CookieValue is the value of a cookie a rule sends: 1 to 256 cookie
 // characters (printable ASCII except space, '"', ',', ';', a backslash and
 // '%').
 // +kubebuilder:validation:MinLength=1
-// +kubebuilder:validation:MaxLength=180
+// +kubebuilder:validation:MaxLength=256
 // +kubebuilder:validation:XValidation:rule="self.matches('^[\\\\x21\\\\x23\\\\x24\\\\x26-\\\\x2b\\\\x2d-\\\\x3a\\\\x3c-\\\\x5b\\\\x5d-\\\\x7e]+$')",message="a request.cookies value must be cookie characters: printable ASCII except space, '\"', ',', ';', a backslash and '%'"
 type CookieValue string
 
 // RequestModifier changes the request before the gateway forwards it.
 type RequestModifier struct {
 	// headers to set on the request, replacing the client's values: at
-	// most 15 (with the cookie header, an HTTPRoute's limit of 16), names
-	// lower-case HTTP tokens of at most 128 characters, values of 1 to 1024
-	// printable ASCII characters without '%' (Envoy reads %...% as a
+	// most 8, names lower-case HTTP tokens of at most 64 characters, values
+	// of 1 to 512 printable ASCII characters without '%' (Envoy reads %...% as a
 	// command) and without spaces at either end. Headers that carry the
 	// caller's identity, the request's routing or framing, or its trace
 	// are refused (authorization, cookie, host, forwarded, via,
@@ -136,18 +135,18 @@ type RequestModifier struct {
 	// connection, upgrade and the like; the full list is in docs/api.md):
 	// a tenant may not forge identity for a backend.
 	// +optional
-	// +kubebuilder:validation:MaxProperties=15
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 128 && k.matches('^[-a-z0-9!#$&\\\\x27*+.^_`|~]+$'))",message="request.headers names must be lower-case HTTP header names (letters, digits and !#$&'*+-.^_`|~) of at most 128 characters"
+	// +kubebuilder:validation:MaxProperties=8
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 64 && k.matches('^[-a-z0-9!#$&\\\\x27*+.^_`|~]+$'))",message="request.headers names must be lower-case HTTP header names (letters, digits and !#$&'*+-.^_`|~) of at most 64 characters"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['authorization','proxy-authorization','cookie','host','forwarded','via','x-request-id','x-real-ip','x-client-trace-id','traceparent','tracestate','b3','x-ot-span-context','content-length','transfer-encoding','te','connection','upgrade','keep-alive','proxy-connection','trailer','expect']) && !k.startsWith('x-forwarded') && !k.startsWith('x-envoy') && !k.startsWith('x-b3') && !k.startsWith('x-istio') && !k.startsWith('x-jwt') && !k.startsWith('x-auth-request') && !k.startsWith('x-ext-authz') && !k.startsWith('x-portico'))",message="request.headers may not set a header that carries the caller's identity, the request's routing or framing, or its trace (authorization, cookie: use request.cookies, host, forwarded, via, x-forwarded-*, x-real-ip, x-envoy-*, x-istio-*, x-jwt-*, x-auth-request-*, x-ext-authz*, x-portico-*, x-request-id, traceparent, tracestate, b3, x-b3-*, x-ot-span-context, x-client-trace-id, content-length, transfer-encoding, te, connection, upgrade, keep-alive, proxy-connection, trailer, expect)"
 	Headers map[string]RequestHeaderValue `json:"headers,omitempty"`
 
 	// cookies to send to the backend, as one cookie header that replaces
-	// the client's cookies (as Kyma's APIRule does): at most 16, names of
-	// at most 64 HTTP token characters, values of 1 to 180 cookie
+	// the client's cookies (as Kyma's APIRule does): at most 8, names of
+	// at most 64 HTTP token characters, values of 1 to 256 cookie
 	// characters (printable ASCII except space, '"', ',', ';', a backslash
 	// and '%'), so that the header fits the Gateway API's 4096 characters.
 	// +optional
-	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:MaxProperties=8
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 64 && k.matches('^[-A-Za-z0-9!#$&\\\\x27*+.^_`|~]+$'))",message="request.cookies names must be HTTP tokens (letters, digits and !#$&'*+-.^_`|~) of at most 64 characters"
 	Cookies map[string]CookieValue `json:"cookies,omitempty"`
 }

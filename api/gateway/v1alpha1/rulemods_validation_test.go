@@ -129,25 +129,25 @@ func TestAPIRuleRequestValidation(t *testing.T) {
 	manyCookies := func(n int) cookies {
 		c := cookies{}
 		for i := range n {
-			c[fmt.Sprintf("C%d", i)] = gatewayv1alpha1.CookieValue(strings.Repeat("v", 180))
+			c[fmt.Sprintf("C%d", i)] = gatewayv1alpha1.CookieValue(strings.Repeat("v", 256))
 		}
 		return c
 	}
 	const reserved = "request.headers may not set a header that carries the caller's identity"
 	tests := map[string]ruleCase{
-		"15 headers of 1024 characters, 16 cookies of 180": {mutate: func(r *gatewayv1alpha1.APIRule) {
-			h := many(15)
-			h["x-h0"] = gatewayv1alpha1.RequestHeaderValue(strings.Repeat("v", 1024))
-			withRequest(gatewayv1alpha1.RequestModifier{Headers: h, Cookies: manyCookies(16)})(r)
+		"8 headers of 512 characters, 8 cookies of 256": {mutate: func(r *gatewayv1alpha1.APIRule) {
+			h := many(8)
+			h["x-h0"] = gatewayv1alpha1.RequestHeaderValue(strings.Repeat("v", 512))
+			withRequest(gatewayv1alpha1.RequestModifier{Headers: h, Cookies: manyCookies(8)})(r)
 		}},
-		"16 headers":  {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: many(16)}), wantErr: "must have at most 15 items"},
-		"17 cookies":  {mutate: withRequest(gatewayv1alpha1.RequestModifier{Cookies: manyCookies(17)}), wantErr: "must have at most 16 items"},
-		"upper case":  {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"X-Api": "1"}}), wantErr: "must be lower-case HTTP header names"},
-		"pseudo":      {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{":authority": "evil.example.com"}}), wantErr: "must be lower-case HTTP header names"},
-		"name of 129": {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{strings.Repeat("x", 129): "1"}}), wantErr: "of at most 128 characters"},
-		"value of 1025": {
-			mutate:  withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": gatewayv1alpha1.RequestHeaderValue(strings.Repeat("v", 1025))}}),
-			wantErr: "Too long: may not be more than 1024",
+		"9 headers":  {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: many(9)}), wantErr: "must have at most 8 items"},
+		"9 cookies":  {mutate: withRequest(gatewayv1alpha1.RequestModifier{Cookies: manyCookies(9)}), wantErr: "must have at most 8 items"},
+		"upper case": {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"X-Api": "1"}}), wantErr: "must be lower-case HTTP header names"},
+		"pseudo":     {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{":authority": "evil.example.com"}}), wantErr: "must be lower-case HTTP header names"},
+		"name of 65": {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{strings.Repeat("x", 65): "1"}}), wantErr: "of at most 64 characters"},
+		"value of 513": {
+			mutate:  withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": gatewayv1alpha1.RequestHeaderValue(strings.Repeat("v", 513))}}),
+			wantErr: "Too long: may not be more than 512",
 		},
 		"empty value":       {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": ""}}), wantErr: "should be at least 1 chars long"},
 		"command operator":  {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"x-peer": "%DOWNSTREAM_REMOTE_ADDRESS%"}}), wantErr: "printable ASCII without '%'"},

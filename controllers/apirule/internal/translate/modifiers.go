@@ -64,13 +64,13 @@ func checkRetries(r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule) error {
 }
 
 var (
-	headerName     = regexp.MustCompile(`^[-a-z0-9!#$&'*+.^_` + "`" + `|~]{1,128}$`)
+	headerName     = regexp.MustCompile(`^[-a-z0-9!#$&'*+.^_` + "`" + `|~]{1,64}$`)
 	headerValue    = regexp.MustCompile(`^[\x21-\x24\x26-\x7e]([\x20-\x24\x26-\x7e]*[\x21-\x24\x26-\x7e])?$`)
 	cookieName     = regexp.MustCompile(`^[-A-Za-z0-9!#$&'*+.^_` + "`" + `|~]{1,64}$`)
-	cookieValue    = regexp.MustCompile(`^[\x21\x23\x24\x26-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]{1,180}$`)
-	maxHeaders     = 15
-	maxHeaderValue = 1024
-	maxCookies     = 16
+	cookieValue    = regexp.MustCompile(`^[\x21\x23\x24\x26-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]{1,256}$`)
+	maxHeaders     = 8
+	maxHeaderValue = 512
+	maxCookies     = 8
 	cookieHeader   = "cookie"
 )
 
@@ -91,12 +91,12 @@ func checkRequest(rule gatewayv1alpha1.Rule) error {
 			return fmt.Errorf("rule %s may not set the header %s, which carries the caller's identity, the request's routing or its trace", rule.Path, name)
 		}
 		if v := string(m.Headers[name]); !headerName.MatchString(name) || len(v) > maxHeaderValue || !headerValue.MatchString(v) {
-			return fmt.Errorf("rule %s: header %q or its value is not one the APIRule may set (lower-case token name up to 128, printable value up to 1024 without '%%')", rule.Path, name)
+			return fmt.Errorf("rule %s: header %q or its value is not one the APIRule may set (lower-case token name up to 64, printable value up to 512 without '%%')", rule.Path, name)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.Cookies)) {
 		if !cookieName.MatchString(name) || !cookieValue.MatchString(string(m.Cookies[name])) {
-			return fmt.Errorf("rule %s: cookie %q or its value is not one the APIRule may set (token name up to 64, cookie value up to 180 without '%%')", rule.Path, name)
+			return fmt.Errorf("rule %s: cookie %q or its value is not one the APIRule may set (token name up to 64, cookie value up to 256 without '%%')", rule.Path, name)
 		}
 	}
 	return nil
