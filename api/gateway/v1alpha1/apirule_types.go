@@ -240,6 +240,8 @@ type JWTAuthorization struct {
 
 // Rule exposes one path of the API with its access control.
 // +kubebuilder:validation:XValidation:rule="(has(self.noAuth) && self.noAuth) != has(self.jwt)",message="each rule needs exactly one of noAuth: true or jwt"
+// +kubebuilder:validation:XValidation:rule="!has(self.rewrite) || !has(self.rewrite.prefix) || self.path.endsWith('/*')",message="rewrite.prefix needs a prefix rule (a path ending in '/*'); rewrite an exact path with rewrite.path"
+// +kubebuilder:validation:XValidation:rule="!has(self.retries) || !has(self.retries.perTryTimeout) || !has(self.timeout) || duration(self.retries.perTryTimeout) <= duration(self.timeout)",message="retries.perTryTimeout may not exceed the rule's timeout, which bounds all tries together"
 type Rule struct {
 	// path of the request: exact ("/orders"), or a prefix when it ends
 	// with "/*" ("/orders/*"); "/*" matches every path.
@@ -284,6 +286,34 @@ type Rule struct {
 	// authorizations are listed, satisfies any one of them.
 	// +optional
 	JWT *JWTAuthentication `json:"jwt,omitempty"`
+
+	// Request modifiers (issue 32: retries, request headers and cookies,
+	// rewrite); their types are in rulemods_types.go.
+
+	// retries of failed requests on this path: attempts, an optional
+	// per-try timeout, and the failures to retry on (status codes and
+	// Envoy's retryOn conditions). Without it, the gateway's default
+	// retries apply. Istio mode only: the HTTPRoute's retry field is in the
+	// Gateway API's experimental channel, so an APIRule with parentRef is
+	// refused with retries.
+	// +optional
+	Retries *RetryPolicy `json:"retries,omitempty"`
+
+	// request headers and cookies the gateway sets before it forwards the
+	// request: bounded in number and size; headers that carry identity,
+	// routing or tracing are refused, so that no APIRule forges identity
+	// for a backend. The cookies replace the client's cookie header.
+	// +optional
+	Request *RequestModifier `json:"request,omitempty"`
+
+	// rewrite changes the path the backend receives: the whole path, or
+	// the matched prefix of a prefix rule. The backend's access policy
+	// sees the rewritten path: the rule's authentication applies there,
+	// and a rewrite into a path that another rule on the same pods guards
+	// with other authentication is refused (reason InvalidRule, or
+	// AccessConflict for another APIRule's).
+	// +optional
+	Rewrite *Rewrite `json:"rewrite,omitempty"`
 }
 
 // GatewayAPIGroup is the API group of the Kubernetes Gateway API.
@@ -335,6 +365,8 @@ const MaxHTTPRouteRules = 16
 // +kubebuilder:validation:XValidation:rule="has(self.service) || self.rules.all(r, has(r.service))",message="set spec.service, or a service on every rule"
 // +kubebuilder:validation:XValidation:rule="!(has(self.gateway) && has(self.parentRef))",message="set gateway (an Istio Gateway) or parentRef (a Gateway API Gateway), not both"
 // +kubebuilder:validation:XValidation:rule="!has(self.parentRef) || self.rules.size() <= 16",message="an APIRule with parentRef has at most 16 rules: each becomes one rule of an HTTPRoute, which the Gateway API limits to 16"
+// +kubebuilder:validation:XValidation:rule="!has(self.parentRef) || self.rules.all(r, !has(r.retries))",message="retries need Istio mode (gateway): the HTTPRoute's retry field is in the Gateway API's experimental channel only, so an APIRule with parentRef cannot have retries"
+// +kubebuilder:validation:XValidation:rule="!has(self.timeout) || self.rules.all(r, has(r.timeout) || !has(r.retries) || !has(r.retries.perTryTimeout) || duration(r.retries.perTryTimeout) <= duration(self.timeout))",message="retries.perTryTimeout may not exceed spec.timeout, which bounds all tries of a rule without its own timeout"
 type APIRuleSpec struct {
 	// hosts the API is served on. A host has one owner cluster-wide: the
 	// oldest APIRule that claims it, exactly or through a wildcard

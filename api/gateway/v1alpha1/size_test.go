@@ -63,7 +63,8 @@ func largestJWTSingle(rule int) *gatewayv1alpha1.JWTAuthentication {
 
 // largestAPIRule fills every field of an APIRule to its bounds: 16 hosts
 // of 253 characters, a full CORS policy, and 64 rules with the longest
-// paths, every method, a service in another namespace, a timeout and the
+// paths, every method, a service in another namespace, a timeout, the
+// largest retries, request headers and cookies and rewrite, and the
 // largest jwt of one form.
 func largestAPIRule(name string, jwt func(rule int) *gatewayv1alpha1.JWTAuthentication) *gatewayv1alpha1.APIRule {
 	r := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Name: text(name, 63), Namespace: ns}}
@@ -83,6 +84,10 @@ func largestAPIRule(name string, jwt func(rule int) *gatewayv1alpha1.JWTAuthenti
 		cors.ExposeHeaders = append(cors.ExposeHeaders, text(fmt.Sprintf("x-e%02d-", i), 128))
 	}
 	r.Spec.CORS = cors
+	var codes []int32
+	for j := range 16 {
+		codes = append(codes, int32(500+j))
+	}
 	for i := range 64 {
 		r.Spec.Rules = append(r.Spec.Rules, gatewayv1alpha1.Rule{
 			Path:    text(fmt.Sprintf("/r%02d/", i), 256),
@@ -90,9 +95,25 @@ func largestAPIRule(name string, jwt func(rule int) *gatewayv1alpha1.JWTAuthenti
 			Service: &gatewayv1alpha1.ServiceReference{Name: text(fmt.Sprintf("s%02d", i), 63), Namespace: text("n", 63), Port: 65535},
 			Timeout: timeout,
 			JWT:     jwt(i),
+			Retries: &gatewayv1alpha1.RetryPolicy{Attempts: 10, PerTryTimeout: timeout, RetryOn: gatewayv1alpha1.RetryConditions, Codes: codes},
+			Request: largestRequest(),
+			Rewrite: &gatewayv1alpha1.Rewrite{Path: gatewayv1alpha1.RewritePath(text("/v", 256))},
 		})
 	}
 	return r
+}
+
+// largestRequest is 8 headers and 8 cookies at their longest.
+func largestRequest() *gatewayv1alpha1.RequestModifier {
+	m := &gatewayv1alpha1.RequestModifier{
+		Headers: map[string]gatewayv1alpha1.RequestHeaderValue{},
+		Cookies: map[string]gatewayv1alpha1.CookieValue{},
+	}
+	for j := range 8 {
+		m.Headers[text(fmt.Sprintf("h%d-", j), 64)] = gatewayv1alpha1.RequestHeaderValue(text("v", 512))
+		m.Cookies[text(fmt.Sprintf("c%d", j), 64)] = gatewayv1alpha1.CookieValue(text("v", 256))
+	}
+	return m
 }
 
 // TestWorstCaseAPIRuleIsStored creates the largest APIRule admission lets
@@ -119,6 +140,11 @@ func TestWorstCaseAPIRuleIsStored(t *testing.T) {
 			g.Expect(len(raw)).To(BeNumerically("<", maxStoredAPIRuleBytes))
 		})
 	}
+	t.Run("the bounds are the bounds: a longer header value is refused", func(t *testing.T) {
+		more := largestAPIRule("larger-", largestJWTSingle)
+		more.Spec.Rules[0].Request.Headers[text("h0-", 64)] += "v"
+		NewWithT(t).Expect(k8sClient.Create(context.Background(), more)).To(MatchError(ContainSubstring("may not be more than 512")))
+	})
 }
 
 // The list form's bounds on the whole rule: 8 token places, 16 scopes

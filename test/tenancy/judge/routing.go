@@ -26,6 +26,9 @@ type Routed struct {
 	// VirtualService is the namespace/name holding the route.
 	VirtualService string
 	Route          string
+	// Path is the path the destinations receive: the request's, or what
+	// the route's rewrite made of it.
+	Path string
 	// Destinations is empty for a redirect or direct response.
 	Destinations []Destination
 }
@@ -57,7 +60,11 @@ func Route(vss []*networkingv1.VirtualService, gateway, host, path, method strin
 				return nil, fmt.Errorf("VirtualService %s/%s route %q: %w", vs.Namespace, vs.Name, route.Name, err)
 			}
 			if ok {
-				return routed(vs, route), nil
+				out := routed(vs, route)
+				if out.Path, err = rewritten(route, gateway, vs.Namespace, host, path, method); err != nil {
+					return nil, fmt.Errorf("VirtualService %s/%s route %q: %w", vs.Namespace, vs.Name, route.Name, err)
+				}
+				return out, nil
 			}
 		}
 	}
@@ -175,4 +182,40 @@ func resolve(host, vsNamespace string) (service, namespace string) {
 		}
 	}
 	return "", ""
+}
+
+// rewritten is the path a matching route forwards, as Envoy rewrites it:
+// a uri rewrite replaces the prefix a prefix match matched, else the whole
+// path; a regex rewrite replaces every match of its regex.
+func rewritten(route *networkingv1alpha3.HTTPRoute, gateway, vsNamespace, host, path, method string) (string, error) {
+	rw := route.Rewrite
+	switch {
+	case rw == nil:
+		return path, nil
+	case rw.Authority != "":
+		return "", fmt.Errorf("authority rewrites are not modelled")
+	case rw.UriRegexRewrite != nil && rw.Uri != "":
+		return "", fmt.Errorf("uri and uriRegexRewrite together are invalid")
+	case rw.UriRegexRewrite != nil:
+		if strings.Contains(rw.UriRegexRewrite.Rewrite, `\`) {
+			return "", fmt.Errorf("regex rewrites with substitutions are not modelled")
+		}
+		re, err := regexp.Compile(rw.UriRegexRewrite.Match)
+		if err != nil {
+			return "", fmt.Errorf("regex rewrite %q: %w", rw.UriRegexRewrite.Match, err)
+		}
+		return re.ReplaceAllLiteralString(path, rw.UriRegexRewrite.Rewrite), nil
+	case rw.Uri == "":
+		return path, nil
+	}
+	for _, m := range route.Match {
+		if ok, err := requestMatches(m, gateway, vsNamespace, host, path, method); err != nil || !ok {
+			continue
+		}
+		if prefix, isPrefix := m.GetUri().GetMatchType().(*networkingv1alpha3.StringMatch_Prefix); isPrefix {
+			return rw.Uri + strings.TrimPrefix(path, prefix.Prefix), nil
+		}
+		return rw.Uri, nil
+	}
+	return rw.Uri, nil
 }

@@ -125,3 +125,28 @@ func TestRouteRefusesWhatItDoesNotModel(t *testing.T) {
 		g.Expect(err).To(MatchError(ContainSubstring("team-b/u")))
 	}
 }
+
+func TestRouteRewrites(t *testing.T) {
+	prefix := httpRoute("prefix", "/public/", "svc")
+	prefix.Rewrite = &networkingv1alpha3.HTTPRewrite{Uri: "/admin/"}
+	exact := httpRoute("exact", "", "svc", func(m *networkingv1alpha3.HTTPMatchRequest) {
+		m.Uri = &networkingv1alpha3.StringMatch{MatchType: &networkingv1alpha3.StringMatch_Exact{Exact: "/status"}}
+	})
+	exact.Rewrite = &networkingv1alpha3.HTTPRewrite{Uri: "/health"}
+	whole := httpRoute("whole", "/old/", "svc")
+	whole.Rewrite = &networkingv1alpha3.HTTPRewrite{UriRegexRewrite: &networkingv1alpha3.RegexRewrite{Match: "^.*$", Rewrite: "/$new"}}
+	plain := httpRoute("plain", "/", "svc")
+	vs := virtualService("team-a", "r", 0, []string{"istio-system/public"}, []string{"r.example.com"}, prefix, exact, whole, plain)
+	for path, want := range map[string]string{
+		"/public/keys": "/admin/keys", "/status": "/health", "/old/a/b": "/$new", "/other": "/other",
+	} {
+		got, err := Route([]*networkingv1.VirtualService{vs}, "istio-system/public", "r.example.com", path, "GET")
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		NewWithT(t).Expect(got.Path).To(Equal(want), path)
+	}
+	authority := httpRoute("authority", "/", "svc")
+	authority.Rewrite = &networkingv1alpha3.HTTPRewrite{Authority: "other.example.com"}
+	vs = virtualService("team-a", "a", 0, []string{"istio-system/public"}, []string{"a.example.com"}, authority)
+	_, err := Route([]*networkingv1.VirtualService{vs}, "istio-system/public", "a.example.com", "/", "GET")
+	NewWithT(t).Expect(err).To(MatchError(ContainSubstring("not modelled")))
+}

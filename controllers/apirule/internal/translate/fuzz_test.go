@@ -27,6 +27,15 @@ var (
 		{Name: "reports", Namespace: "analytics", Port: 9000}, // another namespace
 		{Name: "external", Port: 80},                          // no selector
 	}
+	// fuzzRewrites aim at the vocabulary's guarded paths.
+	fuzzRewrites = []*gatewayv1alpha1.Rewrite{
+		nil,
+		{Path: "/api/admin"},
+		{Prefix: "/api/"},
+		{Prefix: "/"},
+		{Path: "/health"},
+		{Prefix: "/api/admin/"},
+	}
 	fuzzAuth = []*gatewayv1alpha1.JWTAuthentication{
 		nil, // noAuth
 		{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"},
@@ -57,7 +66,8 @@ var (
 // fuzzAPIRule decodes an APIRule: byte 0 drops spec.service when odd,
 // byte 1 is the number of rules (1 to 8), then four bytes per rule: path
 // (past the vocabulary: the fuzzed path), methods (a bit mask), service,
-// authentication.
+// authentication. The service byte divided by the number of services picks
+// a rewrite (none for the seeds' small bytes).
 func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
 	next := func() byte {
 		if len(data) == 0 {
@@ -85,8 +95,12 @@ func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
 				rule.Methods = append(rule.Methods, m)
 			}
 		}
-		if s := fuzzServices[int(next())%len(fuzzServices)]; s != nil {
+		svc := int(next())
+		if s := fuzzServices[svc%len(fuzzServices)]; s != nil {
 			rule.Service = ptr.To(*s)
+		}
+		if rw := fuzzRewrites[svc/len(fuzzServices)%len(fuzzRewrites)]; rw != nil {
+			rule.Rewrite = rw.DeepCopy()
 		}
 		if a := fuzzAuth[int(next())%len(fuzzAuth)]; a != nil {
 			rule.JWT = a.DeepCopy()
@@ -113,6 +127,8 @@ func FuzzTranslate(f *testing.F) {
 	f.Add([]byte{0, 1, 1, 0, 0, 7, 3, 0, 0, 2}, "/")                  // alternatives over a path needing one of them
 	f.Add([]byte{0, 1, 7, 0, 0, 8, 6, 0, 0, 1}, "/")                  // one issuer read from other places
 	f.Add([]byte{0, 1, 1, 0, 0, 9, 3, 0, 0, 3}, "/")                  // the list form saying what the single form says
+	f.Add([]byte{0, 1, 3, 0, 0, 2, 8, 0, 12, 0}, "/public/*")         // noAuth prefix rewritten over a JWT path
+	f.Add([]byte{0, 1, 3, 0, 0, 3, 8, 0, 6, 0}, "/status")            // noAuth path rewritten onto a JWT path
 	f.Fuzz(func(t *testing.T, data []byte, path string) {
 		r := fuzzAPIRule(data, path)
 		in := Input{APIRule: r, Selectors: fuzzSelectors}
@@ -247,7 +263,7 @@ func checkEveryRuleIsEnforced(t *testing.T, r *gatewayv1alpha1.APIRule, out Outp
 			found := false
 			for _, allow := range w.AuthorizationPolicy.Spec.Rules {
 				op := allow.To[0].Operation
-				if slices.Equal(op.Paths, []string{rule.Path}) && slices.Equal(op.Methods, methodStrings(rule.Methods)) &&
+				if slices.Equal(op.Paths, []string{BackendPath(rule)}) && slices.Equal(op.Methods, methodStrings(rule.Methods)) &&
 					demands(allow) == want {
 					found = true
 				}
@@ -289,7 +305,8 @@ func checkNoRuleAdmitsLess(t *testing.T, r *gatewayv1alpha1.APIRule, out Output)
 			}
 			for _, allow := range w.AuthorizationPolicy.Spec.Rules {
 				op := allow.To[0].Operation
-				if !pathsMeet(op.Paths[0], rule.Path) || !methodsMeet(op.Methods, methodStrings(rule.Methods)) {
+				// The backend sees the rewritten path.
+				if !pathsMeet(op.Paths[0], BackendPath(rule)) || !methodsMeet(op.Methods, methodStrings(rule.Methods)) {
 					continue
 				}
 				if !atLeast(allow, rule.JWT) {

@@ -39,6 +39,9 @@ func checkHTTPRoute(r *gatewayv1alpha1.APIRule) error {
 		return fmt.Errorf("an APIRule with parentRef has at most %d rules (one HTTPRoute's), not %d", gatewayv1alpha1.MaxHTTPRouteRules, len(r.Spec.Rules))
 	}
 	for _, rule := range r.Spec.Rules {
+		if rule.Retries != nil {
+			return fmt.Errorf("rule %s has retries, which need Istio mode: the HTTPRoute's retry field is in the Gateway API's experimental channel only", rule.Path)
+		}
 		// The Gateway API refuses these in Exact and PathPrefix matches.
 		for _, bad := range []string{"//", "/./", "/../", "%2f", "%2F", "#"} {
 			if strings.Contains(rule.Path, bad) {
@@ -106,7 +109,17 @@ func httpRoute(r *gatewayv1alpha1.APIRule, parent *gatewayv1alpha1.ParentReferen
 			out.Timeouts = &gatewayapiv1.HTTPRouteTimeouts{Request: ptr.To(gatewayapiv1.Duration(gatewayDuration(timeout.Duration)))}
 		}
 		if cors != nil {
-			out.Filters = []gatewayapiv1.HTTPRouteFilter{{Type: gatewayapiv1.HTTPRouteFilterCORS, CORS: cors.DeepCopy()}}
+			out.Filters = append(out.Filters, gatewayapiv1.HTTPRouteFilter{Type: gatewayapiv1.HTTPRouteFilterCORS, CORS: cors.DeepCopy()})
+		}
+		if rw := urlRewrite(rule); rw != nil {
+			out.Filters = append(out.Filters, gatewayapiv1.HTTPRouteFilter{Type: gatewayapiv1.HTTPRouteFilterURLRewrite, URLRewrite: rw})
+		}
+		if set := requestHeaders(rule); len(set) > 0 {
+			modifier := &gatewayapiv1.HTTPHeaderFilter{}
+			for _, h := range set {
+				modifier.Set = append(modifier.Set, gatewayapiv1.HTTPHeader{Name: gatewayapiv1.HTTPHeaderName(h[0]), Value: h[1]})
+			}
+			out.Filters = append(out.Filters, gatewayapiv1.HTTPRouteFilter{Type: gatewayapiv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: modifier})
 		}
 		route.Spec.Rules = append(route.Spec.Rules, out)
 	}
@@ -135,6 +148,28 @@ func pathMatches(rule gatewayv1alpha1.Rule) []gatewayapiv1.HTTPRouteMatch {
 		matches = append(matches, gatewayapiv1.HTTPRouteMatch{Path: path.DeepCopy(), Method: ptr.To(gatewayapiv1.HTTPMethod(m))})
 	}
 	return matches
+}
+
+// urlRewrite is a rule's rewrite as a URLRewrite filter: ReplaceFullPath,
+// or ReplacePrefixMatch of the PathPrefix match ("/orders" by "/v2/orders",
+// the Gateway API's prefixes having no final '/').
+func urlRewrite(rule gatewayv1alpha1.Rule) *gatewayapiv1.HTTPURLRewriteFilter {
+	rw := rule.Rewrite
+	if rw == nil {
+		return nil
+	}
+	if rw.Path != "" {
+		return &gatewayapiv1.HTTPURLRewriteFilter{Path: &gatewayapiv1.HTTPPathModifier{
+			Type: gatewayapiv1.FullPathHTTPPathModifier, ReplaceFullPath: ptr.To(string(rw.Path)),
+		}}
+	}
+	prefix := string(rw.Prefix)
+	if prefix != "/" {
+		prefix = strings.TrimSuffix(prefix, "/")
+	}
+	return &gatewayapiv1.HTTPURLRewriteFilter{Path: &gatewayapiv1.HTTPPathModifier{
+		Type: gatewayapiv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr.To(prefix),
+	}}
 }
 
 // gatewayDuration writes a duration the Gateway API's way: up to four

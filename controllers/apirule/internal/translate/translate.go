@@ -218,6 +218,12 @@ func Translate(in Input) (Output, error) {
 	if err := checkCoveredRules(r, in.Selectors); err != nil {
 		return Output{}, err
 	}
+	if err := checkRequestModifiers(r); err != nil {
+		return Output{}, err
+	}
+	if err := checkRewriteTargets(r, in.Selectors); err != nil {
+		return Output{}, err
+	}
 	var out Output
 	if in.Parent != nil {
 		if err := checkHTTPRoute(r); err != nil {
@@ -366,17 +372,73 @@ func virtualService(r *gatewayv1alpha1.APIRule, gateway, clusterDomain string) *
 			timeout = r.Spec.Timeout
 		}
 		spec.Http = append(spec.Http, &networkingv1alpha3.HTTPRoute{
-			Name:  gatewayv1alpha1.RouteName(r.Namespace, r.Name, rule),
-			Match: []*networkingv1alpha3.HTTPMatchRequest{match},
+			Headers: headersOperations(rule),
+			Name:    gatewayv1alpha1.RouteName(r.Namespace, r.Name, rule),
+			Match:   []*networkingv1alpha3.HTTPMatchRequest{match},
 			Route: []*networkingv1alpha3.HTTPRouteDestination{{Destination: &networkingv1alpha3.Destination{
 				Host: fmt.Sprintf("%s.%s.svc.%s", svc.Name, svc.Namespace, clusterDomain),
 				Port: &networkingv1alpha3.PortSelector{Number: uint32(svc.Port)},
 			}}},
 			Timeout:    duration(timeout),
+			Retries:    retries(rule.Retries),
+			Rewrite:    uriRewrite(rule),
 			CorsPolicy: corsPolicy(r.Spec.CORS),
 		})
 	}
 	return vs
+}
+
+// uriRewrite rewrites an exact path, or the matched prefix of a prefix
+// rule (Istio replaces the prefix it matched, "/orders/"), or with a regex
+// the whole path of a prefix rule, of which uri would replace only the
+// prefix.
+func uriRewrite(rule gatewayv1alpha1.Rule) *networkingv1alpha3.HTTPRewrite {
+	rw := rule.Rewrite
+	switch {
+	case rw == nil:
+		return nil
+	case rw.Path != "" && isPrefix(rule.Path):
+		return &networkingv1alpha3.HTTPRewrite{UriRegexRewrite: &networkingv1alpha3.RegexRewrite{Match: "^.*$", Rewrite: string(rw.Path)}}
+	default:
+		return &networkingv1alpha3.HTTPRewrite{Uri: string(rw.Path + rw.Prefix)}
+	}
+}
+
+// headersOperations sets a rule's request headers and cookies.
+func headersOperations(rule gatewayv1alpha1.Rule) *networkingv1alpha3.Headers {
+	set := requestHeaders(rule)
+	if len(set) == 0 {
+		return nil
+	}
+	ops := &networkingv1alpha3.Headers_HeaderOperations{Set: map[string]string{}}
+	for _, h := range set {
+		ops.Set[h[0]] = h[1]
+	}
+	return &networkingv1alpha3.Headers{Request: ops}
+}
+
+// retries is a rule's retry policy as Istio's: the retryOn conditions,
+// sorted, then the status codes, which Istio turns into Envoy's
+// retriable-status-codes.
+func retries(p *gatewayv1alpha1.RetryPolicy) *networkingv1alpha3.HTTPRetry {
+	if p == nil {
+		return nil
+	}
+	var on []string
+	for _, c := range p.RetryOn {
+		on = append(on, string(c))
+	}
+	slices.Sort(on)
+	on = slices.Compact(on)
+	codes := slices.Compact(slices.Sorted(slices.Values(p.Codes)))
+	for _, c := range codes {
+		on = append(on, fmt.Sprint(c))
+	}
+	return &networkingv1alpha3.HTTPRetry{
+		Attempts:      p.Attempts,
+		PerTryTimeout: duration(p.PerTryTimeout),
+		RetryOn:       strings.Join(on, ","),
+	}
 }
 
 func corsPolicy(c *gatewayv1alpha1.CORSPolicy) *networkingv1alpha3.CorsPolicy {
@@ -419,7 +481,7 @@ func authorizationPolicy(r *gatewayv1alpha1.APIRule, backend types.NamespacedNam
 		if backendOf(r, exposed) != backend {
 			continue
 		}
-		op := &securityv1beta1.Operation{Paths: []string{exposed.Path}, Methods: methodStrings(exposed.Methods)}
+		op := &securityv1beta1.Operation{Paths: []string{BackendPath(exposed)}, Methods: methodStrings(exposed.Methods)}
 		if exposed.JWT == nil {
 			spec.Rules = append(spec.Rules, &securityv1beta1.Rule{To: []*securityv1beta1.Rule_To{{Operation: op}}})
 			continue

@@ -107,9 +107,43 @@ func TestTranslateGolden(t *testing.T) {
 				{Path: "/orders", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
 			}
 		}),
+		"request-headers-and-cookies": newAPIRule(func(r *gatewayv1alpha1.APIRule) {
+			r.Spec.CORS = &gatewayv1alpha1.CORSPolicy{AllowOrigins: []string{"https://shop.example.com"}}
+			r.Spec.Rules = []gatewayv1alpha1.Rule{
+				{Path: "/orders/*", JWT: jwt("https://idp.example.com", nil, nil), Request: &gatewayv1alpha1.RequestModifier{
+					Headers: map[string]gatewayv1alpha1.RequestHeaderValue{"x-api-version": "2", "x-tenant": "shop eu-1"},
+					Cookies: map[string]gatewayv1alpha1.CookieValue{"region": "eu", "ab": "b=1"},
+				}},
+				{Path: "/health", NoAuth: ptr.To(true), Request: &gatewayv1alpha1.RequestModifier{
+					Cookies: map[string]gatewayv1alpha1.CookieValue{"probe": "1"},
+				}},
+			}
+		}),
+		"rewrites": newAPIRule(withRules(
+			gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+			gatewayv1alpha1.Rule{Path: "/status", NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Path: "/health"}},
+			gatewayv1alpha1.Rule{Path: "/old/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Path: "/health"}},
+			gatewayv1alpha1.Rule{Path: "/orders/*", JWT: jwt("https://idp.example.com", nil, nil), Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/v2/orders/"}},
+			gatewayv1alpha1.Rule{Path: "/shop/*", Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000},
+				NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/"}},
+		)),
+		// Istio mode only: see TestHTTPRouteModeRefusesRetries.
+		"retries": newAPIRule(func(r *gatewayv1alpha1.APIRule) {
+			r.Spec.Timeout = &metav1.Duration{Duration: 10 * time.Second}
+			r.Spec.Rules = []gatewayv1alpha1.Rule{
+				{Path: "/orders/*", NoAuth: ptr.To(true), Retries: &gatewayv1alpha1.RetryPolicy{
+					Attempts: 3, PerTryTimeout: &metav1.Duration{Duration: 2500 * time.Millisecond},
+					Codes: []int32{504, 503}, RetryOn: []gatewayv1alpha1.RetryCondition{"reset", "connect-failure"},
+				}},
+				{Path: "/health", NoAuth: ptr.To(true), Retries: &gatewayv1alpha1.RetryPolicy{Attempts: 1, Codes: []int32{503}}},
+			}
+		}),
 	}
 	for name, rule := range tests {
 		checkGolden(t, name, rule)
+		if name == "retries" {
+			continue
+		}
 		// The same APIRule on a Gateway API Gateway: an HTTPRoute instead
 		// of the VirtualService, the same access policies.
 		onGateway := rule.DeepCopy()

@@ -1,0 +1,273 @@
+package translate
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+)
+
+func ms(n int) *metav1.Duration {
+	return &metav1.Duration{Duration: time.Duration(n) * time.Millisecond}
+}
+
+func TestRetries(t *testing.T) {
+	tests := map[string]struct {
+		policy      *gatewayv1alpha1.RetryPolicy
+		ruleTimeout *metav1.Duration
+		specTimeout *metav1.Duration
+		wantRetryOn string
+		wantErr     string
+	}{
+		"codes only": {
+			policy:      &gatewayv1alpha1.RetryPolicy{Attempts: 2, Codes: []int32{503, 502, 503}},
+			wantRetryOn: "502,503",
+		},
+		"conditions first, sorted, then codes": {
+			policy:      &gatewayv1alpha1.RetryPolicy{Attempts: 2, Codes: []int32{504}, RetryOn: []gatewayv1alpha1.RetryCondition{"reset", "5xx"}},
+			wantRetryOn: "5xx,reset,504",
+		},
+		"per-try timeout within the rule's timeout": {
+			policy:      &gatewayv1alpha1.RetryPolicy{Attempts: 2, Codes: []int32{503}, PerTryTimeout: ms(500)},
+			ruleTimeout: ms(500), specTimeout: ms(100), wantRetryOn: "503",
+		},
+		"per-try timeout beyond the rule's timeout": {
+			policy:      &gatewayv1alpha1.RetryPolicy{Attempts: 2, Codes: []int32{503}, PerTryTimeout: ms(501)},
+			ruleTimeout: ms(500), wantErr: "exceeds the timeout",
+		},
+		"per-try timeout beyond spec.timeout": {
+			policy:      &gatewayv1alpha1.RetryPolicy{Attempts: 2, Codes: []int32{503}, PerTryTimeout: ms(2000)},
+			specTimeout: ms(1000), wantErr: "exceeds the timeout",
+		},
+		"no attempts": {
+			policy: &gatewayv1alpha1.RetryPolicy{Codes: []int32{503}}, wantErr: "attempts must be from 1 to 10",
+		},
+		"11 attempts": {
+			policy: &gatewayv1alpha1.RetryPolicy{Attempts: 11, Codes: []int32{503}}, wantErr: "attempts must be from 1 to 10",
+		},
+		"nothing to retry on": {
+			policy: &gatewayv1alpha1.RetryPolicy{Attempts: 1}, wantErr: "needs codes, retryOn or both",
+		},
+		"a code out of range": {
+			policy: &gatewayv1alpha1.RetryPolicy{Attempts: 1, Codes: []int32{200}}, wantErr: "not from 400 to 599",
+		},
+		"an unknown condition": {
+			policy:  &gatewayv1alpha1.RetryPolicy{Attempts: 1, RetryOn: []gatewayv1alpha1.RetryCondition{"5xx,reset"}},
+			wantErr: "is not one of",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := newAPIRule(withRules(gatewayv1alpha1.Rule{Path: "/orders/*", NoAuth: ptr.To(true), Timeout: tc.ruleTimeout, Retries: tc.policy}))
+			r.Spec.Timeout = tc.specTimeout
+			out, err := Translate(Input{APIRule: r, Selectors: selectors})
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			got := out.VirtualService.Spec.Http[0].Retries
+			g.Expect(got.Attempts).To(Equal(tc.policy.Attempts))
+			g.Expect(got.RetryOn).To(Equal(tc.wantRetryOn))
+		})
+	}
+}
+
+func TestHTTPRouteModeRefusesRetries(t *testing.T) {
+	r := newAPIRule(withRules(gatewayv1alpha1.Rule{Path: "/orders/*", NoAuth: ptr.To(true),
+		Retries: &gatewayv1alpha1.RetryPolicy{Attempts: 2, Codes: []int32{503}}}))
+	r.Spec.Gateway, r.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "edge"}
+	_, err := Translate(Input{APIRule: r, Selectors: selectors, Parent: Parent(r)})
+	NewWithT(t).Expect(err).To(MatchError(ContainSubstring("retries, which need Istio mode")))
+}
+
+func TestRequestHeadersAndCookies(t *testing.T) {
+	type headers = map[string]gatewayv1alpha1.RequestHeaderValue
+	type cookies = map[string]gatewayv1alpha1.CookieValue
+	tests := map[string]struct {
+		request *gatewayv1alpha1.RequestModifier
+		want    map[string]string
+		wantErr string
+	}{
+		"headers and cookies, the cookies in one header sorted by name": {
+			request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": "1"}, Cookies: cookies{"z": "2", "b": "3"}},
+			want:    map[string]string{"x-a": "1", "cookie": "b=3; z=2"},
+		},
+		"nothing": {request: &gatewayv1alpha1.RequestModifier{}},
+		// Defence in depth: what admission refuses, the controller refuses.
+		"authorization":      {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"authorization": "Bearer forged"}}, wantErr: "may not set the header authorization"},
+		"x-forwarded-for":    {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-forwarded-for": "10.0.0.1"}}, wantErr: "may not set the header x-forwarded-for"},
+		"upper-case JWT out": {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"X-Jwt-Payload": "e30"}}, wantErr: "may not set the header X-Jwt-Payload"},
+		"cookie as a header": {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"cookie": "session=forged"}}, wantErr: "may not set the header cookie"},
+		"upper-case name":    {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"X-Custom": "1"}}, wantErr: "not one the APIRule may set"},
+		"pseudo-header":      {request: &gatewayv1alpha1.RequestModifier{Headers: headers{":authority": "evil"}}, wantErr: "not one the APIRule may set"},
+		"command operator":   {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-peer": "%DOWNSTREAM_REMOTE_ADDRESS%"}}, wantErr: "not one the APIRule may set"},
+		"CRLF in a value":    {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": "1\r\nauthorization: forged"}}, wantErr: "not one the APIRule may set"},
+		"513 characters":     {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": gatewayv1alpha1.RequestHeaderValue(strings.Repeat("v", 513))}}, wantErr: "not one the APIRule may set"},
+		"512 characters": {
+			request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": gatewayv1alpha1.RequestHeaderValue(strings.Repeat("v", 512))}},
+			want:    map[string]string{"x-a": strings.Repeat("v", 512)},
+		},
+		"a cookie value with ';'": {request: &gatewayv1alpha1.RequestModifier{Cookies: cookies{"a": "1; session=forged"}}, wantErr: "cookie \"a\""},
+		"9 headers": {request: &gatewayv1alpha1.RequestModifier{Headers: func() headers {
+			h := headers{}
+			for i := range 9 {
+				h[fmt.Sprintf("x-h%d", i)] = "1"
+			}
+			return h
+		}()}, wantErr: "at most 8"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := newAPIRule(withRules(gatewayv1alpha1.Rule{Path: "/orders/*", NoAuth: ptr.To(true), Request: tc.request}))
+			out, err := Translate(Input{APIRule: r, Selectors: selectors})
+			onGateway := r.DeepCopy()
+			onGateway.Spec.Gateway, onGateway.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "edge"}
+			routeOut, routeErr := Translate(Input{APIRule: onGateway, Selectors: selectors, Parent: Parent(onGateway)})
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				g.Expect(routeErr).To(MatchError(ContainSubstring(tc.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(routeErr).NotTo(HaveOccurred())
+			got := out.VirtualService.Spec.Http[0].GetHeaders().GetRequest().GetSet()
+			if len(tc.want) == 0 {
+				g.Expect(got).To(BeEmpty())
+				g.Expect(routeOut.HTTPRoute.Spec.Rules[0].Filters).To(BeEmpty())
+				return
+			}
+			g.Expect(got).To(Equal(tc.want))
+			filters := routeOut.HTTPRoute.Spec.Rules[0].Filters
+			g.Expect(filters).To(HaveLen(1))
+			fromRoute := map[string]string{}
+			for _, h := range filters[0].RequestHeaderModifier.Set {
+				fromRoute[string(h.Name)] = h.Value
+			}
+			g.Expect(fromRoute).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestRewriteTargets(t *testing.T) {
+	admin := func(path string) gatewayv1alpha1.Rule {
+		return gatewayv1alpha1.Rule{Path: path, JWT: jwt("https://admin-idp.example.com", nil, nil)}
+	}
+	open := func(path string, rw gatewayv1alpha1.Rewrite, methods ...gatewayv1alpha1.HTTPMethod) gatewayv1alpha1.Rule {
+		return gatewayv1alpha1.Rule{Path: path, Methods: methods, NoAuth: ptr.To(true), Rewrite: &rw}
+	}
+	on := func(svc string, rule gatewayv1alpha1.Rule) gatewayv1alpha1.Rule {
+		rule.Service = &gatewayv1alpha1.ServiceReference{Name: svc, Port: 8080}
+		return rule
+	}
+	tests := map[string]struct {
+		rules   []gatewayv1alpha1.Rule
+		wantErr string
+	}{
+		"noAuth prefix rewritten into a jwt prefix": {
+			rules:   []gatewayv1alpha1.Rule{admin("/admin/*"), open("/public/*", gatewayv1alpha1.Rewrite{Prefix: "/admin/"})},
+			wantErr: "rule /public/* (noAuth) rewrites to /admin/*, which meets /admin/* that rule /admin/* (jwt issuer https://admin-idp.example.com) allows",
+		},
+		"noAuth prefix rewritten under a jwt prefix": {
+			rules:   []gatewayv1alpha1.Rule{admin("/admin/*"), open("/public/*", gatewayv1alpha1.Rewrite{Prefix: "/admin/users/"})},
+			wantErr: "rewrites to /admin/users/*",
+		},
+		"noAuth prefix rewritten above a jwt exact path": {
+			rules:   []gatewayv1alpha1.Rule{admin("/admin/keys"), open("/public/*", gatewayv1alpha1.Rewrite{Prefix: "/"})},
+			wantErr: "rewrites to /*, which meets /admin/keys",
+		},
+		"noAuth exact path rewritten onto a jwt exact path": {
+			rules:   []gatewayv1alpha1.Rule{admin("/admin"), open("/status", gatewayv1alpha1.Rewrite{Path: "/admin"})},
+			wantErr: "rewrites to /admin, which meets /admin",
+		},
+		"noAuth prefix's whole path onto a jwt path": {
+			rules:   []gatewayv1alpha1.Rule{admin("/admin/*"), open("/old/*", gatewayv1alpha1.Rewrite{Path: "/admin/x"})},
+			wantErr: "rewrites to /admin/x",
+		},
+		"onto a Service selecting the same pods": {
+			rules:   []gatewayv1alpha1.Rule{admin("/admin/*"), on("orders-admin", open("/public/*", gatewayv1alpha1.Rewrite{Prefix: "/admin/"}))},
+			wantErr: "on the pods of service shop/orders",
+		},
+		"a jwt rule rewritten into a noAuth path is refused too": {
+			rules: []gatewayv1alpha1.Rule{
+				{Path: "/health", NoAuth: ptr.To(true)},
+				{Path: "/admin/*", JWT: jwt("https://admin-idp.example.com", nil, nil), Rewrite: &gatewayv1alpha1.Rewrite{Path: "/health"}},
+			},
+			wantErr: "rule /admin/* (jwt issuer https://admin-idp.example.com) rewrites to /health",
+		},
+		"disjoint methods": {
+			rules: []gatewayv1alpha1.Rule{
+				{Path: "/admin/*", Methods: []gatewayv1alpha1.HTTPMethod{"POST"}, JWT: jwt("https://admin-idp.example.com", nil, nil)},
+				open("/public/*", gatewayv1alpha1.Rewrite{Prefix: "/admin/"}, "GET"),
+			},
+		},
+		"other pods":          {rules: []gatewayv1alpha1.Rule{admin("/admin/*"), on("reports", open("/public/*", gatewayv1alpha1.Rewrite{Prefix: "/admin/"}))}},
+		"a sibling path":      {rules: []gatewayv1alpha1.Rule{admin("/admin/*"), open("/public/*", gatewayv1alpha1.Rewrite{Prefix: "/adminx/"})}},
+		"same authentication": {rules: []gatewayv1alpha1.Rule{admin("/admin/*"), {Path: "/a/*", JWT: jwt("https://admin-idp.example.com", nil, nil), Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/admin/"}}}},
+		"a rewrite away from a guarded client path": {
+			// /admin/* is guarded by its client path; the rewrite goes to /v2/admin/.
+			rules: []gatewayv1alpha1.Rule{admin("/admin/*"), {Path: "/v1/*", NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/v2/"}}},
+		},
+		"prefix rewrite on an exact rule": {
+			rules:   []gatewayv1alpha1.Rule{open("/status", gatewayv1alpha1.Rewrite{Prefix: "/health/"})},
+			wantErr: "needs a prefix rule",
+		},
+		"both path and prefix": {
+			rules:   []gatewayv1alpha1.Rule{open("/s/*", gatewayv1alpha1.Rewrite{Path: "/a", Prefix: "/b/"})},
+			wantErr: "exactly one of path or prefix",
+		},
+		"a dot segment": {
+			rules:   []gatewayv1alpha1.Rule{open("/s/*", gatewayv1alpha1.Rewrite{Prefix: "/public/../admin/"})},
+			wantErr: "without '*', '%' or dot segments",
+		},
+		"an encoded slash": {
+			rules:   []gatewayv1alpha1.Rule{open("/s/*", gatewayv1alpha1.Rewrite{Prefix: "/public%2f..%2fadmin/"})},
+			wantErr: "without '*', '%' or dot segments",
+		},
+		"a wildcard": {
+			rules:   []gatewayv1alpha1.Rule{open("/s/*", gatewayv1alpha1.Rewrite{Path: "/admin/*"})},
+			wantErr: "without '*', '%' or dot segments",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := newAPIRule(withRules(tc.rules...))
+			_, err := Translate(Input{APIRule: r, Selectors: selectors})
+			onGateway := r.DeepCopy()
+			onGateway.Spec.Gateway, onGateway.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "edge"}
+			_, routeErr := Translate(Input{APIRule: onGateway, Selectors: selectors, Parent: Parent(onGateway)})
+			if tc.wantErr == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(routeErr).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+			g.Expect(routeErr).To(MatchError(ContainSubstring(tc.wantErr)))
+		})
+	}
+}
+
+func TestBackendPath(t *testing.T) {
+	g := NewWithT(t)
+	for _, tc := range []struct {
+		rule gatewayv1alpha1.Rule
+		want string
+	}{
+		{gatewayv1alpha1.Rule{Path: "/orders/*"}, "/orders/*"},
+		{gatewayv1alpha1.Rule{Path: "/orders/*", Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/v2/"}}, "/v2/*"},
+		{gatewayv1alpha1.Rule{Path: "/orders/*", Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/"}}, "/*"},
+		{gatewayv1alpha1.Rule{Path: "/orders/*", Rewrite: &gatewayv1alpha1.Rewrite{Path: "/all"}}, "/all"},
+		{gatewayv1alpha1.Rule{Path: "/status", Rewrite: &gatewayv1alpha1.Rewrite{Path: "/health"}}, "/health"},
+	} {
+		g.Expect(BackendPath(tc.rule)).To(Equal(tc.want), "%+v", tc.rule)
+	}
+}
