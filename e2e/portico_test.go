@@ -268,6 +268,8 @@ var _ = Describe("Portico", Ordered, func() {
 		Expect(answers["orders"]).To(ContainSubstring("200 orders GET /orders/42"))
 	})
 
+	apiRuleFeatureSpecs(&gatewayIP)
+
 	defaultGatewaySpecs()
 
 	It("enforces a RateLimit with an EnvoyFilter on the gateway workload", func(ctx SpecContext) {

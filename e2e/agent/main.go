@@ -45,6 +45,8 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -124,6 +126,11 @@ func backend(ctx context.Context, args []string) error {
 	return run(ctx, &http.Server{Addr: *addr, ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Backend", *name)
 		fmt.Fprintf(w, "%s %s %s\n", *name, r.Method, r.URL.Path)
+		// Then the request's headers, sorted, one "Name: value" line each:
+		// the e2e reads what the gateway set on the way.
+		for _, k := range slices.Sorted(maps.Keys(r.Header)) {
+			fmt.Fprintf(w, "%s: %s\n", k, strings.Join(r.Header[k], ","))
+		}
 	})}, false)
 }
 
@@ -508,7 +515,8 @@ func (rt *router) resolve(r *http.Request, gateway, host string) (*action, error
 			if len(route.Route) == 0 {
 				continue
 			}
-			dest := route.Route[0].Destination
+			modify(route, r)
+			dest := pick(route.Route).Destination
 			addr, err := rt.serviceAddress(r.Context(), dest.Host, c.vs.Namespace)
 			if err != nil {
 				return nil, err
@@ -530,8 +538,78 @@ func qualify(gateway, namespace string) string {
 	return namespace + "/" + gateway
 }
 
+// matches is Envoy's reading of one match: the path, the method, every
+// header (names are lower case) and every query parameter.
 func matches(m *networkingapi.HTTPMatchRequest, r *http.Request) bool {
-	return stringMatches(m.Uri, r.URL.Path) && stringMatches(m.Method, r.Method)
+	if !stringMatches(m.Uri, r.URL.Path) || !stringMatches(m.Method, r.Method) {
+		return false
+	}
+	for name, want := range m.Headers {
+		values, ok := r.Header[http.CanonicalHeaderKey(name)]
+		if !ok || !stringMatches(want, strings.Join(values, ",")) {
+			return false
+		}
+	}
+	query := r.URL.Query()
+	for name, want := range m.QueryParams {
+		if !query.Has(name) || !stringMatches(want, query.Get(name)) {
+			return false
+		}
+	}
+	return true
+}
+
+// pick chooses a destination by weight, as Envoy's weighted clusters do;
+// without weights, the first.
+func pick(route []*networkingapi.HTTPRouteDestination) *networkingapi.HTTPRouteDestination {
+	total := int32(0)
+	for _, d := range route {
+		total += d.Weight
+	}
+	if total <= 0 {
+		return route[0]
+	}
+	n := rand.Int32N(total)
+	for _, d := range route {
+		if n < d.Weight {
+			return d
+		}
+		n -= d.Weight
+	}
+	return route[len(route)-1]
+}
+
+// modify applies a route's request changes, as Envoy does before it
+// forwards: the headers it sets and the path it rewrites.
+func modify(route *networkingapi.HTTPRoute, r *http.Request) {
+	defer func() {
+		for name, value := range route.GetHeaders().GetRequest().GetSet() {
+			r.Header.Set(name, value)
+		}
+	}()
+	rw := route.Rewrite
+	switch {
+	case rw == nil:
+	case rw.UriRegexRewrite != nil:
+		if re, err := regexp.Compile(rw.UriRegexRewrite.Match); err == nil {
+			r.URL.Path = re.ReplaceAllString(r.URL.Path, rw.UriRegexRewrite.Rewrite)
+		}
+	case rw.Uri != "":
+		// Envoy replaces what the route matched: the prefix of a prefix
+		// match, the whole path of an exact one.
+		for _, m := range route.Match {
+			if !matches(m, r) {
+				continue
+			}
+			if p, ok := m.GetUri().GetMatchType().(*networkingapi.StringMatch_Prefix); ok {
+				r.URL.Path = rw.Uri + strings.TrimPrefix(r.URL.Path, p.Prefix)
+			} else {
+				r.URL.Path = rw.Uri
+			}
+			break
+		}
+	}
+	r.URL.RawPath = ""
 }
 
 func stringMatches(m *networkingapi.StringMatch, s string) bool {
@@ -614,6 +692,8 @@ func get(ctx context.Context, args []string) error {
 	fs.IntVar(&want.status, "expect-status", http.StatusOK, "status to wait for")
 	fs.StringVar(&want.body, "expect-body", "", "substring of the body to wait for")
 	fs.Var(&want.headers, "expect-header", "Name=Value: a header the answer must carry with exactly this value (repeatable)")
+	var send headerExpectations
+	fs.Var(&send, "header", "Name=Value: a header to send with the request (repeatable)")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long to retry (with --loop: how long to keep sending)")
 	interval := fs.Duration("interval", 500*time.Millisecond, "pause between requests")
 	caFile := fs.String("ca", "", "PEM bundle of the CA certificates to trust for https URLs, and only them (default the system's)")
@@ -641,11 +721,11 @@ func get(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	if *loop {
-		return traffic(ctx, c, *method, target, *host, want, *interval)
+		return traffic(ctx, c, *method, target, *host, send, want, *interval)
 	}
 	var last string
 	for {
-		got, text, header, err := request(ctx, c, *method, target, *host)
+		got, text, header, err := request(ctx, c, *method, target, *host, send)
 		if err == nil {
 			last = fmt.Sprintf("%d %s", got, text)
 			for _, h := range want.headers {
@@ -699,10 +779,13 @@ func httpClient(caFile, connect string, noFollow bool) (*http.Client, error) {
 	return c, nil
 }
 
-func request(ctx context.Context, c *http.Client, method, target, host string) (int, string, http.Header, error) {
+func request(ctx context.Context, c *http.Client, method, target, host string, send headerExpectations) (int, string, http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, method, target, nil)
 	if err != nil {
 		return 0, "", nil, err
+	}
+	for _, h := range send {
+		req.Header.Add(h[0], h[1])
 	}
 	if host != "" {
 		req.Host = host
@@ -729,7 +812,7 @@ type tally struct {
 // traffic sends the request every interval until ctx ends and prints the
 // tally every second and at the end; the first failures of each kind are
 // printed as they happen.
-func traffic(ctx context.Context, c *http.Client, method, target, host string, want expectation, interval time.Duration) error {
+func traffic(ctx context.Context, c *http.Client, method, target, host string, send headerExpectations, want expectation, interval time.Duration) error {
 	t := tally{Errors: map[string]int{}, Last: map[string]string{}}
 	report := func() {
 		line, _ := json.Marshal(t)
@@ -737,7 +820,7 @@ func traffic(ctx context.Context, c *http.Client, method, target, host string, w
 	}
 	printed := time.Now()
 	for {
-		got, text, header, err := request(ctx, c, method, target, host)
+		got, text, header, err := request(ctx, c, method, target, host, send)
 		if ctx.Err() != nil {
 			report()
 			return nil

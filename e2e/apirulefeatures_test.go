@@ -1,0 +1,84 @@
+//go:build e2e
+
+package e2e
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+)
+
+// apiRuleFeatureSpecs are the story of a team that moves its storefront
+// from Kyma's APIRule: it sets headers and a cookie on the requests its
+// backend receives, serves an old path by rewriting it onto the new one,
+// sends beta testers (a header) to a canary and splits the rest of the
+// traffic between the stable backend and the canary. Requests go from a
+// client pod through the gateway stand-in, which routes, rewrites, sets
+// headers and splits as Envoy does from the VirtualService the apirule
+// controller wrote; the backends echo the path and headers they received.
+//
+// Call it inside the Portico Describe after the routing spec (it needs
+// gatewayIP's stand-in and the orders backend in namespace shop).
+func apiRuleFeatureSpecs(gatewayIP *string) {
+	const host = "storefront.example.com"
+	It("routes a storefront APIRule with request headers, a cookie and a rewrite through the gateway", func(ctx SpecContext) {
+		if !target.RealPods() {
+			Skip("kwok runs no containers")
+		}
+		By("running a canary backend beside orders")
+		createOrExisting(ctx, agentDeployment("shop", "orders-canary", map[string]string{"app": "orders-canary"}, "default", "backend", "--name", "orders-canary"))
+		createOrExisting(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "orders-canary", Namespace: "shop"},
+			Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "orders-canary"}, Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}},
+		})
+
+		storefront := &gatewayv1alpha1.APIRule{
+			ObjectMeta: metav1.ObjectMeta{Name: "storefront", Namespace: "shop"},
+			Spec: gatewayv1alpha1.APIRuleSpec{
+				Hosts:   []gatewayv1alpha1.Hostname{host},
+				Gateway: "istio-system/public",
+				Service: &gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080},
+				Rules: []gatewayv1alpha1.Rule{
+					{
+						Path: "/catalog/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true),
+						Request: &gatewayv1alpha1.RequestModifier{
+							Headers: map[string]gatewayv1alpha1.RequestHeaderValue{"x-api-version": "2"},
+							Cookies: map[string]gatewayv1alpha1.CookieValue{"region": "eu"},
+						},
+					},
+					{
+						Path: "/v1/items/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true),
+						Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/items/"},
+					},
+				},
+			},
+		}
+		Expect(k8sClient.Create(ctx, storefront)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { _ = k8sClient.Delete(ctx, storefront) })
+		Eventually(func(g Gomega) {
+			got := &gatewayv1alpha1.APIRule{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(storefront), got)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, gatewayv1alpha1.ConditionReady)).To(BeTrue(), "%v", got.Status.Conditions)
+		}, timeout, interval).Should(Succeed())
+
+		By("sending requests from client pods")
+		url := "http://" + *gatewayIP
+		answers := requestFromPod(ctx, map[string][]string{
+			// The backend receives the headers and the cookie the rule sets,
+			// replacing what the client sent.
+			"headers": {url + "/catalog/shoes", "--host", host, "--header", "X-Api-Version=1", "--header", "Cookie=session=forged",
+				"--expect-body", "X-Api-Version: 2"},
+			// /v1/items/7 reaches the pods as /items/7.
+			"rewrite": {url + "/v1/items/7", "--host", host, "--expect-body", "orders GET /items/7"},
+		})
+		Expect(answers["headers"]).To(And(ContainSubstring("200 orders GET /catalog/shoes"), ContainSubstring("Cookie: region=eu")))
+		Expect(answers["headers"]).NotTo(ContainSubstring("session=forged"))
+		Expect(answers["rewrite"]).To(ContainSubstring("200 orders GET /items/7"))
+	})
+}
