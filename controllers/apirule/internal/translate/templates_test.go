@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 func TestPathsMeet(t *testing.T) {
@@ -207,4 +210,150 @@ func TestPathsMeetAgainstBruteForce(t *testing.T) {
 	}
 	g.Expect(outcomes[true]).To(BeNumerically(">", 50), "patterns that meet")
 	g.Expect(outcomes[false]).To(BeNumerically(">", 50), "patterns that do not")
+}
+
+func TestTemplatesAreRefusedWhereTheyOpenAGuardedPath(t *testing.T) {
+	idp := jwt("https://idp", nil, nil)
+	tests := map[string]struct {
+		rules   []gatewayv1alpha1.Rule
+		wantErr string
+	}{
+		"noAuth template over a JWT path": {
+			rules: []gatewayv1alpha1.Rule{
+				{Path: "/orders/{*}", NoAuth: ptr.To(true)},
+				{Path: "/orders/admin", JWT: idp},
+			},
+			wantErr: "rule /orders/{*} (noAuth) meets rule /orders/admin (jwt issuer https://idp) on the pods of service shop/orders",
+		},
+		"JWT template under a noAuth rest": {
+			rules: []gatewayv1alpha1.Rule{
+				{Path: "/{**}", NoAuth: ptr.To(true)},
+				{Path: "/api/{*}/keys", JWT: idp},
+			},
+			wantErr: "rule /{**} (noAuth) meets rule /api/{*}/keys (jwt issuer https://idp)",
+		},
+		"noAuth rest over the bare path a JWT rule guards": {
+			rules: []gatewayv1alpha1.Rule{
+				{Path: "/files/{**}", NoAuth: ptr.To(true)},
+				{Path: "/files", JWT: idp},
+			},
+			wantErr: "rule /files/{**} (noAuth) meets rule /files (jwt issuer https://idp)",
+		},
+		"templates that meet in the middle": {
+			rules: []gatewayv1alpha1.Rule{
+				{Path: "/a/{*}/c", NoAuth: ptr.To(true)},
+				{Path: "/a/b/{*}", JWT: idp},
+			},
+			wantErr: "rule /a/{*}/c (noAuth) meets rule /a/b/{*}",
+		},
+		"another Service on the same pods": {
+			rules: []gatewayv1alpha1.Rule{
+				{Path: "/orders/{*}", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "orders-admin", Port: 8080}},
+				{Path: "/orders/admin", JWT: idp},
+			},
+			wantErr: "meets rule /orders/admin",
+		},
+		"a rewrite onto a path a template guards": {
+			rules: []gatewayv1alpha1.Rule{
+				{Path: "/public", NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Path: "/admin/keys"}},
+				{Path: "/admin/{*}", JWT: idp},
+			},
+			wantErr: "rewrites to /admin/keys, which meets /admin/{*}",
+		},
+		"a prefix over a template": {
+			rules: []gatewayv1alpha1.Rule{
+				{Path: "/orders/*", NoAuth: ptr.To(true)},
+				{Path: "/orders/{*}/items", JWT: idp},
+			},
+			wantErr: "rule /orders/* (noAuth) covers rule /orders/{*}/items",
+		},
+		"a template with a '/*' the API server would refuse": {
+			rules:   []gatewayv1alpha1.Rule{{Path: "/orders/{*}/*", NoAuth: ptr.To(true)}},
+			wantErr: "a template may not end with '/*'",
+		},
+		"'{**}' not last": {
+			rules:   []gatewayv1alpha1.Rule{{Path: "/{**}/x", NoAuth: ptr.To(true)}},
+			wantErr: "'{**}' only the last",
+		},
+		"paths that cannot meet": {
+			rules: []gatewayv1alpha1.Rule{
+				{Path: "/orders/{*}", NoAuth: ptr.To(true)},
+				{Path: "/orders/admin/keys", JWT: idp},
+				{Path: "/ordersx", JWT: idp},
+				{Path: "/orders/", JWT: idp},
+			},
+		},
+		"disjoint methods": {
+			rules: []gatewayv1alpha1.Rule{
+				{Path: "/orders/{*}", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
+				{Path: "/orders/admin", Methods: []gatewayv1alpha1.HTTPMethod{"POST"}, JWT: idp},
+			},
+		},
+		"other pods": {
+			rules: []gatewayv1alpha1.Rule{
+				{Path: "/orders/{*}", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}},
+				{Path: "/orders/admin", JWT: idp},
+			},
+		},
+		"the same authentication": {
+			rules: []gatewayv1alpha1.Rule{
+				{Path: "/orders/{*}", JWT: jwt("https://idp", nil, nil)},
+				{Path: "/orders/admin", JWT: idp},
+			},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			for _, parent := range []*gatewayv1alpha1.ParentReference{nil, {Name: "public"}} {
+				r := newAPIRule(withRules(tt.rules...))
+				if parent != nil {
+					r.Spec.Gateway, r.Spec.ParentRef = "", parent
+				}
+				out, err := Translate(Input{APIRule: r, Selectors: selectors, Parent: Parent(r)})
+				if tt.wantErr == "" {
+					g.Expect(err).NotTo(HaveOccurred())
+					continue
+				}
+				g.Expect(err).To(MatchError(ContainSubstring(tt.wantErr)))
+				g.Expect(out.VirtualService == nil && out.HTTPRoute == nil && out.Workloads == nil).To(BeTrue(), "nothing is written")
+			}
+		})
+	}
+}
+
+// TestTemplateRouteOrder: a request that an exact path, a template and a
+// prefix all match is served by the exact path's rule, then the
+// template's, then the prefix's. In HTTPRoute mode a template may not
+// meet a prefix or another template (the Gateway API leaves their order
+// to the implementation); an exact path wins there as well.
+func TestTemplateRouteOrder(t *testing.T) {
+	g := NewWithT(t)
+	rules := []gatewayv1alpha1.Rule{
+		{Path: "/*", NoAuth: ptr.To(true)},
+		{Path: "/orders/{*}", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}},
+		{Path: "/orders/{*}/items/{**}", NoAuth: ptr.To(true)},
+		{Path: "/orders/new", NoAuth: ptr.To(true)},
+		{Path: "/api/*", NoAuth: ptr.To(true)},
+	}
+	out, err := Translate(Input{APIRule: newAPIRule(withRules(rules...)), Selectors: selectors})
+	g.Expect(err).NotTo(HaveOccurred())
+	var order []string
+	for _, h := range out.VirtualService.Spec.Http {
+		m := h.Match[0].Uri
+		order = append(order, m.GetExact()+m.GetRegex()+m.GetPrefix())
+	}
+	g.Expect(order).To(Equal([]string{"/orders/new", `^/orders/[^/]+/items/.*$`, `^/orders/[^/]+$`, "/api/", "/"}))
+
+	onGateway := newAPIRule(withRules(rules...))
+	onGateway.Spec.Gateway, onGateway.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "public"}
+	_, err = Translate(Input{APIRule: onGateway, Selectors: selectors, Parent: Parent(onGateway)})
+	g.Expect(err).To(MatchError(ContainSubstring("rules /orders/{*} and /* can match the same request")))
+
+	onGateway.Spec.Rules = []gatewayv1alpha1.Rule{rules[1], rules[3], rules[4],
+		{Path: "/orders/{*}", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)}}
+	onGateway.Spec.Rules[0].Methods = []gatewayv1alpha1.HTTPMethod{"POST"}
+	out, err = Translate(Input{APIRule: onGateway, Selectors: selectors, Parent: Parent(onGateway)})
+	g.Expect(err).NotTo(HaveOccurred(), "the same template with disjoint methods, beside an exact path and a disjoint prefix")
+	g.Expect(out.HTTPRoute.Spec.Rules).To(HaveLen(4))
 }
