@@ -227,11 +227,11 @@ func TestSeveralIssuersInOneRule(t *testing.T) {
 func TestWhatIsNotModelledIsAnError(t *testing.T) {
 	for name, p := range map[string]*securityv1.AuthorizationPolicy{
 		"a path template Istio refuses": allow("team-a", "p", nil, rule(paths("/api/{*}.json"))),
-		"an unknown condition key":  allow("team-a", "p", nil, rule(when("experimental.envoy.filters.x", "y"))),
-		"a nested claim":            allow("team-a", "p", nil, rule(when("request.auth.claims[realm][roles]", "admin"))),
-		"a malformed ip block":      allow("team-a", "p", nil, rule(from(&securityv1beta1.Source{IpBlocks: []string{"ten.0.0.0/8"}}))),
-		"a port that is no number":  allow("team-a", "p", nil, rule(to(&securityv1beta1.Operation{Ports: []string{"http"}}))),
-		"a DENY with {**} not last":  deny("team-a", "p", nil, rule(paths("/{**}/admin/{*}"))),
+		"an unknown condition key":      allow("team-a", "p", nil, rule(when("experimental.envoy.filters.x", "y"))),
+		"a nested claim":                allow("team-a", "p", nil, rule(when("request.auth.claims[realm][roles]", "admin"))),
+		"a malformed ip block":          allow("team-a", "p", nil, rule(from(&securityv1beta1.Source{IpBlocks: []string{"ten.0.0.0/8"}}))),
+		"a port that is no number":      allow("team-a", "p", nil, rule(to(&securityv1beta1.Operation{Ports: []string{"http"}}))),
+		"a DENY with {**} not last":     deny("team-a", "p", nil, rule(paths("/{**}/admin/{*}"))),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Judge(Policies{AuthorizationPolicies: aps(p)}, get("/admin", nil))

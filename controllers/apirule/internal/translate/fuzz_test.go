@@ -17,12 +17,12 @@ import (
 // picks often meet the cases that matter: prefixes over exact paths,
 // services sharing pods, issuers that are prefixes of each other.
 var (
-	fuzzPaths    = []string{"/*", "/api/*", "/api", "/api/admin", "/api/admin/*", "/api/admin/keys", "/apix", "/health"}
+	fuzzPaths = []string{"/*", "/api/*", "/api", "/api/admin", "/api/admin/*", "/api/admin/keys", "/apix", "/health"}
 	// fuzzTemplates come after the fuzzed path, so the seeds' bytes keep
 	// their meaning.
 	fuzzTemplates = []string{"/api/{*}", "/{*}/admin", "/api/{**}", "/{**}"}
-	fuzzMethods  = []gatewayv1alpha1.HTTPMethod{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
-	fuzzServices = []*gatewayv1alpha1.ServiceReference{
+	fuzzMethods   = []gatewayv1alpha1.HTTPMethod{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+	fuzzServices  = []*gatewayv1alpha1.ServiceReference{
 		nil,                                // spec.service
 		{Name: "orders", Port: 8081},       // spec.service's pods, named explicitly
 		{Name: "orders-admin", Port: 8080}, // the same pods under another Service

@@ -37,7 +37,9 @@ func pathRank(path string) int {
 }
 
 // isTemplate reports whether a path holds a template operator.
-func isTemplate(path string) bool { return strings.Contains(path, segmentOperator) || strings.Contains(path, restOperator) }
+func isTemplate(path string) bool {
+	return strings.Contains(path, segmentOperator) || strings.Contains(path, restOperator)
+}
 
 // checkTemplate repeats the API server's checks of a template path.
 func checkTemplate(path string) error {
@@ -251,7 +253,7 @@ func checkTemplateRoutes(r *gatewayv1alpha1.APIRule) error {
 			continue
 		}
 		for j, b := range r.Spec.Rules {
-			if i == j || !(isTemplate(b.Path) || isPrefix(b.Path)) || !pathsMeet(a.Path, b.Path) || !methodsOverlap(a.Methods, b.Methods) {
+			if i == j || pathRank(b.Path) == 0 || !pathsMeet(a.Path, b.Path) || !methodsOverlap(a.Methods, b.Methods) {
 				continue
 			}
 			return fmt.Errorf("rules %s and %s can match the same request with a method in common; with parentRef which one serves it "+
