@@ -243,14 +243,27 @@ type JWTAuthorization struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.rewrite) || !has(self.rewrite.prefix) || self.path.endsWith('/*')",message="rewrite.prefix needs a prefix rule (a path ending in '/*'); rewrite an exact path with rewrite.path"
 // +kubebuilder:validation:XValidation:rule="!has(self.retries) || !has(self.retries.perTryTimeout) || !has(self.timeout) || duration(self.retries.perTryTimeout) <= duration(self.timeout)",message="retries.perTryTimeout may not exceed the rule's timeout, which bounds all tries together"
 type Rule struct {
-	// path of the request: exact ("/orders"), or a prefix when it ends
-	// with "/*" ("/orders/*"); "/*" matches every path.
+	// path of the request: exact ("/orders"), a prefix when it ends with
+	// "/*" ("/orders/*"; "/*" matches every path), or a template with
+	// Istio's path template operators as whole segments: "{*}" matches
+	// exactly one non-empty segment ("/orders/{*}/items"), "{**}" any rest
+	// of the path and only as the last segment ("/files/{**}"). A template
+	// may not end with "/*". Which rule serves a request: an exact path,
+	// then a template, then a prefix (the longer first). The controller
+	// refuses (reason InvalidRule) a template that can match a path another
+	// rule on the same pods allows with other authentication, since Istio
+	// adds up access rules; the API server cannot compare templates within
+	// its validation budget. With parentRef, a template may not meet a
+	// prefix or another template with a method in common: the Gateway API
+	// leaves the precedence of regular expression matches to the
+	// implementation.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="path must start with '/'"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^/[-a-zA-Z0-9._~%!$&()+,;=:@/]*(\\\\*)?$')",message="path may only contain URL path characters, with '*' allowed only at the end after '/'"
-	// +kubebuilder:validation:XValidation:rule="!self.contains('*') || self.endsWith('/*')",message="a wildcard path must end with '/*'"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(/([-a-zA-Z0-9._~%!$&()+,;=:@]*|\\\\{\\\\*\\\\}))*(/\\\\*|/\\\\{\\\\*\\\\*\\\\})?$')",message="path may only contain URL path characters, with '*' allowed only in a final '/*' or in the templates '{*}' and '{**}' as whole segments, '{**}' only as the last"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('*') || self.endsWith('/*') || self.contains('{')",message="a wildcard path must end with '/*'"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('{') || !self.endsWith('/*')",message="a template path may not end with '/*': end it with '/{**}' for any rest of the path"
 	Path string `json:"path"`
 
 	// methods this rule allows; empty allows every method.

@@ -105,6 +105,38 @@ func TestAPIRuleValidation(t *testing.T) {
 			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[0].Path = "/a*/b" },
 			wantErr: "a wildcard path must end with '/*'",
 		},
+		"templates as whole segments": {mutate: func(r *gatewayv1alpha1.APIRule) {
+			r.Spec.Rules[0].Path = "/status/{*}/items/{**}"
+		}},
+		"a rest template alone": {mutate: func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[0].Path = "/{**}" }},
+		"a template inside a segment": {
+			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[0].Path = "/orders/{*}.json" },
+			wantErr: "'{*}' and '{**}' as whole segments",
+		},
+		"a rest template that is not last": {
+			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[0].Path = "/files/{**}/meta" },
+			wantErr: "'{**}' only as the last",
+		},
+		"two rest templates": {
+			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[0].Path = "/{**}/{**}" },
+			wantErr: "'{**}' only as the last",
+		},
+		"an unknown template": {
+			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[0].Path = "/orders/{id}" },
+			wantErr: "'{*}' and '{**}' as whole segments",
+		},
+		"a template ending with '/*'": {
+			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[0].Path = "/orders/{*}/*" },
+			wantErr: "a template path may not end with '/*'",
+		},
+		"a prefix rule over a template with other authentication": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				r.Spec.Rules = append(r.Spec.Rules,
+					gatewayv1alpha1.Rule{Path: "/api/*", NoAuth: ptr.To(true)},
+					gatewayv1alpha1.Rule{Path: "/api/{*}/keys", JWT: &gatewayv1alpha1.JWTAuthentication{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"}})
+			},
+			wantErr: "a prefix rule covers another rule's path",
+		},
 		"unknown method": {
 			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[0].Methods = []gatewayv1alpha1.HTTPMethod{"FETCH"} },
 			wantErr: `Unsupported value: "FETCH"`,

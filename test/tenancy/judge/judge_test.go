@@ -226,16 +226,38 @@ func TestSeveralIssuersInOneRule(t *testing.T) {
 
 func TestWhatIsNotModelledIsAnError(t *testing.T) {
 	for name, p := range map[string]*securityv1.AuthorizationPolicy{
-		"a path template":           allow("team-a", "p", nil, rule(paths("/api/{*}/admin"))),
-		"an unknown condition key":  allow("team-a", "p", nil, rule(when("experimental.envoy.filters.x", "y"))),
-		"a nested claim":            allow("team-a", "p", nil, rule(when("request.auth.claims[realm][roles]", "admin"))),
-		"a malformed ip block":      allow("team-a", "p", nil, rule(from(&securityv1beta1.Source{IpBlocks: []string{"ten.0.0.0/8"}}))),
-		"a port that is no number":  allow("team-a", "p", nil, rule(to(&securityv1beta1.Operation{Ports: []string{"http"}}))),
-		"a DENY with path template": deny("team-a", "p", nil, rule(paths("/{**}"))),
+		"a path template Istio refuses": allow("team-a", "p", nil, rule(paths("/api/{*}.json"))),
+		"an unknown condition key":      allow("team-a", "p", nil, rule(when("experimental.envoy.filters.x", "y"))),
+		"a nested claim":                allow("team-a", "p", nil, rule(when("request.auth.claims[realm][roles]", "admin"))),
+		"a malformed ip block":          allow("team-a", "p", nil, rule(from(&securityv1beta1.Source{IpBlocks: []string{"ten.0.0.0/8"}}))),
+		"a port that is no number":      allow("team-a", "p", nil, rule(to(&securityv1beta1.Operation{Ports: []string{"http"}}))),
+		"a DENY with {**} not last":     deny("team-a", "p", nil, rule(paths("/{**}/admin/{*}"))),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Judge(Policies{AuthorizationPolicies: aps(p)}, get("/admin", nil))
 			NewWithT(t).Expect(err).To(MatchError(ContainSubstring("team-a/p")))
 		})
 	}
+}
+
+// Istio's path templates (Envoy's URI templates): "{*}" is one non-empty
+// segment, a final "{**}" any rest of the path after its '/'.
+func TestPathTemplates(t *testing.T) {
+	op := func(paths ...string) Policies {
+		return Policies{AuthorizationPolicies: aps(allow("team-a", "p", nil, rule(to(&securityv1beta1.Operation{Paths: paths}))))}
+	}
+	not := Policies{AuthorizationPolicies: aps(allow("team-a", "p", nil, rule(to(&securityv1beta1.Operation{NotPaths: []string{"/admin/{*}"}}))))}
+	runCases(t, []judgeCase{
+		{"{*} matches one segment", op("/orders/{*}"), get("/orders/7", nil), Allowed},
+		{"{*} does not match two", op("/orders/{*}"), get("/orders/7/items", nil), Forbidden},
+		{"{*} does not match an empty segment", op("/orders/{*}"), get("/orders/", nil), Forbidden},
+		{"{*} in the middle", op("/orders/{*}/items"), get("/orders/7/items", nil), Allowed},
+		{"literals around {*} must match", op("/orders/{*}/items"), get("/orders/7/bills", nil), Forbidden},
+		{"{**} matches any rest", op("/files/{**}"), get("/files/a/b.txt", nil), Allowed},
+		{"{**} matches an empty rest", op("/files/{**}"), get("/files/", nil), Allowed},
+		{"{**} needs its '/'", op("/files/{**}"), get("/files", nil), Forbidden},
+		{"a template is no prefix", op("/files/{**}"), get("/filesystem", nil), Forbidden},
+		{"notPaths with a template", not, get("/admin/keys", nil), Forbidden},
+		{"notPaths with a template lets others through", not, get("/admin/keys/1", nil), Allowed},
+	})
 }

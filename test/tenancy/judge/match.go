@@ -3,6 +3,7 @@ package judge
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,14 +46,60 @@ func field(values, notValues []string, attr ...string) bool {
 	return len(notValues) == 0 || !anyString(notValues, attr...)
 }
 
-// checkPaths rejects the path templates ({*}, {**}) the judge does not model.
+// checkPaths rejects the paths the judge does not model: a path with '{'
+// or '}' that is not one of Istio's path templates ("{*}" and "{**}" as
+// whole segments, "{**}" as the last operator, no other '*').
 func checkPaths(paths []string) error {
 	for _, p := range paths {
 		if strings.ContainsAny(p, "{}") {
-			return fmt.Errorf("path template %q is not modelled", p)
+			if _, err := templateRegexp(p); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// templateRegexp is an Istio path template as Envoy's URI template
+// matcher reads it: "{*}" one or more path characters other than '/',
+// "{**}" any path characters including '/', none included.
+func templateRegexp(p string) (*regexp.Regexp, error) {
+	const pathChars = `-a-zA-Z0-9._~%!$&'()+,;:@=`
+	segments := strings.Split(p, "/")
+	var b strings.Builder
+	for i, seg := range segments {
+		if i > 0 {
+			b.WriteString("/")
+		}
+		switch {
+		case seg == "{*}":
+			b.WriteString("[" + pathChars + "]+")
+		case seg == "{**}" && i == len(segments)-1:
+			b.WriteString("[" + pathChars + "/]*")
+		case strings.ContainsAny(seg, "{}*"):
+			return nil, fmt.Errorf("path template %q is not modelled", p)
+		default:
+			b.WriteString(regexp.QuoteMeta(seg))
+		}
+	}
+	return regexp.MustCompile("^" + b.String() + "$"), nil
+}
+
+// matchPath applies an authorization policy's path match: a template, or
+// matchString's exact, prefix, suffix and presence matches.
+func matchPath(patterns []string, path string) bool {
+	for _, p := range patterns {
+		if strings.ContainsAny(p, "{}") {
+			if re, err := templateRegexp(p); err == nil && re.MatchString(path) {
+				return true
+			}
+			continue
+		}
+		if matchString(p, path) {
+			return true
+		}
+	}
+	return false
 }
 
 // matchHost compares hosts case-insensitively, with the same wildcards.

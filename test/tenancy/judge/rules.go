@@ -84,7 +84,11 @@ func operationMatches(o *securityv1beta1.Operation, r Request) (bool, error) {
 	if err != nil || out {
 		return false, err
 	}
-	return field(o.Methods, o.NotMethods, nonEmpty(r.Method)...) && field(o.Paths, o.NotPaths, nonEmpty(r.Path)...), nil
+	if r.Path != "" && (len(o.Paths) > 0 && !matchPath(o.Paths, r.Path) || len(o.NotPaths) > 0 && matchPath(o.NotPaths, r.Path)) ||
+		r.Path == "" && len(o.Paths) > 0 {
+		return false, nil
+	}
+	return field(o.Methods, o.NotMethods, nonEmpty(r.Method)...), nil
 }
 
 // conditionMatches applies a when condition: some value matches (when

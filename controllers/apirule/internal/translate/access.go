@@ -187,9 +187,12 @@ func opPathsMeet(a, b []string) (string, bool) {
 }
 
 // istioPathsMeet reports whether two AuthorizationPolicy path patterns
-// (exact, "x*" prefix, "*x" suffix, "*") match a common path.
+// (exact, "x*" prefix, "*x" suffix, "*", or a template) match a common
+// path.
 func istioPathsMeet(p, q string) bool {
 	switch {
+	case isTemplate(p) || isTemplate(q):
+		return pathsMeet(p, q)
 	case p == "*" || q == "*":
 		return true
 	case strings.HasPrefix(p, "*") || strings.HasPrefix(q, "*"):

@@ -40,6 +40,12 @@ func TestAuthorizationConflict(t *testing.T) {
 			gatewayv1alpha1.Rule{Path: "/admin", Methods: []gatewayv1alpha1.HTTPMethod{"POST"}, JWT: jwt("https://idp", nil, nil)}, false},
 		{"prefixes that nest", gatewayv1alpha1.Rule{Path: "/api/*", NoAuth: ptr.To(true)},
 			gatewayv1alpha1.Rule{Path: "/api/admin/*", JWT: jwt("https://idp", nil, nil)}, true},
+		{"noAuth template over a JWT path", gatewayv1alpha1.Rule{Path: "/{*}", NoAuth: ptr.To(true)}, admin, true},
+		{"noAuth rest template over a JWT path", gatewayv1alpha1.Rule{Path: "/{**}", NoAuth: ptr.To(true)}, admin, true},
+		{"noAuth template over a JWT template", gatewayv1alpha1.Rule{Path: "/orders/{*}/items", NoAuth: ptr.To(true)},
+			gatewayv1alpha1.Rule{Path: "/{*}/{*}/items", JWT: jwt("https://idp", nil, nil)}, true},
+		{"a template that cannot reach the path", gatewayv1alpha1.Rule{Path: "/{*}/x", NoAuth: ptr.To(true)}, admin, false},
+		{"a template one segment short", gatewayv1alpha1.Rule{Path: "/admin/{*}", NoAuth: ptr.To(true)}, admin, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, _ := policiesOf(t, "first", tc.a)

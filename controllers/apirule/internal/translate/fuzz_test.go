@@ -17,9 +17,12 @@ import (
 // picks often meet the cases that matter: prefixes over exact paths,
 // services sharing pods, issuers that are prefixes of each other.
 var (
-	fuzzPaths    = []string{"/*", "/api/*", "/api", "/api/admin", "/api/admin/*", "/api/admin/keys", "/apix", "/health"}
-	fuzzMethods  = []gatewayv1alpha1.HTTPMethod{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
-	fuzzServices = []*gatewayv1alpha1.ServiceReference{
+	fuzzPaths = []string{"/*", "/api/*", "/api", "/api/admin", "/api/admin/*", "/api/admin/keys", "/apix", "/health"}
+	// fuzzTemplates come after the fuzzed path, so the seeds' bytes keep
+	// their meaning.
+	fuzzTemplates = []string{"/api/{*}", "/{*}/admin", "/api/{**}", "/{**}"}
+	fuzzMethods   = []gatewayv1alpha1.HTTPMethod{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+	fuzzServices  = []*gatewayv1alpha1.ServiceReference{
 		nil,                                // spec.service
 		{Name: "orders", Port: 8081},       // spec.service's pods, named explicitly
 		{Name: "orders-admin", Port: 8080}, // the same pods under another Service
@@ -65,7 +68,7 @@ var (
 
 // fuzzAPIRule decodes an APIRule: byte 0 drops spec.service when odd,
 // byte 1 is the number of rules (1 to 8), then four bytes per rule: path
-// (past the vocabulary: the fuzzed path), methods (a bit mask), service,
+// (past the vocabulary: the fuzzed path, then a template), methods (a bit mask), service,
 // authentication. The service byte divided by the number of services picks
 // a rewrite (none for the seeds' small bytes).
 func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
@@ -84,10 +87,13 @@ func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
 	r.Spec.Rules = nil
 	for n := int(next()%8) + 1; n > 0; n-- {
 		rule := gatewayv1alpha1.Rule{}
-		if i := int(next()) % (len(fuzzPaths) + 1); i < len(fuzzPaths) {
+		switch i := int(next()) % (len(fuzzPaths) + 1 + len(fuzzTemplates)); {
+		case i < len(fuzzPaths):
 			rule.Path = fuzzPaths[i]
-		} else {
+		case i == len(fuzzPaths):
 			rule.Path = path
+		default:
+			rule.Path = fuzzTemplates[i-len(fuzzPaths)-1]
 		}
 		mask := next()
 		for i, m := range fuzzMethods {
@@ -129,6 +135,9 @@ func FuzzTranslate(f *testing.F) {
 	f.Add([]byte{0, 1, 1, 0, 0, 9, 3, 0, 0, 3}, "/")                  // the list form saying what the single form says
 	f.Add([]byte{0, 1, 3, 0, 0, 2, 8, 0, 12, 0}, "/public/*")         // noAuth prefix rewritten over a JWT path
 	f.Add([]byte{0, 1, 3, 0, 0, 3, 8, 0, 6, 0}, "/status")            // noAuth path rewritten onto a JWT path
+	f.Add([]byte{0, 1, 9, 0, 0, 0, 3, 0, 0, 1}, "/")                  // noAuth template over a JWT path
+	f.Add([]byte{0, 1, 10, 0, 0, 1, 12, 0, 0, 0}, "/")                // a JWT template under a noAuth "/{**}"
+	f.Add([]byte{0, 1, 11, 0, 1, 0, 4, 0, 2, 1}, "/api/{**}")         // templates on other Services of the same pods
 	f.Fuzz(func(t *testing.T, data []byte, path string) {
 		r := fuzzAPIRule(data, path)
 		in := Input{APIRule: r, Selectors: fuzzSelectors}
@@ -306,7 +315,7 @@ func checkNoRuleAdmitsLess(t *testing.T, r *gatewayv1alpha1.APIRule, out Output)
 			for _, allow := range w.AuthorizationPolicy.Spec.Rules {
 				op := allow.To[0].Operation
 				// The backend sees the rewritten path.
-				if !pathsMeet(op.Paths[0], BackendPath(rule)) || !methodsMeet(op.Methods, methodStrings(rule.Methods)) {
+				if !oraclePathsMeet(op.Paths[0], BackendPath(rule)) || !methodsMeet(op.Methods, methodStrings(rule.Methods)) {
 					continue
 				}
 				if !atLeast(allow, rule.JWT) {
@@ -336,9 +345,19 @@ func shareable(a, b types.NamespacedName) bool {
 	return true
 }
 
-// pathsMeet reports whether some request path matches both Istio paths
-// (exact, or a prefix when ending with '*').
-func pathsMeet(p, q string) bool {
+// oraclePathsMeet reports whether some request path matches both Istio
+// paths (exact, a prefix when ending with '*', or a template), written
+// independently of pathsMeet: templates are tried on sample paths.
+func oraclePathsMeet(p, q string) bool {
+	if isTemplate(p) || isTemplate(q) {
+		rp, rq := bruteForceRegex(p), bruteForceRegex(q)
+		for _, path := range append(samplePaths(p), samplePaths(q)...) {
+			if rp.MatchString(path) && rq.MatchString(path) {
+				return true
+			}
+		}
+		return false
+	}
 	pp, qp := strings.HasSuffix(p, "*"), strings.HasSuffix(q, "*")
 	p, q = strings.TrimSuffix(p, "*"), strings.TrimSuffix(q, "*")
 	switch {
@@ -350,6 +369,17 @@ func pathsMeet(p, q string) bool {
 		return strings.HasPrefix(p, q)
 	}
 	return p == q
+}
+
+// samplePaths fills a pattern's wildcards with the fuzz vocabulary's words.
+func samplePaths(p string) []string {
+	out := []string{p}
+	for _, w := range []string{"", "admin", "api", "keys", "admin/keys", "api/admin"} {
+		s := strings.ReplaceAll(p, "{**}", w)
+		s = strings.ReplaceAll(s, "{*}", w)
+		out = append(out, strings.TrimSuffix(s, "*")+w, strings.TrimSuffix(s, "*"))
+	}
+	return out
 }
 
 func methodsMeet(a, b []string) bool {

@@ -126,7 +126,8 @@ func httpRoute(r *gatewayv1alpha1.APIRule, parent *gatewayv1alpha1.ParentReferen
 	return route
 }
 
-// pathMatches are a rule's matches: its path, once per method. A prefix
+// pathMatches are a rule's matches: its path (a template as a regular
+// expression), once per method. A prefix
 // rule "/orders/*" matches the path elements under /orders/ (and /orders
 // itself, which the Gateway API's PathPrefix includes; the access policy,
 // which allows /orders/* only, still refuses it at the workload).
@@ -138,6 +139,11 @@ func pathMatches(rule gatewayv1alpha1.Rule) []gatewayapiv1.HTTPRouteMatch {
 			prefix = strings.TrimSuffix(prefix, "/")
 		}
 		path = &gatewayapiv1.HTTPPathMatch{Type: ptr.To(gatewayapiv1.PathMatchPathPrefix), Value: ptr.To(prefix)}
+	}
+	if isTemplate(rule.Path) {
+		// RE2, which Istio's Gateway API implementation reads as the
+		// VirtualService does.
+		path = &gatewayapiv1.HTTPPathMatch{Type: ptr.To(gatewayapiv1.PathMatchRegularExpression), Value: ptr.To(templateRegex(rule.Path))}
 	}
 	methods := methodStrings(rule.Methods)
 	if len(methods) == 0 {

@@ -165,9 +165,12 @@ func BackendPath(rule gatewayv1alpha1.Rule) string {
 	}
 }
 
-// pathPatternsMeet reports whether two rule path patterns (exact, or a
-// prefix "/x/*") match a common path.
+// pathPatternsMeet reports whether two rule path patterns (exact, a
+// prefix "/x/*", or a template) match a common path.
 func pathPatternsMeet(p, q string) bool {
+	if isTemplate(p) || isTemplate(q) {
+		return pathsMeet(p, q)
+	}
 	pp, qp := isPrefix(p), isPrefix(q)
 	p, q = strings.TrimSuffix(p, "*"), strings.TrimSuffix(q, "*")
 	switch {

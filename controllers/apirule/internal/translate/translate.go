@@ -218,6 +218,9 @@ func Translate(in Input) (Output, error) {
 	if err := checkCoveredRules(r, in.Selectors); err != nil {
 		return Output{}, err
 	}
+	if err := checkTemplateOverlaps(r, in.Selectors); err != nil {
+		return Output{}, err
+	}
 	if err := checkRequestModifiers(r); err != nil {
 		return Output{}, err
 	}
@@ -227,6 +230,9 @@ func Translate(in Input) (Output, error) {
 	var out Output
 	if in.Parent != nil {
 		if err := checkHTTPRoute(r); err != nil {
+			return Output{}, err
+		}
+		if err := checkTemplateRoutes(r); err != nil {
 			return Output{}, err
 		}
 		out.HTTPRoute = httpRoute(r, in.Parent)
@@ -295,6 +301,12 @@ func objectMeta(r *gatewayv1alpha1.APIRule, namespace, name string) metav1.Objec
 func checkPaths(r *gatewayv1alpha1.APIRule) error {
 	for _, rule := range r.Spec.Rules {
 		p := rule.Path
+		if isTemplate(p) {
+			if err := checkTemplate(p); err != nil {
+				return err
+			}
+			continue
+		}
 		if !strings.HasPrefix(p, "/") || strings.Contains(strings.TrimSuffix(p, "/*"), "*") {
 			return fmt.Errorf("path %q must start with '/' and may only end with the wildcard '/*'", p)
 		}
@@ -303,13 +315,13 @@ func checkPaths(r *gatewayv1alpha1.APIRule) error {
 }
 
 // orderedRules sorts rules so Istio, which takes the first matching route,
-// prefers exact paths, then longer prefixes; ties are broken by route name.
+// prefers exact paths, then templates, then prefixes, the longer first;
+// ties are broken by route name.
 func orderedRules(r *gatewayv1alpha1.APIRule) []gatewayv1alpha1.Rule {
 	rules := slices.Clone(r.Spec.Rules)
 	sort.SliceStable(rules, func(i, j int) bool {
-		pi, pj := isPrefix(rules[i].Path), isPrefix(rules[j].Path)
-		if pi != pj {
-			return !pi
+		if ri, rj := pathRank(rules[i].Path), pathRank(rules[j].Path); ri != rj {
+			return ri < rj
 		}
 		if len(rules[i].Path) != len(rules[j].Path) {
 			return len(rules[i].Path) > len(rules[j].Path)
@@ -322,6 +334,9 @@ func orderedRules(r *gatewayv1alpha1.APIRule) []gatewayv1alpha1.Rule {
 func isPrefix(path string) bool { return strings.HasSuffix(path, "/*") }
 
 func uriMatch(path string) *networkingv1alpha3.StringMatch {
+	if isTemplate(path) {
+		return &networkingv1alpha3.StringMatch{MatchType: &networkingv1alpha3.StringMatch_Regex{Regex: templateRegex(path)}}
+	}
 	if isPrefix(path) {
 		return &networkingv1alpha3.StringMatch{MatchType: &networkingv1alpha3.StringMatch_Prefix{Prefix: strings.TrimSuffix(path, "*")}}
 	}
@@ -397,7 +412,7 @@ func uriRewrite(rule gatewayv1alpha1.Rule) *networkingv1alpha3.HTTPRewrite {
 	switch {
 	case rw == nil:
 		return nil
-	case rw.Path != "" && isPrefix(rule.Path):
+	case rw.Path != "" && (isPrefix(rule.Path) || isTemplate(rule.Path)):
 		return &networkingv1alpha3.HTTPRewrite{UriRegexRewrite: &networkingv1alpha3.RegexRewrite{Match: "^.*$", Rewrite: string(rw.Path)}}
 	default:
 		return &networkingv1alpha3.HTTPRewrite{Uri: string(rw.Path + rw.Prefix)}

@@ -127,6 +127,15 @@ func TestTranslateGolden(t *testing.T) {
 			gatewayv1alpha1.Rule{Path: "/shop/*", Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000},
 				NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/"}},
 		)),
+		"path-templates": newAPIRule(withRules(
+			gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+			gatewayv1alpha1.Rule{Path: "/orders/{*}/items", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
+			gatewayv1alpha1.Rule{Path: "/orders/{*}", JWT: jwt("https://idp.example.com", []string{"shop"}, nil)},
+			gatewayv1alpha1.Rule{Path: "/files/{**}", JWT: jwt("https://idp.example.com", []string{"shop"}, nil),
+				Rewrite: &gatewayv1alpha1.Rewrite{Path: "/archive"}},
+			gatewayv1alpha1.Rule{Path: "/v1.0/{*}/status", NoAuth: ptr.To(true),
+				Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}},
+		)),
 		// Istio mode only: see TestHTTPRouteModeRefusesRetries.
 		"retries": newAPIRule(func(r *gatewayv1alpha1.APIRule) {
 			r.Spec.Timeout = &metav1.Duration{Duration: 10 * time.Second}
