@@ -428,7 +428,8 @@ type APIRuleSpec struct {
 	// +optional
 	ParentRef *ParentReference `json:"parentRef,omitempty"`
 
-	// service receives the requests of every rule that names no service.
+	// service receives the requests of every rule that names no service
+	// and no backends.
 	// +optional
 	Service *ServiceReference `json:"service,omitempty"`
 
