@@ -144,11 +144,11 @@ func FuzzTranslate(f *testing.F) {
 	f.Add([]byte{0, 1, 1, 0, 0, 9, 3, 0, 0, 3}, "/")                  // the list form saying what the single form says
 	f.Add([]byte{0, 1, 3, 0, 0, 2, 8, 0, 12, 0}, "/public/*")         // noAuth prefix rewritten over a JWT path
 	f.Add([]byte{0, 1, 3, 0, 0, 3, 8, 0, 6, 0}, "/status")            // noAuth path rewritten onto a JWT path
-	f.Add([]byte{0, 2, 1, 0, 36, 0, 3, 0, 3, 1}, "/")                 // noAuth prefix split onto other pods, which a JWT path guards
-	f.Add([]byte{0, 2, 1, 0, 72, 1, 3, 0, 2, 1}, "/")                 // a split between two Services of the same pods, one rule each
-	f.Add([]byte{0, 1, 1, 0, 108, 1}, "/")                            // a split into another namespace
-	f.Add([]byte{0, 1, 1, 0, 144, 0}, "/")                            // a split onto a Service without selector
-	f.Add([]byte{0, 1, 1, 0, 180, 2}, "/")                            // a split between two ports of one Service
+	f.Add([]byte{0, 1, 1, 0, 36, 0, 3, 0, 3, 1}, "/")                 // noAuth prefix split onto other pods, which a JWT path guards
+	f.Add([]byte{0, 1, 1, 0, 72, 1, 3, 0, 2, 1}, "/")                 // a JWT prefix split between two Services of the same pods
+	f.Add([]byte{0, 0, 1, 0, 108, 1}, "/")                            // a split into another namespace
+	f.Add([]byte{0, 0, 1, 0, 144, 0}, "/")                            // a split onto a Service without selector
+	f.Add([]byte{0, 0, 1, 0, 180, 2}, "/")                            // a split between two ports of one Service
 	f.Fuzz(func(t *testing.T, data []byte, path string) {
 		r := fuzzAPIRule(data, path)
 		in := Input{APIRule: r, Selectors: fuzzSelectors}
