@@ -241,6 +241,7 @@ type JWTAuthorization struct {
 // Rule exposes one path of the API with its access control.
 // +kubebuilder:validation:XValidation:rule="(has(self.noAuth) && self.noAuth) != has(self.jwt)",message="each rule needs exactly one of noAuth: true or jwt"
 // +kubebuilder:validation:XValidation:rule="!has(self.rewrite) || !has(self.rewrite.prefix) || self.path.endsWith('/*')",message="rewrite.prefix needs a prefix rule (a path ending in '/*'); rewrite an exact path with rewrite.path"
+// +kubebuilder:validation:XValidation:rule="!(has(self.service) && has(self.backends))",message="set service or backends on a rule, not both: backends split the rule's requests between several Services"
 // +kubebuilder:validation:XValidation:rule="!has(self.retries) || !has(self.retries.perTryTimeout) || !has(self.timeout) || duration(self.retries.perTryTimeout) <= duration(self.timeout)",message="retries.perTryTimeout may not exceed the rule's timeout, which bounds all tries together"
 type Rule struct {
 	// path of the request: exact ("/orders"), a prefix when it ends with
@@ -327,6 +328,25 @@ type Rule struct {
 	// AccessConflict for another APIRule's).
 	// +optional
 	Rewrite *Rewrite `json:"rewrite,omitempty"`
+
+	// Traffic splitting (issue 32); the type is in weighted_types.go.
+
+	// backends split the rule's requests between 2 to 8 Services by
+	// percentage (weights adding up to 100), such as a canary taking 10% of
+	// a path: exclusive with service. Every backend passes the checks of a
+	// rule's service (reasons BackendNotPermitted, ReferenceNotPermitted
+	// and, in HTTPRoute mode, a ReferenceGrant for another namespace), and
+	// a refused backend refuses the whole APIRule. Every backend of the
+	// APIRule's namespace gets the rule's access policy, even at weight 0,
+	// and prefix rules covering a path are checked against the pods of
+	// every backend. A Service and port appear once per rule.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=2
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.map(b, b.weight).sum() == 100",message="the weights of a rule's backends are percentages of its requests and must add up to 100"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.service == a.service))",message="a rule lists a backend (service, namespace and port) twice; give it the sum of the weights once"
+	Backends []WeightedBackend `json:"backends,omitempty"`
 }
 
 // GatewayAPIGroup is the API group of the Kubernetes Gateway API.
@@ -375,7 +395,7 @@ type ParentReference struct {
 const MaxHTTPRouteRules = 16
 
 // APIRuleSpec is the desired exposure of a Service.
-// +kubebuilder:validation:XValidation:rule="has(self.service) || self.rules.all(r, has(r.service))",message="set spec.service, or a service on every rule"
+// +kubebuilder:validation:XValidation:rule="has(self.service) || self.rules.all(r, has(r.service) || has(r.backends))",message="set spec.service, or a service or backends on every rule"
 // +kubebuilder:validation:XValidation:rule="!(has(self.gateway) && has(self.parentRef))",message="set gateway (an Istio Gateway) or parentRef (a Gateway API Gateway), not both"
 // +kubebuilder:validation:XValidation:rule="!has(self.parentRef) || self.rules.size() <= 16",message="an APIRule with parentRef has at most 16 rules: each becomes one rule of an HTTPRoute, which the Gateway API limits to 16"
 // +kubebuilder:validation:XValidation:rule="!has(self.parentRef) || self.rules.all(r, !has(r.retries))",message="retries need Istio mode (gateway): the HTTPRoute's retry field is in the Gateway API's experimental channel only, so an APIRule with parentRef cannot have retries"
@@ -421,7 +441,8 @@ type APIRuleSpec struct {
 	// +optional
 	ParentRef *ParentReference `json:"parentRef,omitempty"`
 
-	// service receives the requests of every rule that names no service.
+	// service receives the requests of every rule that names no service
+	// and no backends.
 	// +optional
 	Service *ServiceReference `json:"service,omitempty"`
 
@@ -446,14 +467,15 @@ type APIRuleSpec struct {
 	// access rules of a workload, so the covering rule would open the
 	// covered path. The API server checks single-issuer rules naming the
 	// same service; the controller checks the rest, including every pair
-	// where a rule lists jwt.authentications (reason InvalidRule), since
+	// where a rule lists jwt.authentications or backends (reason
+	// InvalidRule; a rule with backends serves every one of them), since
 	// comparing those lists for every pair of rules would exceed the API
 	// server's validation budget.
 	// +required
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:XValidation:rule="self.all(a, self.filter(b, b.path == a.path && (!has(a.methods) || !has(b.methods) || a.methods.exists(m, m in b.methods))).size() == 1)",message="two rules have the same path and a method in common"
-	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.path.endsWith('/*') || self.all(b, b.path == a.path || !b.path.startsWith(a.path.substring(0, a.path.size() - 1)) || (has(a.methods) && has(b.methods) && !a.methods.exists(m, m in b.methods)) || has(a.service) != has(b.service) || (has(a.service) && a.service != b.service) || (!has(a.jwt) && !has(b.jwt)) || (has(a.jwt) && has(b.jwt) && (has(a.jwt.authentications) || has(b.jwt.authentications))) || (has(a.jwt) && has(b.jwt) && a.jwt.issuer == b.jwt.issuer && has(a.jwt.audiences) == has(b.jwt.audiences) && (!has(a.jwt.audiences) || sets.equivalent(a.jwt.audiences, b.jwt.audiences)) && has(a.jwt.requiredScopes) == has(b.jwt.requiredScopes) && (!has(a.jwt.requiredScopes) || sets.equivalent(a.jwt.requiredScopes, b.jwt.requiredScopes)))))",message="a prefix rule covers another rule's path with a method in common and the same service but different authentication; Istio adds up access rules, so the covered path would be open to the prefix rule's callers: give both the same noAuth or jwt, or make the paths disjoint"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.path.endsWith('/*') || self.all(b, b.path == a.path || !b.path.startsWith(a.path.substring(0, a.path.size() - 1)) || (has(a.methods) && has(b.methods) && !a.methods.exists(m, m in b.methods)) || has(a.backends) || has(b.backends) || has(a.service) != has(b.service) || (has(a.service) && a.service != b.service) || (!has(a.jwt) && !has(b.jwt)) || (has(a.jwt) && has(b.jwt) && (has(a.jwt.authentications) || has(b.jwt.authentications))) || (has(a.jwt) && has(b.jwt) && a.jwt.issuer == b.jwt.issuer && has(a.jwt.audiences) == has(b.jwt.audiences) && (!has(a.jwt.audiences) || sets.equivalent(a.jwt.audiences, b.jwt.audiences)) && has(a.jwt.requiredScopes) == has(b.jwt.requiredScopes) && (!has(a.jwt.requiredScopes) || sets.equivalent(a.jwt.requiredScopes, b.jwt.requiredScopes)))))",message="a prefix rule covers another rule's path with a method in common and the same service but different authentication; Istio adds up access rules, so the covered path would be open to the prefix rule's callers: give both the same noAuth or jwt, or make the paths disjoint"
 	Rules []Rule `json:"rules"`
 }
 

@@ -63,7 +63,7 @@ func largestJWTSingle(rule int) *gatewayv1alpha1.JWTAuthentication {
 
 // largestAPIRule fills every field of an APIRule to its bounds: 16 hosts
 // of 253 characters, a full CORS policy, and 64 rules with the longest
-// paths, every method, a service in another namespace, a timeout, the
+// paths, every method, 8 weighted backends in other namespaces, a timeout, the
 // largest retries, request headers and cookies and rewrite, and the
 // largest jwt of one form.
 func largestAPIRule(name string, jwt func(rule int) *gatewayv1alpha1.JWTAuthentication) *gatewayv1alpha1.APIRule {
@@ -92,15 +92,29 @@ func largestAPIRule(name string, jwt func(rule int) *gatewayv1alpha1.JWTAuthenti
 		r.Spec.Rules = append(r.Spec.Rules, gatewayv1alpha1.Rule{
 			Path:    text(fmt.Sprintf("/r%02d/", i), 256),
 			Methods: methods,
-			Service: &gatewayv1alpha1.ServiceReference{Name: text(fmt.Sprintf("s%02d", i), 63), Namespace: text("n", 63), Port: 65535},
-			Timeout: timeout,
-			JWT:     jwt(i),
-			Retries: &gatewayv1alpha1.RetryPolicy{Attempts: 10, PerTryTimeout: timeout, RetryOn: gatewayv1alpha1.RetryConditions, Codes: codes},
-			Request: largestRequest(),
-			Rewrite: &gatewayv1alpha1.Rewrite{Path: gatewayv1alpha1.RewritePath(text("/v", 256))},
+			// backends are larger than a service, which they exclude.
+			Backends: largestBackends(i),
+			Timeout:  timeout,
+			JWT:      jwt(i),
+			Retries:  &gatewayv1alpha1.RetryPolicy{Attempts: 10, PerTryTimeout: timeout, RetryOn: gatewayv1alpha1.RetryConditions, Codes: codes},
+			Request:  largestRequest(),
+			Rewrite:  &gatewayv1alpha1.Rewrite{Path: gatewayv1alpha1.RewritePath(text("/v", 256))},
 		})
 	}
 	return r
+}
+
+// largestBackends is 8 backends in another namespace, with the longest
+// names, the largest port and two-digit weights.
+func largestBackends(rule int) []gatewayv1alpha1.WeightedBackend {
+	var out []gatewayv1alpha1.WeightedBackend
+	for b := range gatewayv1alpha1.MaxWeightedBackends {
+		out = append(out, gatewayv1alpha1.WeightedBackend{
+			Service: gatewayv1alpha1.ServiceReference{Name: text(fmt.Sprintf("s%02d-%d-", rule, b), 63), Namespace: text(fmt.Sprintf("n%d-", b), 63), Port: 65535},
+			Weight:  12 + int32(b/4), // 4×12 + 4×13 = 100
+		})
+	}
+	return out
 }
 
 // largestRequest is 8 headers and 8 cookies at their longest.

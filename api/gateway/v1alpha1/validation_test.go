@@ -306,7 +306,7 @@ func TestAPIRuleValidation(t *testing.T) {
 		}},
 		"no service anywhere": {
 			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Service = nil },
-			wantErr: "set spec.service, or a service on every rule",
+			wantErr: "set spec.service, or a service or backends on every rule",
 		},
 		"service port out of range": {
 			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Service.Port = 70000 },

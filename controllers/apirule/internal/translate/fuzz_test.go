@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"iter"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	securityv1beta1 "istio.io/api/security/v1beta1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
@@ -38,6 +40,15 @@ var (
 		{Prefix: "/"},
 		{Path: "/health"},
 		{Prefix: "/api/admin/"},
+	}
+	// fuzzBackends are weighted splits between the vocabulary's Services.
+	fuzzBackends = [][]gatewayv1alpha1.WeightedBackend{
+		nil,
+		{{Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 90}, {Service: gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 10}},
+		{{Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 50}, {Service: gatewayv1alpha1.ServiceReference{Name: "orders-admin", Port: 8080}, Weight: 50}},
+		{{Service: gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 100}, {Service: gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}}},
+		{{Service: gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 50}, {Service: gatewayv1alpha1.ServiceReference{Name: "external", Port: 80}, Weight: 50}},
+		{{Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8081}, Weight: 60}, {Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 40}},
 	}
 	fuzzAuth = []*gatewayv1alpha1.JWTAuthentication{
 		nil, // noAuth
@@ -70,7 +81,8 @@ var (
 // byte 1 is the number of rules (1 to 8), then four bytes per rule: path
 // (past the vocabulary: the fuzzed path, then a template), methods (a bit mask), service,
 // authentication. The service byte divided by the number of services picks
-// a rewrite (none for the seeds' small bytes).
+// a rewrite, and divided by the number of services and rewrites a weighted
+// split that replaces the service (none for the seeds' small bytes).
 func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
 	next := func() byte {
 		if len(data) == 0 {
@@ -108,6 +120,9 @@ func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
 		if rw := fuzzRewrites[svc/len(fuzzServices)%len(fuzzRewrites)]; rw != nil {
 			rule.Rewrite = rw.DeepCopy()
 		}
+		if split := fuzzBackends[svc/(len(fuzzServices)*len(fuzzRewrites))%len(fuzzBackends)]; split != nil {
+			rule.Service, rule.Backends = nil, slices.Clone(split)
+		}
 		if a := fuzzAuth[int(next())%len(fuzzAuth)]; a != nil {
 			rule.JWT = a.DeepCopy()
 		} else {
@@ -138,6 +153,11 @@ func FuzzTranslate(f *testing.F) {
 	f.Add([]byte{0, 1, 9, 0, 0, 0, 3, 0, 0, 1}, "/")                  // noAuth template over a JWT path
 	f.Add([]byte{0, 1, 10, 0, 0, 1, 12, 0, 0, 0}, "/")                // a JWT template under a noAuth "/{**}"
 	f.Add([]byte{0, 1, 11, 0, 1, 0, 4, 0, 2, 1}, "/api/{**}")         // templates on other Services of the same pods
+	f.Add([]byte{0, 1, 1, 0, 36, 0, 3, 0, 3, 1}, "/")                 // noAuth prefix split onto other pods, which a JWT path guards
+	f.Add([]byte{0, 1, 1, 0, 72, 1, 3, 0, 2, 1}, "/")                 // a JWT prefix split between two Services of the same pods
+	f.Add([]byte{0, 0, 1, 0, 108, 1}, "/")                            // a split into another namespace
+	f.Add([]byte{0, 0, 1, 0, 144, 0}, "/")                            // a split onto a Service without selector
+	f.Add([]byte{0, 0, 1, 0, 180, 2}, "/")                            // a split between two ports of one Service
 	f.Fuzz(func(t *testing.T, data []byte, path string) {
 		r := fuzzAPIRule(data, path)
 		in := Input{APIRule: r, Selectors: fuzzSelectors}
@@ -194,15 +214,7 @@ func checkHTTPRouteMode(t *testing.T, r *gatewayv1alpha1.APIRule, istio Output) 
 				continue
 			}
 			found = true
-			svc := serviceOf(r, rule)
-			ref := hr.BackendRefs[0]
-			ns := r.Namespace
-			if ref.Namespace != nil {
-				ns = string(*ref.Namespace)
-			}
-			if len(hr.BackendRefs) != 1 || string(ref.Name) != svc.Name || ns != svc.Namespace || *ref.Port != svc.Port {
-				t.Fatalf("rule %s routes to %+v, want %+v", rule.Path, hr.BackendRefs, svc)
-			}
+			checkBackendRefs(t, r, rule, hr.BackendRefs)
 			if want := max(1, len(methodStrings(rule.Methods))); len(hr.Matches) != want {
 				t.Fatalf("rule %s has %d matches, want %d", rule.Path, len(hr.Matches), want)
 			}
@@ -213,6 +225,29 @@ func checkHTTPRouteMode(t *testing.T, r *gatewayv1alpha1.APIRule, istio Output) 
 	}
 	if len(names) != len(r.Spec.Rules) {
 		t.Fatalf("two rules share an HTTPRoute rule name")
+	}
+}
+
+// checkBackendRefs: a rule routes to its one Service with weight 1, or to
+// each of its weighted backends with its weight.
+func checkBackendRefs(t *testing.T, r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule, refs []gatewayapiv1.HTTPBackendRef) {
+	t.Helper()
+	want := rule.Backends
+	if len(want) == 0 {
+		want = []gatewayv1alpha1.WeightedBackend{{Service: serviceOf(r, rule), Weight: 1}}
+	}
+	if len(refs) != len(want) {
+		t.Fatalf("rule %s routes to %+v, want %+v", rule.Path, refs, want)
+	}
+	for i, ref := range refs {
+		ns := r.Namespace
+		if ref.Namespace != nil {
+			ns = string(*ref.Namespace)
+		}
+		svc := withNamespace(want[i].Service, r.Namespace)
+		if string(ref.Name) != svc.Name || ns != svc.Namespace || *ref.Port != svc.Port || *ref.Weight != want[i].Weight {
+			t.Fatalf("rule %s routes to %+v, want %+v", rule.Path, refs, want)
+		}
 	}
 }
 
@@ -238,8 +273,7 @@ func checkEveryBackendHasAccessControl(t *testing.T, r *gatewayv1alpha1.APIRule,
 			t.Fatalf("%s is written outside the APIRule's namespace %s: consent to route grants no access rules", key, r.Namespace)
 		}
 	}
-	for _, rule := range r.Spec.Rules {
-		b := backendOf(r, rule)
+	for rule, b := range ruleBackends(r) {
 		w := workloadOf(out, b)
 		if b.Namespace != r.Namespace {
 			if w != nil {
@@ -263,8 +297,8 @@ func checkEveryBackendHasAccessControl(t *testing.T, r *gatewayv1alpha1.APIRule,
 
 func checkEveryRuleIsEnforced(t *testing.T, r *gatewayv1alpha1.APIRule, out Output) {
 	t.Helper()
-	for _, rule := range r.Spec.Rules {
-		w := workloadOf(out, backendOf(r, rule))
+	for rule, b := range ruleBackends(r) {
+		w := workloadOf(out, b)
 		if w == nil {
 			continue // another namespace's Service: its own policies decide
 		}
@@ -303,11 +337,10 @@ func checkEveryRuleIsEnforced(t *testing.T, r *gatewayv1alpha1.APIRule, out Outp
 // on any policy that may apply to its pods, must demand at least as much.
 func checkNoRuleAdmitsLess(t *testing.T, r *gatewayv1alpha1.APIRule, out Output) {
 	t.Helper()
-	for _, rule := range r.Spec.Rules {
+	for rule, b := range ruleBackends(r) {
 		if rule.JWT == nil {
 			continue
 		}
-		b := backendOf(r, rule)
 		for _, w := range out.Workloads {
 			if !shareable(b, w.Service) {
 				continue
@@ -321,6 +354,35 @@ func checkNoRuleAdmitsLess(t *testing.T, r *gatewayv1alpha1.APIRule, out Output)
 				if !atLeast(allow, rule.JWT) {
 					t.Fatalf("the ALLOW rule %v %v (%s) of %s admits requests to JWT rule %s %v of %s with less than %s",
 						op.Paths, op.Methods, demands(allow), w.Service, rule.Path, rule.Methods, b, authentication(rule))
+				}
+			}
+		}
+	}
+}
+
+// ruleBackends yields every rule with every Service it routes to, written
+// independently of backendsOf: the rule's weighted backends (at any
+// weight), else its service or spec.service.
+func ruleBackends(r *gatewayv1alpha1.APIRule) iter.Seq2[gatewayv1alpha1.Rule, types.NamespacedName] {
+	return func(yield func(gatewayv1alpha1.Rule, types.NamespacedName) bool) {
+		for _, rule := range r.Spec.Rules {
+			refs := []gatewayv1alpha1.ServiceReference{}
+			for _, b := range rule.Backends {
+				refs = append(refs, b.Service)
+			}
+			if len(refs) == 0 && rule.Service != nil {
+				refs = append(refs, *rule.Service)
+			}
+			if len(refs) == 0 {
+				refs = append(refs, DefaultService(r))
+			}
+			for _, s := range refs {
+				ns := s.Namespace
+				if ns == "" {
+					ns = r.Namespace
+				}
+				if !yield(rule, types.NamespacedName{Namespace: ns, Name: s.Name}) {
+					return
 				}
 			}
 		}

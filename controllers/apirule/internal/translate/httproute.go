@@ -88,18 +88,10 @@ func httpRoute(r *gatewayv1alpha1.APIRule, parent *gatewayv1alpha1.ParentReferen
 	}
 	cors := corsFilter(r.Spec.CORS)
 	for _, rule := range orderedRules(r) {
-		svc := serviceOf(r, rule)
-		backend := gatewayapiv1.HTTPBackendRef{BackendRef: gatewayapiv1.BackendRef{BackendObjectReference: gatewayapiv1.BackendObjectReference{
-			Group: ptr.To(gatewayapiv1.Group("")), Kind: ptr.To(gatewayapiv1.Kind("Service")),
-			Name: gatewayapiv1.ObjectName(svc.Name), Port: ptr.To(svc.Port),
-		}, Weight: ptr.To(int32(1))}}
-		if svc.Namespace != r.Namespace {
-			backend.Namespace = ptr.To(gatewayapiv1.Namespace(svc.Namespace))
-		}
 		out := gatewayapiv1.HTTPRouteRule{
 			Name:        ptr.To(gatewayapiv1.SectionName(gatewayv1alpha1.HTTPRouteRuleName(r.Namespace, r.Name, rule))),
 			Matches:     pathMatches(rule),
-			BackendRefs: []gatewayapiv1.HTTPBackendRef{backend},
+			BackendRefs: backendRefs(r, rule),
 		}
 		timeout := rule.Timeout
 		if timeout == nil {
@@ -124,6 +116,28 @@ func httpRoute(r *gatewayv1alpha1.APIRule, parent *gatewayv1alpha1.ParentReferen
 		route.Spec.Rules = append(route.Spec.Rules, out)
 	}
 	return route
+}
+
+// backendRefs are the Services of a rule: weighted backends with their
+// percentages (the Gateway API's weights are relative; these add up to
+// 100), a rule's only Service with the weight 1.
+func backendRefs(r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule) []gatewayapiv1.HTTPBackendRef {
+	var out []gatewayapiv1.HTTPBackendRef
+	for _, d := range destinationsOf(r, rule) {
+		weight := d.weight
+		if len(rule.Backends) == 0 {
+			weight = 1
+		}
+		ref := gatewayapiv1.HTTPBackendRef{BackendRef: gatewayapiv1.BackendRef{BackendObjectReference: gatewayapiv1.BackendObjectReference{
+			Group: ptr.To(gatewayapiv1.Group("")), Kind: ptr.To(gatewayapiv1.Kind("Service")),
+			Name: gatewayapiv1.ObjectName(d.service.Name), Port: ptr.To(d.service.Port),
+		}, Weight: ptr.To(weight)}}
+		if d.service.Namespace != r.Namespace {
+			ref.Namespace = ptr.To(gatewayapiv1.Namespace(d.service.Namespace))
+		}
+		out = append(out, ref)
+	}
+	return out
 }
 
 // pathMatches are a rule's matches: its path (a template as a regular

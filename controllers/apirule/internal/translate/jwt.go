@@ -220,7 +220,7 @@ func checkIssuers(r *gatewayv1alpha1.APIRule) error {
 func jwtRules(r *gatewayv1alpha1.APIRule, backend types.NamespacedName) []*securityv1beta1.JWTRule {
 	byIssuer := map[string]*securityv1beta1.JWTRule{}
 	for _, rule := range r.Spec.Rules {
-		if rule.JWT == nil || backendOf(r, rule) != backend {
+		if rule.JWT == nil || !servesBackend(r, rule, backend) {
 			continue
 		}
 		for _, iss := range issuersOf(rule.JWT) {

@@ -200,8 +200,8 @@ func checkRewriteTargets(r *gatewayv1alpha1.APIRule, selectors map[types.Namespa
 			if i == j || !pathPatternsMeet(BackendPath(a), BackendPath(b)) || !methodsOverlap(a.Methods, b.Methods) || sameAuthentication(a, b) {
 				continue
 			}
-			wa, wb := backendOf(r, a), backendOf(r, b)
-			if !MayShareWorkload(wa, selectors[wa], wb, selectors[wb]) {
+			wb, shared := sharedWorkload(r, a, b, selectors)
+			if !shared {
 				continue
 			}
 			return fmt.Errorf("rule %s (%s) rewrites to %s, which meets %s that rule %s (%s) allows on the pods of service %s: "+

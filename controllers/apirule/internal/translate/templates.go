@@ -228,8 +228,8 @@ func checkTemplateOverlaps(r *gatewayv1alpha1.APIRule, selectors map[types.Names
 			if i == j || !pathsMeet(a.Path, b.Path) || !methodsOverlap(a.Methods, b.Methods) || sameAuthentication(a, b) {
 				continue
 			}
-			wa, wb := backendOf(r, a), backendOf(r, b)
-			if !MayShareWorkload(wa, selectors[wa], wb, selectors[wb]) {
+			wb, shared := sharedWorkload(r, a, b, selectors)
+			if !shared {
 				continue
 			}
 			return fmt.Errorf("rule %s (%s) meets rule %s (%s) on the pods of service %s: a path both match would be open to the callers of either, "+

@@ -121,10 +121,11 @@ func Services(r *gatewayv1alpha1.APIRule) []gatewayv1alpha1.ServiceReference {
 	seen := map[gatewayv1alpha1.ServiceReference]bool{}
 	var out []gatewayv1alpha1.ServiceReference
 	for _, rule := range r.Spec.Rules {
-		s := serviceOf(r, rule)
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
+		for _, d := range destinationsOf(r, rule) {
+			if s := d.service; !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -161,11 +162,6 @@ func serviceOf(r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule) gatewayv1a
 	return DefaultService(r)
 }
 
-func backendOf(r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule) types.NamespacedName {
-	s := serviceOf(r, rule)
-	return types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
-}
-
 // maxNameLength keeps generated names valid as label values and DNS labels.
 const maxNameLength = 63
 
@@ -198,6 +194,9 @@ func PolicyName(r *gatewayv1alpha1.APIRule, backend types.NamespacedName) string
 func Translate(in Input) (Output, error) {
 	r := in.APIRule
 	if err := checkPaths(r); err != nil {
+		return Output{}, err
+	}
+	if err := checkBackends(r); err != nil {
 		return Output{}, err
 	}
 	backends := Backends(r)
@@ -375,7 +374,6 @@ func virtualService(r *gatewayv1alpha1.APIRule, gateway, clusterDomain string) *
 	spec := &vs.Spec
 	spec.Hosts, spec.Gateways = hosts, []string{gateway}
 	for _, rule := range orderedRules(r) {
-		svc := serviceOf(r, rule)
 		match := &networkingv1alpha3.HTTPMatchRequest{Uri: uriMatch(rule.Path)}
 		if methods := methodStrings(rule.Methods); len(methods) > 0 {
 			match.Method = &networkingv1alpha3.StringMatch{MatchType: &networkingv1alpha3.StringMatch_Regex{
@@ -387,13 +385,10 @@ func virtualService(r *gatewayv1alpha1.APIRule, gateway, clusterDomain string) *
 			timeout = r.Spec.Timeout
 		}
 		spec.Http = append(spec.Http, &networkingv1alpha3.HTTPRoute{
-			Headers: headersOperations(rule),
-			Name:    gatewayv1alpha1.RouteName(r.Namespace, r.Name, rule),
-			Match:   []*networkingv1alpha3.HTTPMatchRequest{match},
-			Route: []*networkingv1alpha3.HTTPRouteDestination{{Destination: &networkingv1alpha3.Destination{
-				Host: fmt.Sprintf("%s.%s.svc.%s", svc.Name, svc.Namespace, clusterDomain),
-				Port: &networkingv1alpha3.PortSelector{Number: uint32(svc.Port)},
-			}}},
+			Headers:    headersOperations(rule),
+			Name:       gatewayv1alpha1.RouteName(r.Namespace, r.Name, rule),
+			Match:      []*networkingv1alpha3.HTTPMatchRequest{match},
+			Route:      routeDestinations(r, rule, clusterDomain),
 			Timeout:    duration(timeout),
 			Retries:    retries(rule.Retries),
 			Rewrite:    uriRewrite(rule),
@@ -401,6 +396,23 @@ func virtualService(r *gatewayv1alpha1.APIRule, gateway, clusterDomain string) *
 		})
 	}
 	return vs
+}
+
+// routeDestinations are the Service ports of a rule, with the weights of
+// weighted backends (percentages adding up to 100, as Istio reads them);
+// a rule's only Service has none and receives every request.
+func routeDestinations(r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule, clusterDomain string) []*networkingv1alpha3.HTTPRouteDestination {
+	var out []*networkingv1alpha3.HTTPRouteDestination
+	for _, d := range destinationsOf(r, rule) {
+		out = append(out, &networkingv1alpha3.HTTPRouteDestination{
+			Destination: &networkingv1alpha3.Destination{
+				Host: fmt.Sprintf("%s.%s.svc.%s", d.service.Name, d.service.Namespace, clusterDomain),
+				Port: &networkingv1alpha3.PortSelector{Number: uint32(d.service.Port)},
+			},
+			Weight: d.weight,
+		})
+	}
+	return out
 }
 
 // uriRewrite rewrites an exact path, or the matched prefix of a prefix
@@ -493,7 +505,7 @@ func authorizationPolicy(r *gatewayv1alpha1.APIRule, backend types.NamespacedNam
 	spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(selector)}
 	spec.Action = securityv1beta1.AuthorizationPolicy_ALLOW
 	for _, exposed := range orderedRules(r) {
-		if backendOf(r, exposed) != backend {
+		if !servesBackend(r, exposed, backend) {
 			continue
 		}
 		op := &securityv1beta1.Operation{Paths: []string{BackendPath(exposed)}, Methods: methodStrings(exposed.Methods)}
@@ -539,8 +551,8 @@ func checkCoveredRules(r *gatewayv1alpha1.APIRule, selectors map[types.Namespace
 				sameAuthentication(a, b) {
 				continue
 			}
-			wa, wb := backendOf(r, a), backendOf(r, b)
-			if !MayShareWorkload(wa, selectors[wa], wb, selectors[wb]) {
+			wb, shared := sharedWorkload(r, a, b, selectors)
+			if !shared {
 				continue
 			}
 			return fmt.Errorf("rule %s (%s) covers rule %s (%s) on the pods of service %s, which Istio would open to the callers of %s: "+

@@ -55,6 +55,7 @@ var selectors = map[types.NamespacedName]map[string]string{
 	{Namespace: "shop", Name: "orders-admin"}: {"app": "orders"},
 	{Namespace: "shop", Name: "reports"}:      {"app": "reports"},
 	{Namespace: "analytics", Name: "reports"}: {"app": "reports"},
+	{Namespace: "shop", Name: "orders-v2"}:    {"app": "orders", "version": "v2"},
 }
 
 func TestTranslateGolden(t *testing.T) {
@@ -135,6 +136,20 @@ func TestTranslateGolden(t *testing.T) {
 				Rewrite: &gatewayv1alpha1.Rewrite{Path: "/archive"}},
 			gatewayv1alpha1.Rule{Path: "/v1.0/{*}/status", NoAuth: ptr.To(true),
 				Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}},
+		)),
+		// A canary of the orders API, and a split of the reports between
+		// this namespace and a consenting one (routes only there).
+		"weighted-backends": newAPIRule(withRules(
+			gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+			gatewayv1alpha1.Rule{Path: "/orders/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET", "POST"}, JWT: jwt("https://idp.example.com", []string{"orders"}, nil),
+				Backends: []gatewayv1alpha1.WeightedBackend{
+					{Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 90},
+					{Service: gatewayv1alpha1.ServiceReference{Name: "orders-v2", Port: 8080}, Weight: 10},
+				}},
+			gatewayv1alpha1.Rule{Path: "/reports/*", NoAuth: ptr.To(true), Backends: []gatewayv1alpha1.WeightedBackend{
+				{Service: gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 80},
+				{Service: gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}, Weight: 20},
+			}},
 		)),
 		// Istio mode only: see TestHTTPRouteModeRefusesRetries.
 		"retries": newAPIRule(func(r *gatewayv1alpha1.APIRule) {
