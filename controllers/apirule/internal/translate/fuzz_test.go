@@ -36,6 +36,15 @@ var (
 		{Path: "/health"},
 		{Prefix: "/api/admin/"},
 	}
+	// fuzzMatches tell apart rules that share a path: they select routes,
+	// never access, so they must not change what the policies admit.
+	fuzzMatches = []*gatewayv1alpha1.RequestMatch{
+		nil,
+		{Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-admin", Exact: "yes"}}},
+		{Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-admin", Prefix: "y"}, {Name: "x-beta", Regex: "1|2"}}},
+		{QueryParams: []gatewayv1alpha1.RuleQueryParamMatch{{Name: "debug", Exact: "1"}}},
+		{Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-beta", Regex: "(1"}}},
+	}
 	fuzzAuth = []*gatewayv1alpha1.JWTAuthentication{
 		nil, // noAuth
 		{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"},
@@ -67,7 +76,8 @@ var (
 // byte 1 is the number of rules (1 to 8), then four bytes per rule: path
 // (past the vocabulary: the fuzzed path), methods (a bit mask), service,
 // authentication. The service byte divided by the number of services picks
-// a rewrite (none for the seeds' small bytes).
+// a rewrite, and the authentication byte divided by the number of
+// authentications a match (none for the seeds' small bytes).
 func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
 	next := func() byte {
 		if len(data) == 0 {
@@ -102,10 +112,14 @@ func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
 		if rw := fuzzRewrites[svc/len(fuzzServices)%len(fuzzRewrites)]; rw != nil {
 			rule.Rewrite = rw.DeepCopy()
 		}
-		if a := fuzzAuth[int(next())%len(fuzzAuth)]; a != nil {
+		auth := int(next())
+		if a := fuzzAuth[auth%len(fuzzAuth)]; a != nil {
 			rule.JWT = a.DeepCopy()
 		} else {
 			rule.NoAuth = ptr.To(true)
+		}
+		if m := fuzzMatches[auth/len(fuzzAuth)%len(fuzzMatches)]; m != nil {
+			rule.Match = m.DeepCopy()
 		}
 		r.Spec.Rules = append(r.Spec.Rules, rule)
 	}
@@ -129,6 +143,9 @@ func FuzzTranslate(f *testing.F) {
 	f.Add([]byte{0, 1, 1, 0, 0, 9, 3, 0, 0, 3}, "/")                  // the list form saying what the single form says
 	f.Add([]byte{0, 1, 3, 0, 0, 2, 8, 0, 12, 0}, "/public/*")         // noAuth prefix rewritten over a JWT path
 	f.Add([]byte{0, 1, 3, 0, 0, 3, 8, 0, 6, 0}, "/status")            // noAuth path rewritten onto a JWT path
+	f.Add([]byte{0, 1, 3, 0, 0, 1, 3, 0, 0, 10}, "/")                 // a noAuth header match beside a JWT path
+	f.Add([]byte{0, 1, 3, 0, 0, 1, 3, 0, 2, 20}, "/")                 // ... through another Service of the same pods, with two matches
+	f.Add([]byte{0, 1, 0, 1, 0, 30, 3, 0, 0, 1}, "/")                 // a noAuth GET /* for ?debug=1 over a JWT path
 	f.Fuzz(func(t *testing.T, data []byte, path string) {
 		r := fuzzAPIRule(data, path)
 		in := Input{APIRule: r, Selectors: fuzzSelectors}
