@@ -67,6 +67,24 @@ func TestAHeaderMatchMayNotOpenAGuardedPath(t *testing.T) {
 			expectAccessConflict(t, rule, ledger)
 		})
 	}
+	t.Run("team-b's noAuth /admin for x-admin: yes on team-a's consenting Service", func(t *testing.T) {
+		t.Parallel()
+		ledger := protectLedger(t, "ledger-match-b", teamB)
+		rule := apiRule(teamB, "match-ledger", "ledger-match-b.b.example", publicGateway, backend(teamA, "ledger-match-b"), adminHeader("/admin"))
+		create(t, bob, rule)
+		t.Run("is Applied as a route", func(t *testing.T) { expectReason(t, rule, gatewayv1alpha1.ReasonApplied) })
+		t.Run("writes no AuthorizationPolicy or RequestAuthentication in team-a", func(t *testing.T) {
+			awaitObserved(t, rule)
+			g := NewWithT(t)
+			for _, obj := range writtenFor(g, rule) {
+				g.Expect(obj).To(HavePrefix("VirtualService "+teamB+"/"), "team-b's APIRule wrote %s", obj)
+			}
+		})
+		t.Run("the admin path on team-a's pods still needs a token signed with team-a's keys", func(t *testing.T) {
+			awaitObserved(t, rule)
+			expectAdminProtected(t, ledger)
+		})
+	})
 	t.Run("a query-parameter match: a noAuth /* for ?debug=1 over team-a's jwt /admin", func(t *testing.T) {
 		t.Parallel()
 		create(t, alice, service(teamA, "match-query"))
