@@ -347,6 +347,21 @@ type Rule struct {
 	// +kubebuilder:validation:XValidation:rule="self.map(b, b.weight).sum() == 100",message="the weights of a rule's backends are percentages of its requests and must add up to 100"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.service == a.service))",message="a rule lists a backend (service, namespace and port) twice; give it the sum of the weights once"
 	Backends []WeightedBackend `json:"backends,omitempty"`
+
+	// Request matching (issue 32: header and query-parameter matches); its
+	// types are in match_types.go.
+
+	// match narrows the rule to requests that also carry the listed
+	// headers and query parameters (at most 8 in all). It selects a route,
+	// never access: two rules that can match the same request on the same
+	// pods, whatever their matches, must have the same authentication, since
+	// the backend's access policy cannot tell which route a request took
+	// (reason InvalidRule, or AccessConflict for another APIRule's). Two
+	// rules may share a path and a method when their matches differ; the
+	// gateway tries the rule with more header matches, then more
+	// query-parameter matches, first.
+	// +optional
+	Match *RequestMatch `json:"match,omitempty"`
 }
 
 // GatewayAPIGroup is the API group of the Kubernetes Gateway API.
@@ -459,7 +474,8 @@ type APIRuleSpec struct {
 	CORS *CORSPolicy `json:"cors,omitempty"`
 
 	// rules are the exposed paths. Two rules may not share a path and a
-	// method (a rule without methods has them all). A prefix rule ("/api/*")
+	// method (a rule without methods has them all) unless their matches
+	// differ, and then they need the same authentication. A prefix rule ("/api/*")
 	// that covers another rule's path ("/api/admin") with a method in common
 	// and serves the same workload must have the same authentication (both
 	// noAuth, or jwt with the same issuer, audiences and scopes, or the same
@@ -474,7 +490,8 @@ type APIRuleSpec struct {
 	// +required
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
-	// +kubebuilder:validation:XValidation:rule="self.all(a, self.filter(b, b.path == a.path && (!has(a.methods) || !has(b.methods) || a.methods.exists(m, m in b.methods))).size() == 1)",message="two rules have the same path and a method in common"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.filter(b, b.path == a.path && !has(b.match) && (!has(a.methods) || !has(b.methods) || a.methods.exists(m, m in b.methods))).size() <= 1)",message="two rules have the same path and a method in common, and neither has a match; rules on one path and method need different matches (headers, queryParams)"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !has(a.match) || self.all(b, b.path != a.path || has(a.jwt) == has(b.jwt) || has(a.backends) || has(b.backends) || (has(a.methods) && has(b.methods) && !a.methods.exists(m, m in b.methods)) || has(a.service) != has(b.service) || (has(a.service) && a.service != b.service)))",message="a rule with match shares its path and a method with a rule of the same service but other authentication (noAuth against jwt); a match selects a route, not access: the backend's access policy cannot see it, so both rules need the same authentication"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.path.endsWith('/*') || self.all(b, b.path == a.path || !b.path.startsWith(a.path.substring(0, a.path.size() - 1)) || (has(a.methods) && has(b.methods) && !a.methods.exists(m, m in b.methods)) || has(a.backends) || has(b.backends) || has(a.service) != has(b.service) || (has(a.service) && a.service != b.service) || (!has(a.jwt) && !has(b.jwt)) || (has(a.jwt) && has(b.jwt) && (has(a.jwt.authentications) || has(b.jwt.authentications))) || (has(a.jwt) && has(b.jwt) && a.jwt.issuer == b.jwt.issuer && has(a.jwt.audiences) == has(b.jwt.audiences) && (!has(a.jwt.audiences) || sets.equivalent(a.jwt.audiences, b.jwt.audiences)) && has(a.jwt.requiredScopes) == has(b.jwt.requiredScopes) && (!has(a.jwt.requiredScopes) || sets.equivalent(a.jwt.requiredScopes, b.jwt.requiredScopes)))))",message="a prefix rule covers another rule's path with a method in common and the same service but different authentication; Istio adds up access rules, so the covered path would be open to the prefix rule's callers: give both the same noAuth or jwt, or make the paths disjoint"
 	Rules []Rule `json:"rules"`
 }

@@ -64,7 +64,7 @@ func largestJWTSingle(rule int) *gatewayv1alpha1.JWTAuthentication {
 // largestAPIRule fills every field of an APIRule to its bounds: 16 hosts
 // of 253 characters, a full CORS policy, and 64 rules with the longest
 // paths, every method, 8 weighted backends in other namespaces, a timeout, the
-// largest retries, request headers and cookies and rewrite, and the
+// largest retries, request headers and cookies, rewrite and match, and the
 // largest jwt of one form.
 func largestAPIRule(name string, jwt func(rule int) *gatewayv1alpha1.JWTAuthentication) *gatewayv1alpha1.APIRule {
 	r := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Name: text(name, 63), Namespace: ns}}
@@ -99,6 +99,7 @@ func largestAPIRule(name string, jwt func(rule int) *gatewayv1alpha1.JWTAuthenti
 			Retries:  &gatewayv1alpha1.RetryPolicy{Attempts: 10, PerTryTimeout: timeout, RetryOn: gatewayv1alpha1.RetryConditions, Codes: codes},
 			Request:  largestRequest(),
 			Rewrite:  &gatewayv1alpha1.Rewrite{Path: gatewayv1alpha1.RewritePath(text("/v", 256))},
+			Match:    largestMatch(),
 		})
 	}
 	return r
@@ -115,6 +116,16 @@ func largestBackends(rule int) []gatewayv1alpha1.WeightedBackend {
 		})
 	}
 	return out
+}
+
+// largestMatch is 8 header matches (8 in all) with the longest names and
+// values; a query parameter match is no larger.
+func largestMatch() *gatewayv1alpha1.RequestMatch {
+	m := &gatewayv1alpha1.RequestMatch{}
+	for j := range 8 {
+		m.Headers = append(m.Headers, gatewayv1alpha1.RuleHeaderMatch{Name: text(fmt.Sprintf("m%d-", j), 128), Regex: text("v", 256)})
+	}
+	return m
 }
 
 // largestRequest is 8 headers and 8 cookies at their longest.

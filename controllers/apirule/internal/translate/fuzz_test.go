@@ -50,6 +50,15 @@ var (
 		{{Service: gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 50}, {Service: gatewayv1alpha1.ServiceReference{Name: "external", Port: 80}, Weight: 50}},
 		{{Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8081}, Weight: 60}, {Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 40}},
 	}
+	// fuzzMatches tell apart rules that share a path: they select routes,
+	// never access, so they must not change what the policies admit.
+	fuzzMatches = []*gatewayv1alpha1.RequestMatch{
+		nil,
+		{Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-admin", Exact: "yes"}}},
+		{Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-admin", Prefix: "y"}, {Name: "x-beta", Regex: "1|2"}}},
+		{QueryParams: []gatewayv1alpha1.RuleQueryParamMatch{{Name: "debug", Exact: "1"}}},
+		{Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-beta", Regex: "(1"}}},
+	}
 	fuzzAuth = []*gatewayv1alpha1.JWTAuthentication{
 		nil, // noAuth
 		{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"},
@@ -82,7 +91,8 @@ var (
 // (past the vocabulary: the fuzzed path, then a template), methods (a bit mask), service,
 // authentication. The service byte divided by the number of services picks
 // a rewrite, and divided by the number of services and rewrites a weighted
-// split that replaces the service (none for the seeds' small bytes).
+// split that replaces the service (none for the seeds' small bytes); the
+// authentication byte divided by the number of authentications a match.
 func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
 	next := func() byte {
 		if len(data) == 0 {
@@ -123,10 +133,14 @@ func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
 		if split := fuzzBackends[svc/(len(fuzzServices)*len(fuzzRewrites))%len(fuzzBackends)]; split != nil {
 			rule.Service, rule.Backends = nil, slices.Clone(split)
 		}
-		if a := fuzzAuth[int(next())%len(fuzzAuth)]; a != nil {
+		auth := int(next())
+		if a := fuzzAuth[auth%len(fuzzAuth)]; a != nil {
 			rule.JWT = a.DeepCopy()
 		} else {
 			rule.NoAuth = ptr.To(true)
+		}
+		if m := fuzzMatches[auth/len(fuzzAuth)%len(fuzzMatches)]; m != nil {
+			rule.Match = m.DeepCopy()
 		}
 		r.Spec.Rules = append(r.Spec.Rules, rule)
 	}
@@ -158,6 +172,9 @@ func FuzzTranslate(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 0, 108, 1}, "/")                            // a split into another namespace
 	f.Add([]byte{0, 0, 1, 0, 144, 0}, "/")                            // a split onto a Service without selector
 	f.Add([]byte{0, 0, 1, 0, 180, 2}, "/")                            // a split between two ports of one Service
+	f.Add([]byte{0, 1, 3, 0, 0, 1, 3, 0, 0, 10}, "/")                 // a noAuth header match beside a JWT path
+	f.Add([]byte{0, 1, 3, 0, 0, 1, 3, 0, 2, 20}, "/")                 // ... through another Service of the same pods, with two matches
+	f.Add([]byte{0, 1, 0, 1, 0, 30, 3, 0, 0, 1}, "/")                 // a noAuth GET /* for ?debug=1 over a JWT path
 	f.Fuzz(func(t *testing.T, data []byte, path string) {
 		r := fuzzAPIRule(data, path)
 		in := Input{APIRule: r, Selectors: fuzzSelectors}

@@ -67,7 +67,10 @@ func checkHTTPRoute(r *gatewayv1alpha1.APIRule) error {
 // httpRoute is the HTTPRoute of an APIRule in HTTPRoute mode: one rule per
 // APIRule rule (named by HTTPRouteRuleName, so a policy can address it),
 // one match per method. The Gateway API ranks matches itself (exact paths,
-// then the longest prefix), so the order is only for a stable object.
+// then the longest prefix, then methods, more header matches, more
+// query-parameter matches) and breaks ties by rule order, which is
+// orderedRules's, as the VirtualService's: both send a request to the same
+// rule.
 func httpRoute(r *gatewayv1alpha1.APIRule, parent *gatewayv1alpha1.ParentReference) *gatewayapiv1.HTTPRoute {
 	route := &gatewayapiv1.HTTPRoute{
 		TypeMeta:   metav1.TypeMeta{APIVersion: gatewayapiv1.GroupVersion.String(), Kind: "HTTPRoute"},
@@ -141,7 +144,8 @@ func backendRefs(r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule) []gatewa
 }
 
 // pathMatches are a rule's matches: its path (a template as a regular
-// expression), once per method. A prefix
+// expression), once per method, each with the rule's header and
+// query-parameter matches. A prefix
 // rule "/orders/*" matches the path elements under /orders/ (and /orders
 // itself, which the Gateway API's PathPrefix includes; the access policy,
 // which allows /orders/* only, still refuses it at the workload).
@@ -161,11 +165,15 @@ func pathMatches(rule gatewayv1alpha1.Rule) []gatewayapiv1.HTTPRouteMatch {
 	}
 	methods := methodStrings(rule.Methods)
 	if len(methods) == 0 {
-		return []gatewayapiv1.HTTPRouteMatch{{Path: path}}
+		match := gatewayapiv1.HTTPRouteMatch{Path: path}
+		addGatewayMatches(rule, &match)
+		return []gatewayapiv1.HTTPRouteMatch{match}
 	}
 	matches := make([]gatewayapiv1.HTTPRouteMatch, 0, len(methods))
 	for _, m := range methods {
-		matches = append(matches, gatewayapiv1.HTTPRouteMatch{Path: path.DeepCopy(), Method: ptr.To(gatewayapiv1.HTTPMethod(m))})
+		match := gatewayapiv1.HTTPRouteMatch{Path: path.DeepCopy(), Method: ptr.To(gatewayapiv1.HTTPMethod(m))}
+		addGatewayMatches(rule, &match)
+		matches = append(matches, match)
 	}
 	return matches
 }

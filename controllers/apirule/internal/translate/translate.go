@@ -211,6 +211,9 @@ func Translate(in Input) (Output, error) {
 	if err := checkIssuers(r); err != nil {
 		return Output{}, err
 	}
+	if err := checkMatches(r); err != nil {
+		return Output{}, err
+	}
 	if err := checkDuplicates(r); err != nil {
 		return Output{}, err
 	}
@@ -224,6 +227,9 @@ func Translate(in Input) (Output, error) {
 		return Output{}, err
 	}
 	if err := checkRewriteTargets(r, in.Selectors); err != nil {
+		return Output{}, err
+	}
+	if err := checkSharedRequests(r, in.Selectors); err != nil {
 		return Output{}, err
 	}
 	var out Output
@@ -314,8 +320,11 @@ func checkPaths(r *gatewayv1alpha1.APIRule) error {
 }
 
 // orderedRules sorts rules so Istio, which takes the first matching route,
-// prefers exact paths, then templates, then prefixes, the longer first;
-// ties are broken by route name.
+// prefers exact paths, then templates, then longer prefixes, then as the
+// Gateway API ranks matches of one path (morePreciseMatch: methods, more
+// header matches, more query-parameter matches), so that both outputs send
+// a request to the same rule; ties are broken by route name, which the
+// HTTPRoute keeps as its rule order.
 func orderedRules(r *gatewayv1alpha1.APIRule) []gatewayv1alpha1.Rule {
 	rules := slices.Clone(r.Spec.Rules)
 	sort.SliceStable(rules, func(i, j int) bool {
@@ -324,6 +333,9 @@ func orderedRules(r *gatewayv1alpha1.APIRule) []gatewayv1alpha1.Rule {
 		}
 		if len(rules[i].Path) != len(rules[j].Path) {
 			return len(rules[i].Path) > len(rules[j].Path)
+		}
+		if c := morePreciseMatch(rules[i], rules[j]); c != 0 {
+			return c < 0
 		}
 		return gatewayv1alpha1.RouteName(r.Namespace, r.Name, rules[i]) < gatewayv1alpha1.RouteName(r.Namespace, r.Name, rules[j])
 	})
@@ -380,6 +392,7 @@ func virtualService(r *gatewayv1alpha1.APIRule, gateway, clusterDomain string) *
 				Regex: "^(" + strings.Join(methods, "|") + ")$",
 			}}
 		}
+		addIstioMatches(rule, match)
 		timeout := rule.Timeout
 		if timeout == nil {
 			timeout = r.Spec.Timeout
@@ -495,7 +508,9 @@ func corsPolicy(c *gatewayv1alpha1.CORSPolicy) *networkingv1alpha3.CorsPolicy {
 // rules routed to it. Istio allows a request that any ALLOW rule of any
 // policy on the workload matches, so checkCoveredRules must have made sure
 // that no rule matches a request another rule guards with other
-// authentication.
+// authentication. A rule's header and query-parameter matches add no
+// condition here: the client chooses them, so requiring them would guard
+// nothing (checkSharedRequests makes such rules agree instead).
 func authorizationPolicy(r *gatewayv1alpha1.APIRule, backend types.NamespacedName, meta metav1.ObjectMeta, selector map[string]string) *securityv1.AuthorizationPolicy {
 	ap := &securityv1.AuthorizationPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "security.istio.io/v1", Kind: "AuthorizationPolicy"},
@@ -519,12 +534,14 @@ func authorizationPolicy(r *gatewayv1alpha1.APIRule, backend types.NamespacedNam
 }
 
 // checkDuplicates rejects two rules for the same requests: only the first
-// would route, but both would be allowed on the pods they share.
+// would route, but both would be allowed on the pods they share. Rules
+// whose matches differ route differently, and checkSharedRequests makes
+// them agree on authentication.
 func checkDuplicates(r *gatewayv1alpha1.APIRule) error {
 	for i, a := range r.Spec.Rules {
 		for _, b := range r.Spec.Rules[i+1:] {
-			if a.Path == b.Path && methodsOverlap(a.Methods, b.Methods) {
-				return fmt.Errorf("two rules have the path %s and a method in common", a.Path)
+			if a.Path == b.Path && methodsOverlap(a.Methods, b.Methods) && a.Match.Key() == b.Match.Key() {
+				return fmt.Errorf("two rules have the path %s and a method in common, and the same match (or none)", a.Path)
 			}
 		}
 	}

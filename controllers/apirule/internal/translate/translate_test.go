@@ -151,6 +151,21 @@ func TestTranslateGolden(t *testing.T) {
 				{Service: gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}, Weight: 20},
 			}},
 		)),
+		// Rules on one path told apart by headers and query parameters;
+		// the ones with more matches are tried first.
+		"header-matching": newAPIRule(withRules(
+			gatewayv1alpha1.Rule{Path: "/orders", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, JWT: jwt("https://idp.example.com", nil, nil)},
+			gatewayv1alpha1.Rule{Path: "/orders", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, JWT: jwt("https://idp.example.com", nil, nil),
+				Service: &gatewayv1alpha1.ServiceReference{Name: "orders-admin", Port: 8080},
+				Match: &gatewayv1alpha1.RequestMatch{
+					Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-beta", Exact: "1"}, {Name: "user-agent", Prefix: "shop-app/2."}},
+				}},
+			gatewayv1alpha1.Rule{Path: "/orders/*", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000},
+				Match: &gatewayv1alpha1.RequestMatch{
+					Headers:     []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-tenant", Regex: "team-[a-z]+"}},
+					QueryParams: []gatewayv1alpha1.RuleQueryParamMatch{{Name: "format", Exact: "csv"}, {Name: "v", Regex: "2|3"}},
+				}},
+		)),
 		// Istio mode only: see TestHTTPRouteModeRefusesRetries.
 		"retries": newAPIRule(func(r *gatewayv1alpha1.APIRule) {
 			r.Spec.Timeout = &metav1.Duration{Duration: 10 * time.Second}
