@@ -27,7 +27,7 @@ import (
 // gatewayIP's stand-in and the orders backend in namespace shop).
 func apiRuleFeatureSpecs(gatewayIP *string) {
 	const host = "storefront.example.com"
-	It("routes a storefront APIRule with request headers, a cookie and a rewrite through the gateway", func(ctx SpecContext) {
+	It("routes a storefront APIRule with a weighted split, a header match, request headers, a cookie and a rewrite through the gateway", func(ctx SpecContext) {
 		if !target.RealPods() {
 			Skip("kwok runs no containers")
 		}
@@ -46,11 +46,23 @@ func apiRuleFeatureSpecs(gatewayIP *string) {
 				Service: &gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080},
 				Rules: []gatewayv1alpha1.Rule{
 					{
+						// Half of the catalog's traffic goes to the canary.
 						Path: "/catalog/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true),
+						Backends: []gatewayv1alpha1.WeightedBackend{
+							{Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 50},
+							{Service: gatewayv1alpha1.ServiceReference{Name: "orders-canary", Port: 8080}, Weight: 50},
+						},
 						Request: &gatewayv1alpha1.RequestModifier{
 							Headers: map[string]gatewayv1alpha1.RequestHeaderValue{"x-api-version": "2"},
 							Cookies: map[string]gatewayv1alpha1.CookieValue{"region": "eu"},
 						},
+					},
+					{
+						// Beta testers (x-beta: true) always reach the canary.
+						Path: "/catalog/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true),
+						Service: &gatewayv1alpha1.ServiceReference{Name: "orders-canary", Port: 8080},
+						Match:   &gatewayv1alpha1.RequestMatch{Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-beta", Exact: "true"}}},
+						Request: &gatewayv1alpha1.RequestModifier{Headers: map[string]gatewayv1alpha1.RequestHeaderValue{"x-route": "beta"}},
 					},
 					{
 						Path: "/v1/items/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true),
@@ -70,15 +82,31 @@ func apiRuleFeatureSpecs(gatewayIP *string) {
 		By("sending requests from client pods")
 		url := "http://" + *gatewayIP
 		answers := requestFromPod(ctx, map[string][]string{
-			// The backend receives the headers and the cookie the rule sets,
-			// replacing what the client sent.
-			"headers": {url + "/catalog/shoes", "--host", host, "--header", "X-Api-Version=1", "--header", "Cookie=session=forged",
-				"--expect-body", "X-Api-Version: 2"},
+			// Each backend of the split receives some of the requests, with
+			// the headers and the cookie the rule sets, replacing what the
+			// client sent (each get retries until its backend answers).
+			"stable": {url + "/catalog/shoes", "--host", host, "--header", "X-Api-Version=1", "--header", "Cookie=session=forged",
+				"--expect-body", "orders GET /catalog/shoes\nCookie: region=eu", "--interval", "100ms"},
+			"canary": {url + "/catalog/shoes", "--host", host, "--header", "X-Api-Version=1",
+				"--expect-body", "orders-canary GET /catalog/shoes\nCookie: region=eu", "--interval", "100ms"},
+			// The header match sends beta testers to the beta rule: its
+			// header, never the split's.
+			"beta": {url + "/catalog/shoes", "--host", host, "--header", "X-Beta=true", "--expect-body", "X-Route: beta"},
 			// /v1/items/7 reaches the pods as /items/7.
 			"rewrite": {url + "/v1/items/7", "--host", host, "--expect-body", "orders GET /items/7"},
 		})
-		Expect(answers["headers"]).To(And(ContainSubstring("200 orders GET /catalog/shoes"), ContainSubstring("Cookie: region=eu")))
-		Expect(answers["headers"]).NotTo(ContainSubstring("session=forged"))
+		for _, name := range []string{"stable", "canary"} {
+			Expect(answers[name]).To(ContainSubstring("X-Api-Version: 2"), name)
+			Expect(answers[name]).NotTo(ContainSubstring("session=forged"), name)
+		}
+		Expect(answers["beta"]).To(ContainSubstring("200 orders-canary GET /catalog/shoes"))
+		Expect(answers["beta"]).NotTo(ContainSubstring("X-Api-Version"), "the split's headers are not set on the beta route")
 		Expect(answers["rewrite"]).To(ContainSubstring("200 orders GET /items/7"))
+
+		By("sending 40 requests without the beta header: the split reaches both backends, the beta rule none")
+		tally := requestFromPod(ctx, map[string][]string{
+			"split": {url + "/catalog/shoes", "--host", host, "--loop", "--timeout", "8s", "--interval", "200ms", "--expect-body", "orders-canary GET"},
+		})
+		Expect(tally["split"]).To(ContainSubstring(`"ok":`))
 	})
 }
