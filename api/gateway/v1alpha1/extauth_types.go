@@ -11,7 +11,8 @@ type ExtAuth struct {
 	// so every extAuth rule on one backend names the same authorizer (else
 	// InvalidRule), and another APIRule's authorizer on the same pods is
 	// refused (AccessConflict). An authorizer the administrator has not
-	// granted to the APIRule's namespace is refused with
+	// granted to the APIRule's namespace (APIGateway
+	// spec.apiRules.extAuthProviders) is refused with
 	// AuthorizerNotPermitted and the APIRule's Istio objects are removed.
 	// +required
 	// +listType=set
