@@ -31,24 +31,32 @@ func ungrantedAuthorizers(rule *gatewayv1alpha1.APIRule, grants *operatorv1alpha
 		strings.Join(missing, ", "), rule.Namespace)
 }
 
-// accessSets pairs the live AuthorizationPolicies of other APIRules into
-// their access control per workload: the ALLOW and CUSTOM policies of one
-// APIRule with the same selector.
+// accessSets pairs live AuthorizationPolicies (of one namespace) into the
+// access control of one APIRule on one backend: an ALLOW policy and the
+// CUSTOM policy named after it (translate.CustomPolicyOf) of the same
+// APIRule. A CUSTOM policy without its ALLOW policy stands alone.
 func accessSets(aps []*securityv1.AuthorizationPolicy) []translate.Access {
-	var out []translate.Access
-	index := map[string]int{}
+	owner := func(ap *securityv1.AuthorizationPolicy) string {
+		return ap.Labels[translate.LabelAPIRuleNamespace] + "/" + ap.Labels[translate.LabelAPIRule]
+	}
+	customs := map[string]*securityv1.AuthorizationPolicy{}
 	for _, ap := range aps {
-		key := ap.Labels[translate.LabelAPIRuleNamespace] + "/" + ap.Labels[translate.LabelAPIRule] + " " + fmt.Sprint(ap.Spec.GetSelector().GetMatchLabels())
-		i, ok := index[key]
-		if !ok {
-			i = len(out)
-			index[key] = i
-			out = append(out, translate.Access{})
-		}
 		if translate.IsCustom(ap) {
-			out[i].Custom = ap
-		} else {
-			out[i].Allow = ap
+			customs[owner(ap)+" "+ap.Name] = ap
+		}
+	}
+	var out []translate.Access
+	for _, ap := range aps {
+		if translate.IsCustom(ap) {
+			continue
+		}
+		key := owner(ap) + " " + translate.CustomPolicyOf(ap.Name)
+		out = append(out, translate.Access{Allow: ap, Custom: customs[key]})
+		delete(customs, key)
+	}
+	for _, ap := range aps {
+		if translate.IsCustom(ap) && customs[owner(ap)+" "+ap.Name] != nil {
+			out = append(out, translate.Access{Custom: ap})
 		}
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	securityv1beta1 "istio.io/api/security/v1beta1"
+	typev1beta1 "istio.io/api/type/v1beta1"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
 )
 
 // grantAuthorizers creates the APIGateway with the authorizer grants.
@@ -105,4 +107,29 @@ func TestExtAuthPolicyIsPruned(t *testing.T) {
 	})
 	g.Eventually(gone("ext-prune-extauth", &securityv1.AuthorizationPolicy{}), eventually).Should(BeTrue())
 	expectReason(t, ns, "ext-prune", gatewayv1alpha1.ReasonApplied)
+}
+
+// accessSets pairs each ALLOW policy with the CUSTOM policy named after it,
+// also when two backends of one APIRule select the same pods.
+func TestAccessSets(t *testing.T) {
+	policy := func(apirule, name string, action securityv1beta1.AuthorizationPolicy_Action) *securityv1.AuthorizationPolicy {
+		ap := &securityv1.AuthorizationPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Labels: map[string]string{translate.LabelAPIRule: apirule, translate.LabelAPIRuleNamespace: ns}}}
+		ap.Spec.Action = action
+		ap.Spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: map[string]string{"app": "orders"}}
+		return ap
+	}
+	allow, custom := securityv1beta1.AuthorizationPolicy_ALLOW, securityv1beta1.AuthorizationPolicy_CUSTOM
+	a := policy("a", "a", allow)
+	aCustom := policy("a", "a-extauth", custom)
+	aAdmin := policy("a", "a-orders-admin", allow) // another Service of the same pods, without extAuth
+	b := policy("b", "b", allow)
+	stray := policy("b", "a-extauth", custom) // b's, though named like a's
+	got := accessSets([]*securityv1.AuthorizationPolicy{aCustom, a, aAdmin, b, stray})
+	NewWithT(t).Expect(got).To(ConsistOf(
+		translate.Access{Allow: a, Custom: aCustom},
+		translate.Access{Allow: aAdmin},
+		translate.Access{Allow: b},
+		translate.Access{Custom: stray},
+	))
 }

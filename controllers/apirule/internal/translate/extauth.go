@@ -22,7 +22,13 @@ const extAuthSuffix = "-extauth"
 // CUSTOM of one backend: its PolicyName followed by "-extauth", shortened
 // with a hash beyond 63 characters.
 func ExtAuthPolicyName(r *gatewayv1alpha1.APIRule, backend types.NamespacedName) string {
-	return shortened(PolicyName(r, backend) + extAuthSuffix)
+	return CustomPolicyOf(PolicyName(r, backend))
+}
+
+// CustomPolicyOf is the name of the CUSTOM AuthorizationPolicy beside the
+// ALLOW policy named allowPolicy.
+func CustomPolicyOf(allowPolicy string) string {
+	return shortened(allowPolicy + extAuthSuffix)
 }
 
 // Authorizers lists the external authorizers the APIRule's rules name,
