@@ -239,7 +239,7 @@ type JWTAuthorization struct {
 }
 
 // Rule exposes one path of the API with its access control.
-// +kubebuilder:validation:XValidation:rule="(has(self.noAuth) && self.noAuth) != has(self.jwt)",message="each rule needs exactly one of noAuth: true or jwt"
+// +kubebuilder:validation:XValidation:rule="((has(self.noAuth) && self.noAuth) ? 1 : 0) + (has(self.jwt) ? 1 : 0) + (has(self.extAuth) ? 1 : 0) == 1",message="each rule needs exactly one of noAuth: true, jwt or extAuth"
 // +kubebuilder:validation:XValidation:rule="!has(self.rewrite) || !has(self.rewrite.prefix) || self.path.endsWith('/*')",message="rewrite.prefix needs a prefix rule (a path ending in '/*'); rewrite an exact path with rewrite.path"
 // +kubebuilder:validation:XValidation:rule="!(has(self.service) && has(self.backends))",message="set service or backends on a rule, not both: backends split the rule's requests between several Services"
 // +kubebuilder:validation:XValidation:rule="!has(self.retries) || !has(self.retries.perTryTimeout) || !has(self.timeout) || duration(self.retries.perTryTimeout) <= duration(self.timeout)",message="retries.perTryTimeout may not exceed the rule's timeout, which bounds all tries together"
@@ -300,6 +300,14 @@ type Rule struct {
 	// authorizations are listed, satisfies any one of them.
 	// +optional
 	JWT *JWTAuthentication `json:"jwt,omitempty"`
+
+	// extAuth hands the rule's requests to an external authorizer granted
+	// to the namespace (an Istio mesh extension provider, through an
+	// AuthorizationPolicy with action CUSTOM on the rule's paths and
+	// methods), optionally also requiring a JSON Web Token (restrictions).
+	// Its type is in extauth_types.go.
+	// +optional
+	ExtAuth *ExtAuth `json:"extAuth,omitempty"`
 
 	// Request modifiers (issue 32: retries, request headers and cookies,
 	// rewrite); their types are in rulemods_types.go.
@@ -483,8 +491,8 @@ type APIRuleSpec struct {
 	// access rules of a workload, so the covering rule would open the
 	// covered path. The API server checks single-issuer rules naming the
 	// same service; the controller checks the rest, including every pair
-	// where a rule lists jwt.authentications or backends (reason
-	// InvalidRule; a rule with backends serves every one of them), since
+	// where a rule lists jwt.authentications, has extAuth or lists backends
+	// (reason InvalidRule; a rule with backends serves every one of them), since
 	// comparing those lists for every pair of rules would exceed the API
 	// server's validation budget.
 	// +required

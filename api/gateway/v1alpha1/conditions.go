@@ -75,6 +75,12 @@ const (
 	// itself, on every gateway: the default gateway's health host
 	// healthz.<domain>. The APIRule's Istio objects are removed.
 	ReasonHostReserved = "HostReserved"
+	// ReasonAuthorizerNotPermitted (False): a rule's extAuth names an
+	// external authorizer that the cluster administrator has not granted to
+	// the APIRule's namespace (APIGateway spec.apiRules.extAuthProviders),
+	// or that is not granted at all. The APIRule's Istio objects are
+	// removed.
+	ReasonAuthorizerNotPermitted = "AuthorizerNotPermitted"
 	// ReasonAccessConflict (False): on a workload both may reach, a rule of
 	// this APIRule would let callers into requests that a live policy of
 	// another APIRule of the namespace guards with other authentication, or

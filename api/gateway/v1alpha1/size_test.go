@@ -128,6 +128,20 @@ func largestMatch() *gatewayv1alpha1.RequestMatch {
 	return m
 }
 
+// largestExtAuthAPIRule is largestAPIRule with every rule's jwt moved
+// into extAuth: the longest authorizer name and the largest jwt, the
+// list form, as its restrictions (a rule has one of noAuth, jwt and
+// extAuth, and extAuth is the largest).
+func largestExtAuthAPIRule() *gatewayv1alpha1.APIRule {
+	r := largestAPIRule("worst-extauth-", largestJWTList)
+	for i := range r.Spec.Rules {
+		rule := &r.Spec.Rules[i]
+		rule.ExtAuth = &gatewayv1alpha1.ExtAuth{Authorizers: []string{text(fmt.Sprintf("authz-%02d.", i), 63)}, Restrictions: rule.JWT}
+		rule.JWT = nil
+	}
+	return r
+}
+
 // largestRequest is 8 headers and 8 cookies at their longest.
 func largestRequest() *gatewayv1alpha1.RequestModifier {
 	m := &gatewayv1alpha1.RequestModifier{
@@ -146,14 +160,15 @@ func largestRequest() *gatewayv1alpha1.RequestModifier {
 // managed fields, which repeat the keys of every list): it must fit in one
 // etcd object, or a tenant's valid APIRule could not be written.
 func TestWorstCaseAPIRuleIsStored(t *testing.T) {
-	for form, jwt := range map[string]func(int) *gatewayv1alpha1.JWTAuthentication{
-		"single-issuer": largestJWTSingle,
-		"list":          largestJWTList,
+	for form, build := range map[string]func() *gatewayv1alpha1.APIRule{
+		"single-issuer": func() *gatewayv1alpha1.APIRule { return largestAPIRule("worst-single-issuer-", largestJWTSingle) },
+		"list":          func() *gatewayv1alpha1.APIRule { return largestAPIRule("worst-list-", largestJWTList) },
+		"extAuth list":  largestExtAuthAPIRule,
 	} {
 		t.Run("jwt in the "+form+" form", func(t *testing.T) {
 			g := NewWithT(t)
 			ctx := context.Background()
-			r := largestAPIRule("worst-"+form+"-", jwt)
+			r := build()
 			g.Expect(k8sClient.Create(ctx, r)).To(Succeed())
 			t.Cleanup(func() { _ = k8sClient.Delete(ctx, r) })
 			stored := &unstructured.Unstructured{}

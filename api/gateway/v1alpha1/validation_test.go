@@ -83,15 +83,15 @@ func TestAPIRuleValidation(t *testing.T) {
 		}},
 		"both noAuth and jwt": {
 			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[1].NoAuth = ptr.To(true) },
-			wantErr: "each rule needs exactly one of noAuth: true or jwt",
+			wantErr: "each rule needs exactly one of noAuth: true, jwt or extAuth",
 		},
 		"neither noAuth nor jwt": {
 			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[0].NoAuth = nil },
-			wantErr: "each rule needs exactly one of noAuth: true or jwt",
+			wantErr: "each rule needs exactly one of noAuth: true, jwt or extAuth",
 		},
 		"noAuth false without jwt": {
 			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[0].NoAuth = ptr.To(false) },
-			wantErr: "each rule needs exactly one of noAuth: true or jwt",
+			wantErr: "each rule needs exactly one of noAuth: true, jwt or extAuth",
 		},
 		"bad host": {
 			mutate:  func(r *gatewayv1alpha1.APIRule) { r.Spec.Hosts = []gatewayv1alpha1.Hostname{"Orders_API"} },

@@ -132,6 +132,61 @@ type APIRulesSpec struct {
 	// +listMapKey=host
 	// +kubebuilder:validation:MaxItems=256
 	OwnedHosts []HostOwnership `json:"ownedHosts,omitempty"`
+
+	// extAuthProviders grants external authorizers to namespaces. An
+	// APIRule rule's extAuth may name an authorizer only when an entry
+	// with that name lists the APIRule's namespace (or "*"); other
+	// APIRules naming it are refused with AuthorizerNotPermitted and their
+	// Istio objects removed. The name is that of an Istio mesh extension
+	// provider (meshConfig extensionProviders), which the administrator
+	// configures in Istio: an authorizer sees the requests it decides on,
+	// their headers included, so grant it only to the teams that trust it.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	ExtAuthProviders []ExtAuthProviderGrant `json:"extAuthProviders,omitempty"`
+}
+
+// ExtAuthProviderGrant lets the APIRules of some namespaces use one
+// external authorizer.
+type ExtAuthProviderGrant struct {
+	// name of the Istio mesh extension provider, as in meshConfig
+	// extensionProviders and an APIRule's extAuth.authorizers.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// namespaces whose APIRules may use the authorizer; "*" grants it to
+	// every namespace.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$`
+	Namespaces []string `json:"namespaces"`
+}
+
+// GrantsAuthorizer reports whether the external authorizer (an Istio mesh
+// extension provider) is granted to namespace ns.
+func (s *APIRulesSpec) GrantsAuthorizer(name, ns string) bool {
+	if s == nil {
+		return false
+	}
+	for _, g := range s.ExtAuthProviders {
+		if g.Name != name {
+			continue
+		}
+		for _, n := range g.Namespaces {
+			if n == "*" || n == ns {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // HostOwnership gives the names of one host to some namespaces.

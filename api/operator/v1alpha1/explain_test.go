@@ -16,6 +16,7 @@ func TestKubectlExplainDocumentsTheGatewayAPIDefaultGateway(t *testing.T) {
 		"apigateways.spec.gateway.gatewayAPI.gatewayClassName":   {"istio"},
 		"apigateways.status.gateway.gatewayAPI":                  {"Gateway API Gateway"},
 		"apigateways.spec.networkPolicies":                       {"API server", "enforces nothing"},
+		"apigateways.spec.apiRules.extAuthProviders":             {"AuthorizerNotPermitted", "meshConfig extensionProviders"},
 		"apigateways.spec.networkPolicies.enabled":               {"Default true"},
 		"apigateways.spec.networkPolicies.metricsFromNamespaces": {"metrics port"},
 	} {

@@ -57,6 +57,27 @@ func TestGrants(t *testing.T) {
 	g.Expect(none.Grants("*.a.example.com", "team-a")).To(BeFalse())
 }
 
+func authorizerGrant(name string, namespaces ...string) *operatorv1alpha1.APIGateway {
+	gw := gateway("default")
+	gw.Spec.APIRules = &operatorv1alpha1.APIRulesSpec{ExtAuthProviders: []operatorv1alpha1.ExtAuthProviderGrant{{Name: name, Namespaces: namespaces}}}
+	return gw
+}
+
+func TestAuthorizerGrants(t *testing.T) {
+	g := NewWithT(t)
+	spec := &operatorv1alpha1.APIRulesSpec{ExtAuthProviders: []operatorv1alpha1.ExtAuthProviderGrant{
+		{Name: "team-a-authz", Namespaces: []string{"team-a"}}, {Name: "shared-authz", Namespaces: []string{"*"}},
+	}}
+	g.Expect(spec.GrantsAuthorizer("team-a-authz", "team-a")).To(BeTrue())
+	g.Expect(spec.GrantsAuthorizer("team-a-authz", "team-b")).To(BeFalse())
+	g.Expect(spec.GrantsAuthorizer("unlisted", "team-a")).To(BeFalse(), "an authorizer nobody listed is granted to nobody")
+	g.Expect(spec.GrantsAuthorizer("shared-authz", "anyone")).To(BeTrue())
+	var none *operatorv1alpha1.APIRulesSpec
+	g.Expect(none.GrantsAuthorizer("shared-authz", "team-a")).To(BeFalse())
+
+	g.Expect(k8sClient.Create(context.Background(), authorizerGrant("ext-authz.grpc", "team-a", "*"), client.DryRunAll)).To(Succeed())
+}
+
 func withGateway(spec operatorv1alpha1.GatewaySpec) *operatorv1alpha1.APIGateway {
 	gw := gateway("default")
 	gw.Spec.Gateway = &spec
@@ -103,6 +124,18 @@ func TestAPIGatewayValidation(t *testing.T) {
 		"a wildcard grant to a bad namespace name": {
 			obj:     grant("*.example.com", "Team_A"),
 			wantErr: "spec.apiRules.wildcardHosts[0].namespaces[0] in body should match",
+		},
+		"an authorizer grant to no namespace": {
+			obj:     authorizerGrant("ext-authz"),
+			wantErr: "spec.apiRules.extAuthProviders[0].namespaces: Required value",
+		},
+		"an authorizer with an odd name": {
+			obj:     authorizerGrant("Ext Authz", "team-a"),
+			wantErr: "spec.apiRules.extAuthProviders[0].name in body should match",
+		},
+		"an authorizer granted to a bad namespace name": {
+			obj:     authorizerGrant("ext-authz", "Team_A"),
+			wantErr: "spec.apiRules.extAuthProviders[0].namespaces[0] in body should match",
 		},
 		"a gateway without a domain": {
 			obj:     withGateway(operatorv1alpha1.GatewaySpec{}),

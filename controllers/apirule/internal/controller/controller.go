@@ -175,6 +175,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if reason != "" {
 		return r.refuse(ctx, rule, reason, msg)
 	}
+	if msg := ungrantedAuthorizers(rule, grants); msg != "" {
+		return r.refuse(ctx, rule, gatewayv1alpha1.ReasonAuthorizerNotPermitted, msg)
+	}
 	selectors, reason, msg := r.checkReferences(ctx, rule, gateway, parent)
 	if reason != "" {
 		if withdraws(reason) {
@@ -315,6 +318,11 @@ func desiredObjects(out translate.Output) []client.Object {
 	for _, w := range out.Workloads {
 		if w.RequestAuthentication != nil {
 			objs = append(objs, w.RequestAuthentication)
+		}
+		// The authorizer is in place before the ALLOW policy admits its
+		// paths.
+		if w.CustomPolicy != nil {
+			objs = append(objs, w.CustomPolicy)
 		}
 		objs = append(objs, w.AuthorizationPolicy)
 	}

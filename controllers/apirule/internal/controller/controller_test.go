@@ -306,7 +306,7 @@ func TestInvalidAPIRuleIsRejectedByTheAPIServer(t *testing.T) {
 			Rules:   []gatewayv1alpha1.Rule{{Path: "/x", NoAuth: ptr.To(true), JWT: orders.JWT}},
 		},
 	}
-	g.Expect(k8sClient.Create(context.Background(), bad)).To(MatchError(ContainSubstring("each rule needs exactly one of noAuth: true or jwt")))
+	g.Expect(k8sClient.Create(context.Background(), bad)).To(MatchError(ContainSubstring("each rule needs exactly one of noAuth: true, jwt or extAuth")))
 }
 
 // A message built from many objects or errors is cut to the contract's

@@ -41,6 +41,7 @@ func TestGoldenObjectsAreAdmitted(t *testing.T) {
 				Workloads      []struct {
 					AuthorizationPolicy   *securityv1.AuthorizationPolicy
 					RequestAuthentication *securityv1.RequestAuthentication
+					CustomPolicy          *securityv1.AuthorizationPolicy
 				}
 			}
 			g.Expect(yaml.Unmarshal(raw, &golden)).To(Succeed())
@@ -56,6 +57,9 @@ func TestGoldenObjectsAreAdmitted(t *testing.T) {
 				objs = append(objs, w.AuthorizationPolicy)
 				if w.RequestAuthentication != nil {
 					objs = append(objs, w.RequestAuthentication)
+				}
+				if w.CustomPolicy != nil {
+					objs = append(objs, w.CustomPolicy)
 				}
 			}
 			for _, obj := range objs {

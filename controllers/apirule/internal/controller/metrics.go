@@ -26,7 +26,7 @@ var readyReasons = []string{
 	gatewayv1alpha1.ReasonReferenceNotPermitted, gatewayv1alpha1.ReasonBackendNotPermitted, gatewayv1alpha1.ReasonHostOccupied,
 	gatewayv1alpha1.ReasonHostNotPermitted, gatewayv1alpha1.ReasonNoDefaultGateway, gatewayv1alpha1.ReasonHostNotOnGateway,
 	gatewayv1alpha1.ReasonHostReserved, gatewayv1alpha1.ReasonAccessConflict, gatewayv1alpha1.ReasonGatewayAPINotInstalled,
-	gatewayv1alpha1.ReasonRoutePending, gatewayv1alpha1.ReasonRouteNotAccepted,
+	gatewayv1alpha1.ReasonRoutePending, gatewayv1alpha1.ReasonRouteNotAccepted, gatewayv1alpha1.ReasonAuthorizerNotPermitted,
 }
 
 // refusal reports whether a Ready reason refuses the APIRule: the
@@ -39,7 +39,8 @@ func refusal(reason string) bool {
 	case gatewayv1alpha1.ReasonHostOccupied, gatewayv1alpha1.ReasonHostNotPermitted, gatewayv1alpha1.ReasonHostReserved,
 		gatewayv1alpha1.ReasonHostNotOnGateway, gatewayv1alpha1.ReasonNoDefaultGateway,
 		gatewayv1alpha1.ReasonReferenceNotPermitted, gatewayv1alpha1.ReasonBackendNotPermitted,
-		gatewayv1alpha1.ReasonAccessConflict, gatewayv1alpha1.ReasonConflict, gatewayv1alpha1.ReasonInvalidRule:
+		gatewayv1alpha1.ReasonAccessConflict, gatewayv1alpha1.ReasonConflict, gatewayv1alpha1.ReasonInvalidRule,
+		gatewayv1alpha1.ReasonAuthorizerNotPermitted:
 		return true
 	}
 	return false

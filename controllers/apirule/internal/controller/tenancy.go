@@ -32,7 +32,8 @@ func withdraws(reason string) bool {
 	switch reason {
 	case gatewayv1alpha1.ReasonReferenceNotPermitted, gatewayv1alpha1.ReasonBackendNotPermitted,
 		gatewayv1alpha1.ReasonHostOccupied, gatewayv1alpha1.ReasonHostNotPermitted,
-		gatewayv1alpha1.ReasonNoDefaultGateway, gatewayv1alpha1.ReasonHostNotOnGateway, gatewayv1alpha1.ReasonHostReserved:
+		gatewayv1alpha1.ReasonNoDefaultGateway, gatewayv1alpha1.ReasonHostNotOnGateway, gatewayv1alpha1.ReasonHostReserved,
+		gatewayv1alpha1.ReasonAuthorizerNotPermitted:
 		return true
 	}
 	return false
@@ -283,6 +284,9 @@ func (r *Reconciler) checkAccess(ctx context.Context, rule *gatewayv1alpha1.APIR
 	msg := ""
 	for _, w := range out.Workloads {
 		msg = firstConflict(w.AuthorizationPolicy, w.RequestAuthentication, otherAPs, otherRAs)
+		if msg == "" {
+			msg = customConflict(translate.Access{Allow: w.AuthorizationPolicy, Custom: w.CustomPolicy}, accessSets(otherAPs))
+		}
 		if msg != "" {
 			break
 		}
@@ -292,6 +296,15 @@ func (r *Reconciler) checkAccess(ctx context.Context, rule *gatewayv1alpha1.APIR
 	}
 	for _, ap := range ownAPs {
 		if c := firstConflict(ap, nil, olderThan(ap, otherAPs), nil); c != "" {
+			return msg + "; this APIRule's live objects met older ones and were removed", r.deleteUnwanted(ctx, rule, r.Client, nil)
+		}
+	}
+	for _, own := range accessSets(ownAPs) {
+		first := own.Allow
+		if first == nil {
+			first = own.Custom
+		}
+		if c := customConflict(own, accessSets(olderThan(first, otherAPs))); c != "" {
 			return msg + "; this APIRule's live objects met older ones and were removed", r.deleteUnwanted(ctx, rule, r.Client, nil)
 		}
 	}

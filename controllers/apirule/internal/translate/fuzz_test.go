@@ -59,7 +59,9 @@ var (
 		{QueryParams: []gatewayv1alpha1.RuleQueryParamMatch{{Name: "debug", Exact: "1"}}},
 		{Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-beta", Regex: "(1"}}},
 	}
-	fuzzAuth = []*gatewayv1alpha1.JWTAuthentication{
+	// fuzzAuthorizers are the external authorizers extAuth rules name.
+	fuzzAuthorizers = []string{"one", "two"}
+	fuzzAuth        = []*gatewayv1alpha1.JWTAuthentication{
 		nil, // noAuth
 		{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"},
 		{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json", Audiences: []string{"shop"}},
@@ -133,13 +135,22 @@ func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
 		if split := fuzzBackends[svc/(len(fuzzServices)*len(fuzzRewrites))%len(fuzzBackends)]; split != nil {
 			rule.Service, rule.Backends = nil, slices.Clone(split)
 		}
-		auth := int(next())
-		if a := fuzzAuth[auth%len(fuzzAuth)]; a != nil {
+		auth := next()
+		a := fuzzAuth[int(auth&0x3f)%len(fuzzAuth)]
+		switch {
+		case auth&0x80 != 0:
+			// The high bit hands the rule to an authorizer, "one" or
+			// (with bit 6) "two"; a jwt becomes its restrictions.
+			rule.ExtAuth = &gatewayv1alpha1.ExtAuth{Authorizers: []string{fuzzAuthorizers[auth>>6&1]}}
+			if a != nil {
+				rule.ExtAuth.Restrictions = a.DeepCopy()
+			}
+		case a != nil:
 			rule.JWT = a.DeepCopy()
-		} else {
+		default:
 			rule.NoAuth = ptr.To(true)
 		}
-		if m := fuzzMatches[auth/len(fuzzAuth)%len(fuzzMatches)]; m != nil {
+		if m := fuzzMatches[int(auth)/len(fuzzAuth)%len(fuzzMatches)]; m != nil {
 			rule.Match = m.DeepCopy()
 		}
 		r.Spec.Rules = append(r.Spec.Rules, rule)
@@ -175,6 +186,12 @@ func FuzzTranslate(f *testing.F) {
 	f.Add([]byte{0, 1, 3, 0, 0, 1, 3, 0, 0, 10}, "/")                 // a noAuth header match beside a JWT path
 	f.Add([]byte{0, 1, 3, 0, 0, 1, 3, 0, 2, 20}, "/")                 // ... through another Service of the same pods, with two matches
 	f.Add([]byte{0, 1, 0, 1, 0, 30, 3, 0, 0, 1}, "/")                 // a noAuth GET /* for ?debug=1 over a JWT path
+	f.Add([]byte{0, 1, 1, 0, 0, 0, 3, 0, 0, 0x80}, "/")               // noAuth prefix over an extAuth path
+	f.Add([]byte{0, 1, 1, 0, 0, 0x80, 3, 0, 0, 0}, "/")               // extAuth prefix over a noAuth path
+	f.Add([]byte{0, 1, 1, 0, 0, 0x80, 3, 0, 2, 0xc0}, "/")            // two authorizers on pods two Services share
+	f.Add([]byte{0, 1, 1, 0, 0, 0x81, 3, 0, 0, 0x81}, "/")            // one authorizer with restrictions over its own paths
+	f.Add([]byte{0, 1, 1, 0, 0, 0x81, 3, 0, 0, 1}, "/")               // extAuth restrictions over the same jwt
+	f.Add([]byte{0, 1, 3, 0, 0, 0x80, 8, 0, 12, 0}, "/public/*")      // noAuth prefix rewritten over an extAuth path
 	f.Fuzz(func(t *testing.T, data []byte, path string) {
 		r := fuzzAPIRule(data, path)
 		in := Input{APIRule: r, Selectors: fuzzSelectors}
@@ -193,6 +210,7 @@ func FuzzTranslate(f *testing.F) {
 		checkEveryBackendHasAccessControl(t, r, out)
 		checkEveryRuleIsEnforced(t, r, out)
 		checkNoRuleAdmitsLess(t, r, out)
+		checkAuthorizersDecide(t, r, out)
 		checkHTTPRouteMode(t, r, out)
 	})
 }
@@ -332,14 +350,15 @@ func checkEveryRuleIsEnforced(t *testing.T, r *gatewayv1alpha1.APIRule, out Outp
 				t.Fatalf("rule %s %v (%s) has no ALLOW rule demanding %q on %s", rule.Path, rule.Methods, authentication(rule), want, w.Service)
 			}
 		}
-		if rule.JWT == nil {
+		token := rule.TokenRequirement()
+		if token == nil {
 			continue
 		}
 		ra := w.RequestAuthentication
 		if ra == nil || ra.Namespace != w.Service.Namespace || !equalMaps(ra.Spec.Selector.GetMatchLabels(), fuzzSelectors[w.Service]) {
 			t.Fatalf("JWT rule %s: %s has no RequestAuthentication selecting its pods", rule.Path, w.Service)
 		}
-		for _, iss := range fuzzIssuers(rule.JWT) {
+		for _, iss := range fuzzIssuers(token) {
 			if !slices.ContainsFunc(ra.Spec.JwtRules, func(j *securityv1beta1.JWTRule) bool {
 				return j.Issuer == iss.Issuer && j.JwksUri == iss.JWKSURI && len(j.FromHeaders) == len(iss.FromHeaders) && slices.Equal(j.FromParams, iss.FromParams)
 			}) {
@@ -355,7 +374,8 @@ func checkEveryRuleIsEnforced(t *testing.T, r *gatewayv1alpha1.APIRule, out Outp
 func checkNoRuleAdmitsLess(t *testing.T, r *gatewayv1alpha1.APIRule, out Output) {
 	t.Helper()
 	for rule, b := range ruleBackends(r) {
-		if rule.JWT == nil {
+		token := rule.TokenRequirement()
+		if token == nil {
 			continue
 		}
 		for _, w := range out.Workloads {
@@ -368,7 +388,7 @@ func checkNoRuleAdmitsLess(t *testing.T, r *gatewayv1alpha1.APIRule, out Output)
 				if !oraclePathsMeet(op.Paths[0], BackendPath(rule)) || !methodsMeet(op.Methods, methodStrings(rule.Methods)) {
 					continue
 				}
-				if !atLeast(allow, rule.JWT) {
+				if !atLeast(allow, token) {
 					t.Fatalf("the ALLOW rule %v %v (%s) of %s admits requests to JWT rule %s %v of %s with less than %s",
 						op.Paths, op.Methods, demands(allow), w.Service, rule.Path, rule.Methods, b, authentication(rule))
 				}
@@ -404,6 +424,55 @@ func ruleBackends(r *gatewayv1alpha1.APIRule) iter.Seq2[gatewayv1alpha1.Rule, ty
 			}
 		}
 	}
+}
+
+// checkAuthorizersDecide: Istio asks a workload's CUSTOM policies first,
+// so every extAuth rule's requests must match a CUSTOM rule of its
+// authorizer on its backend, and every ALLOW rule on pods it may share
+// that meets its requests must be another rule's of the same authorizer,
+// itself handed to it with that very operation.
+func checkAuthorizersDecide(t *testing.T, r *gatewayv1alpha1.APIRule, out Output) {
+	t.Helper()
+	for rule, b := range ruleBackends(r) {
+		authorizer := rule.Authorizer()
+		if authorizer == "" || b.Namespace != r.Namespace {
+			continue
+		}
+		own := workloadOf(out, b)
+		if own == nil || own.CustomPolicy == nil || own.CustomPolicy.Spec.GetProvider().GetName() != authorizer ||
+			own.CustomPolicy.Spec.Action != securityv1beta1.AuthorizationPolicy_CUSTOM ||
+			!equalMaps(own.CustomPolicy.Spec.Selector.GetMatchLabels(), fuzzSelectors[b]) {
+			t.Fatalf("extAuth rule %s: %s has no CUSTOM policy of authorizer %s selecting its pods", rule.Path, b, authorizer)
+		}
+		if !customHas(own.CustomPolicy.Spec.Rules, BackendPath(rule), methodStrings(rule.Methods)) {
+			t.Fatalf("extAuth rule %s %v: the CUSTOM policy of %s does not hand its requests to %s", rule.Path, rule.Methods, b, authorizer)
+		}
+		for _, w := range out.Workloads {
+			if !shareable(b, w.Service) {
+				continue
+			}
+			if w.CustomPolicy != nil && w.CustomPolicy.Spec.GetProvider().GetName() != authorizer {
+				t.Fatalf("authorizers %s and %s on pods %s and %s may share", authorizer, w.CustomPolicy.Spec.GetProvider().GetName(), b, w.Service)
+			}
+			for _, allow := range w.AuthorizationPolicy.Spec.Rules {
+				op := allow.To[0].Operation
+				if !pathsMeet(op.Paths[0], BackendPath(rule)) || !methodsMeet(op.Methods, methodStrings(rule.Methods)) {
+					continue
+				}
+				if w.CustomPolicy == nil || !customHas(w.CustomPolicy.Spec.Rules, op.Paths[0], op.Methods) {
+					t.Fatalf("the ALLOW rule %v %v of %s meets extAuth rule %s %v of %s without authorizer %s",
+						op.Paths, op.Methods, w.Service, rule.Path, rule.Methods, b, authorizer)
+				}
+			}
+		}
+	}
+}
+
+func customHas(rules []*securityv1beta1.Rule, path string, methods []string) bool {
+	return slices.ContainsFunc(rules, func(c *securityv1beta1.Rule) bool {
+		op := c.To[0].Operation
+		return slices.Equal(op.Paths, []string{path}) && slices.Equal(op.Methods, methods)
+	})
 }
 
 // shareable is written independently of MayShareWorkload: a pod with the
@@ -541,11 +610,12 @@ func demands(allow *securityv1beta1.Rule) string {
 // demanded lists what the ALLOW rules of a rule demand, one entry per
 // alternative.
 func demanded(rule gatewayv1alpha1.Rule) []string {
-	if rule.JWT == nil {
+	token := rule.TokenRequirement()
+	if token == nil {
 		return []string{""}
 	}
 	var issuers []string
-	for _, iss := range fuzzIssuers(rule.JWT) {
+	for _, iss := range fuzzIssuers(token) {
 		issuers = append(issuers, iss.Issuer)
 	}
 	issuers = slices.Compact(slices.Sorted(slices.Values(issuers)))
@@ -554,7 +624,7 @@ func demanded(rule gatewayv1alpha1.Rule) []string {
 		principals[i] += "/*"
 	}
 	base := []string{"principals=" + strings.Join(principals, ","), "request.auth.claims[iss]=" + strings.Join(issuers, ",")}
-	alternatives := fuzzAlternatives(rule.JWT)
+	alternatives := fuzzAlternatives(token)
 	if len(alternatives) == 0 {
 		return []string{strings.Join(base, " ")}
 	}

@@ -191,10 +191,11 @@ func checkIssuers(r *gatewayv1alpha1.APIRule) error {
 	}
 	byIssuer := map[string]seen{}
 	for _, rule := range r.Spec.Rules {
-		if rule.JWT == nil {
+		token := rule.TokenRequirement()
+		if token == nil {
 			continue
 		}
-		for _, iss := range issuersOf(rule.JWT) {
+		for _, iss := range issuersOf(token) {
 			locations := tokenLocations(iss.FromHeaders, iss.FromParams)
 			existing, ok := byIssuer[iss.Issuer]
 			if !ok {
@@ -220,10 +221,11 @@ func checkIssuers(r *gatewayv1alpha1.APIRule) error {
 func jwtRules(r *gatewayv1alpha1.APIRule, backend types.NamespacedName) []*securityv1beta1.JWTRule {
 	byIssuer := map[string]*securityv1beta1.JWTRule{}
 	for _, rule := range r.Spec.Rules {
-		if rule.JWT == nil || !servesBackend(r, rule, backend) {
+		token := rule.TokenRequirement()
+		if token == nil || !servesBackend(r, rule, backend) {
 			continue
 		}
-		for _, iss := range issuersOf(rule.JWT) {
+		for _, iss := range issuersOf(token) {
 			if _, ok := byIssuer[iss.Issuer]; !ok {
 				byIssuer[iss.Issuer] = jwtRuleOf(iss)
 			}

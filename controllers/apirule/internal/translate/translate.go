@@ -72,6 +72,9 @@ type Workload struct {
 	Service               types.NamespacedName
 	AuthorizationPolicy   *securityv1.AuthorizationPolicy
 	RequestAuthentication *securityv1.RequestAuthentication // nil without JWT rules routed here
+	// CustomPolicy hands the requests of the extAuth rules routed here to
+	// their authorizer (action CUSTOM); nil without extAuth rules.
+	CustomPolicy *securityv1.AuthorizationPolicy `json:",omitempty"`
 }
 
 // Object is a Kubernetes object; the package spells it out rather than
@@ -98,6 +101,9 @@ func (o Output) Objects() []Object {
 		objs = append(objs, w.AuthorizationPolicy)
 		if w.RequestAuthentication != nil {
 			objs = append(objs, w.RequestAuthentication)
+		}
+		if w.CustomPolicy != nil {
+			objs = append(objs, w.CustomPolicy)
 		}
 	}
 	return objs
@@ -181,6 +187,12 @@ func PolicyName(r *gatewayv1alpha1.APIRule, backend types.NamespacedName) string
 	if backend.Namespace != r.Namespace {
 		name = r.Namespace + "-" + name
 	}
+	return shortened(name)
+}
+
+// shortened keeps a name within 63 characters: a longer one is cut and
+// ends with a hash of the full name.
+func shortened(name string) string {
 	if len(name) <= maxNameLength {
 		return name
 	}
@@ -232,6 +244,9 @@ func Translate(in Input) (Output, error) {
 	if err := checkSharedRequests(r, in.Selectors); err != nil {
 		return Output{}, err
 	}
+	if err := checkAuthorizers(r, in.Selectors); err != nil {
+		return Output{}, err
+	}
 	var out Output
 	if in.Parent != nil {
 		if err := checkHTTPRoute(r); err != nil {
@@ -265,6 +280,14 @@ func Translate(in Input) (Output, error) {
 			return Output{}, fmt.Errorf("services %s and %s would share the access policy %s; rename one of them", other, b, key)
 		}
 		names[key] = b
+		if custom := customPolicy(r, b, in.Selectors[b]); custom != nil {
+			customKey := types.NamespacedName{Namespace: custom.Namespace, Name: custom.Name}
+			if other, taken := names[customKey]; taken {
+				return Output{}, fmt.Errorf("services %s and %s would share the access policy %s; rename one of them", other, b, customKey)
+			}
+			names[customKey] = b
+			w.CustomPolicy = custom
+		}
 		w.AuthorizationPolicy = authorizationPolicy(r, b, meta, in.Selectors[b])
 		if jwtRules := jwtRules(r, b); len(jwtRules) > 0 {
 			ra := &securityv1.RequestAuthentication{
@@ -524,11 +547,14 @@ func authorizationPolicy(r *gatewayv1alpha1.APIRule, backend types.NamespacedNam
 			continue
 		}
 		op := &securityv1beta1.Operation{Paths: []string{BackendPath(exposed)}, Methods: methodStrings(exposed.Methods)}
-		if exposed.JWT == nil {
+		token := exposed.TokenRequirement()
+		if token == nil {
+			// noAuth, or extAuth without restrictions: the CUSTOM policy
+			// (customPolicy) has the authorizer decide first.
 			spec.Rules = append(spec.Rules, &securityv1beta1.Rule{To: []*securityv1beta1.Rule_To{{Operation: op}}})
 			continue
 		}
-		spec.Rules = append(spec.Rules, callerRules(accessOf(exposed.JWT), op)...)
+		spec.Rules = append(spec.Rules, callerRules(accessOf(token), op)...)
 	}
 	return ap
 }
@@ -611,17 +637,28 @@ func methodsOverlap(a, b []gatewayv1alpha1.HTTPMethod) bool {
 }
 
 func sameAuthentication(a, b gatewayv1alpha1.Rule) bool {
-	if a.JWT == nil || b.JWT == nil {
-		return a.JWT == nil && b.JWT == nil
+	if a.Authorizer() != b.Authorizer() {
+		return false
 	}
-	return accessOf(a.JWT).equal(accessOf(b.JWT))
+	ta, tb := a.TokenRequirement(), b.TokenRequirement()
+	if ta == nil || tb == nil {
+		return ta == nil && tb == nil
+	}
+	return accessOf(ta).equal(accessOf(tb))
 }
 
 // authentication describes what a rule demands of a caller; two rules
 // demanding the same have the same description.
 func authentication(rule gatewayv1alpha1.Rule) string {
-	if rule.JWT == nil {
+	token := rule.TokenRequirement()
+	if authorizer := rule.Authorizer(); authorizer != "" {
+		if token == nil {
+			return "extAuth " + authorizer
+		}
+		return "extAuth " + authorizer + " then " + accessOf(token).String()
+	}
+	if token == nil {
 		return "noAuth"
 	}
-	return accessOf(rule.JWT).String()
+	return accessOf(token).String()
 }

@@ -166,6 +166,14 @@ func TestTranslateGolden(t *testing.T) {
 					QueryParams: []gatewayv1alpha1.RuleQueryParamMatch{{Name: "format", Exact: "csv"}, {Name: "v", Regex: "2|3"}},
 				}},
 		)),
+		"extauth": newAPIRule(withRules(
+			gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+			gatewayv1alpha1.Rule{Path: "/orders/*", Methods: []gatewayv1alpha1.HTTPMethod{"POST", "GET"}, ExtAuth: extAuth("ext-authz", nil)},
+			gatewayv1alpha1.Rule{Path: "/admin/*", ExtAuth: extAuth("ext-authz", jwt("https://idp.example.com", []string{"shop"}, []string{"admin"})),
+				Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/v2/admin/"}},
+			gatewayv1alpha1.Rule{Path: "/reports/*", Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000},
+				ExtAuth: extAuth("opa.policies", nil)},
+		)),
 		// Istio mode only: see TestHTTPRouteModeRefusesRetries.
 		"retries": newAPIRule(func(r *gatewayv1alpha1.APIRule) {
 			r.Spec.Timeout = &metav1.Duration{Duration: 10 * time.Second}
