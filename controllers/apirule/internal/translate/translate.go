@@ -201,6 +201,27 @@ func shortened(name string) string {
 	return strings.TrimRight(name[:maxNameLength-len(hash)-1], "-.") + "-" + hash
 }
 
+// checkRules runs the checks of the rules against each other, in order:
+// the first refusal is the one reported.
+func checkRules(r *gatewayv1alpha1.APIRule, selectors map[types.NamespacedName]map[string]string) error {
+	for _, check := range []func() error{
+		func() error { return checkIssuers(r) },
+		func() error { return checkMatches(r) },
+		func() error { return checkDuplicates(r) },
+		func() error { return checkCoveredRules(r, selectors) },
+		func() error { return checkTemplateOverlaps(r, selectors) },
+		func() error { return checkRequestModifiers(r) },
+		func() error { return checkRewriteTargets(r, selectors) },
+		func() error { return checkSharedRequests(r, selectors) },
+		func() error { return checkAuthorizers(r, selectors) },
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Translate builds the Istio objects of an APIRule, or explains why the
 // APIRule cannot be enforced as written.
 func Translate(in Input) (Output, error) {
@@ -220,31 +241,7 @@ func Translate(in Input) (Output, error) {
 			return Output{}, fmt.Errorf("service %s has no pod selector, so access rules cannot be bound to a workload", b)
 		}
 	}
-	if err := checkIssuers(r); err != nil {
-		return Output{}, err
-	}
-	if err := checkMatches(r); err != nil {
-		return Output{}, err
-	}
-	if err := checkDuplicates(r); err != nil {
-		return Output{}, err
-	}
-	if err := checkCoveredRules(r, in.Selectors); err != nil {
-		return Output{}, err
-	}
-	if err := checkTemplateOverlaps(r, in.Selectors); err != nil {
-		return Output{}, err
-	}
-	if err := checkRequestModifiers(r); err != nil {
-		return Output{}, err
-	}
-	if err := checkRewriteTargets(r, in.Selectors); err != nil {
-		return Output{}, err
-	}
-	if err := checkSharedRequests(r, in.Selectors); err != nil {
-		return Output{}, err
-	}
-	if err := checkAuthorizers(r, in.Selectors); err != nil {
+	if err := checkRules(r, in.Selectors); err != nil {
 		return Output{}, err
 	}
 	var out Output
