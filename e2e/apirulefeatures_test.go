@@ -3,6 +3,9 @@
 package e2e
 
 import (
+	"encoding/json"
+	"strings"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -108,6 +111,17 @@ func apiRuleFeatureSpecs(gatewayIP *string) {
 		tally := requestFromPod(ctx, map[string][]string{
 			"split": {url + "/catalog/shoes", "--host", host, "--loop", "--timeout", "8s", "--interval", "200ms", "--expect-body", "orders-canary GET"},
 		})
-		Expect(tally["split"]).To(ContainSubstring(`"ok":`))
+		// The loop counts the canary's answers as expected and the stable
+		// backend's as a body mismatch: both must have answered, and
+		// nothing else may have happened.
+		var last trafficTally
+		for _, line := range strings.Split(tally["split"], "\n") {
+			if rest, ok := strings.CutPrefix(line, "traffic "); ok {
+				Expect(json.Unmarshal([]byte(rest), &last)).To(Succeed(), line)
+			}
+		}
+		Expect(last.OK).To(BeNumerically(">", 0), "the canary answered: %s", tally["split"])
+		Expect(last.Errors).To(HaveKey("body"), "the stable backend answered: %s", tally["split"])
+		Expect(last.Failed).To(Equal(last.Errors["body"]), "no request failed otherwise: %s", tally["split"])
 	})
 }
