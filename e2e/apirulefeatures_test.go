@@ -24,7 +24,8 @@ import (
 // traffic between the stable backend and the canary. Requests go from a
 // client pod through the gateway stand-in, which routes, rewrites, sets
 // headers and splits as Envoy does from the VirtualService the apirule
-// controller wrote; the backends echo the path and headers they received.
+// controller wrote; the backends echo the path and, asked with
+// X-Echo-Headers, the headers they received.
 //
 // Call it inside the Portico Describe after the routing spec (it needs
 // gatewayIP's stand-in and the orders backend in namespace shop).
@@ -88,13 +89,13 @@ func apiRuleFeatureSpecs(gatewayIP *string) {
 			// Each backend of the split receives some of the requests, with
 			// the headers and the cookie the rule sets, replacing what the
 			// client sent (each get retries until its backend answers).
-			"stable": {url + "/catalog/shoes", "--host", host, "--header", "X-Api-Version=1", "--header", "Cookie=session=forged",
+			"stable": {url + "/catalog/shoes", "--host", host, "--header", "X-Echo-Headers=1", "--header", "X-Api-Version=1", "--header", "Cookie=session=forged",
 				"--expect-body", "orders GET /catalog/shoes", "--interval", "100ms"},
-			"canary": {url + "/catalog/shoes", "--host", host, "--header", "X-Api-Version=1",
+			"canary": {url + "/catalog/shoes", "--host", host, "--header", "X-Echo-Headers=1", "--header", "X-Api-Version=1",
 				"--expect-body", "orders-canary GET /catalog/shoes", "--interval", "100ms"},
 			// The header match sends beta testers to the beta rule: its
 			// header, never the split's.
-			"beta": {url + "/catalog/shoes", "--host", host, "--header", "X-Beta=true", "--expect-body", "X-Route: beta"},
+			"beta": {url + "/catalog/shoes", "--host", host, "--header", "X-Echo-Headers=1", "--header", "X-Beta=true", "--expect-body", "X-Route: beta"},
 			// /v1/items/7 reaches the pods as /items/7.
 			"rewrite": {url + "/v1/items/7", "--host", host, "--expect-body", "orders GET /items/7"},
 		})

@@ -126,8 +126,12 @@ func backend(ctx context.Context, args []string) error {
 	return run(ctx, &http.Server{Addr: *addr, ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Backend", *name)
 		fmt.Fprintf(w, "%s %s %s\n", *name, r.Method, r.URL.Path)
-		// Then the request's headers, sorted, one "Name: value" line each:
-		// the e2e reads what the gateway set on the way.
+		// Asked with X-Echo-Headers, then the request's headers, sorted, one
+		// "Name: value" line each: the e2e reads what the gateway set on
+		// the way. Without it the answer is the one line.
+		if r.Header.Get("X-Echo-Headers") == "" {
+			return
+		}
 		for _, k := range slices.Sorted(maps.Keys(r.Header)) {
 			fmt.Fprintf(w, "%s: %s\n", k, strings.Join(r.Header[k], ","))
 		}
