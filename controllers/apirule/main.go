@@ -40,7 +40,7 @@ func main() {
 		},
 		Setup: func(mgr ctrl.Manager, env runner.Environment) error {
 			r := &controller.Reconciler{
-				Client: mgr.GetClient(), CheckGateways: env.HasOptional(contract.IstioGateways), CheckServiceEntries: env.HasOptional(contract.ServiceEntries),
+				Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(controller.FieldManager), CheckGateways: env.HasOptional(contract.IstioGateways), CheckServiceEntries: env.HasOptional(contract.ServiceEntries),
 				CheckWorkloadEntries: env.HasOptional(contract.WorkloadEntries), ReadGrants: env.HasOptional(contract.APIGateways),
 				GatewayAPI: gatewayAPI(env), CheckGatewayAPIGateways: env.HasOptional(contract.GatewayAPIGateways),
 			}

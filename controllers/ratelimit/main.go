@@ -8,6 +8,7 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
@@ -33,7 +35,9 @@ func main() {
 		Cache: func(opts *cache.Options, env runner.Environment) {
 			controller.ConfigureCache(opts, env.HasOptional(contract.APIRules))
 		},
-		Retire: controller.Retire,
+		Retire: func(ctx context.Context, c client.Client) error {
+			return controller.Retire(ctx, c, os.Getenv(contract.EnvIstioRootNamespace))
+		},
 		Setup: func(mgr ctrl.Manager, env runner.Environment) error {
 			r := &controller.Reconciler{
 				Client:                  mgr.GetClient(),

@@ -119,6 +119,12 @@ const (
 	ReasonNoForeignRoute = "NoForeignRoute"
 )
 
+// EventLookAlikeIgnored is the reason of the Warning Event an APIRule or a
+// RateLimit gets when objects carry the labels of the objects Portico
+// writes for it but Portico did not write them: they are left alone (never
+// updated, deleted or waited for). The Event counts them and names none.
+const EventLookAlikeIgnored = "LookAlikeIgnored"
+
 // RateLimit's Accepted condition reasons of its own (GEP-713's
 // TargetNotFound and Conflicted are ReasonTargetNotFound and
 // ReasonConflicted below).

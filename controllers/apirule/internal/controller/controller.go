@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -38,9 +39,8 @@ const (
 	// Finalizer keeps an APIRule that has written objects until the
 	// controller has deleted every one of them and seen them gone: its
 	// hosts stay claimed until then (the next claimant waits, so two
-	// tenants' routes are never live for one host), objects in other
-	// namespaces (which owner references cannot reach) go too, and nothing
-	// depends on the garbage collector's timing.
+	// tenants' routes are never live for one host) and nothing depends on
+	// the garbage collector's timing.
 	Finalizer = "gateway.portico.dev/apirule-cleanup"
 	// releaseRetry is how often a deleting or refused APIRule looks again
 	// while an object of its own is still being deleted (another's
@@ -99,6 +99,9 @@ type Reconciler struct {
 	// CheckGatewayAPIGateways verifies that the Gateway API Gateway an
 	// APIRule names exists; only possible while its CRD is installed.
 	CheckGatewayAPIGateways bool
+	// Recorder reports objects that only look like the controller's
+	// (EventLookAlikeIgnored); nil records nothing.
+	Recorder events.EventRecorder
 
 	// cache is the manager's cache, with the indexes of SetupWithManager,
 	// that Client reads.
@@ -403,17 +406,21 @@ func splitGateway(ref string) (string, string) {
 	return "", ref
 }
 
-// owns reports whether obj was created for rule. In the APIRule's namespace
-// that is its controller owner reference (by UID, so not a former APIRule
-// of the same name); elsewhere, where owner references cannot point to it,
-// the labels naming it, on an object no one else controls.
+// owns reports whether the controller wrote obj for rule: it writes only
+// in the APIRule's namespace (consent to route to another namespace's
+// Service is not consent to write there), each object controlled by the
+// APIRule (by UID, so not a former APIRule of the same name). Labels are a
+// claim, never a proof: anyone who writes a namespace can copy them, so an
+// object elsewhere that names the APIRule is never the controller's.
 func owns(rule *gatewayv1alpha1.APIRule, obj client.Object) bool {
-	if obj.GetNamespace() == rule.Namespace {
-		return metav1.IsControlledBy(obj, rule)
-	}
+	return obj.GetNamespace() == rule.Namespace && metav1.IsControlledBy(obj, rule)
+}
+
+// labelledFor reports whether obj's labels name rule.
+func labelledFor(rule *gatewayv1alpha1.APIRule, obj client.Object) bool {
 	l := obj.GetLabels()
 	return l[translate.LabelManagedBy] == translate.ManagedBy && l[translate.LabelAPIRule] == rule.Name &&
-		l[translate.LabelAPIRuleNamespace] == rule.Namespace && metav1.GetControllerOf(obj) == nil
+		l[translate.LabelAPIRuleNamespace] == rule.Namespace
 }
 
 // liveObjects reads the live counterpart of every desired object from the
@@ -696,8 +703,11 @@ func (r *Reconciler) finalize(ctx context.Context, rule *gatewayv1alpha1.APIRule
 // release deletes every object of the APIRule, read past the cache (in
 // every namespace: objects created moments ago may not be cached yet), and
 // takes the finalizer off once none is left. Until then the APIRule's
-// hosts stay claimed; an object that another's finalizer holds is looked
-// at again after releaseRetry.
+// hosts stay claimed; an object of its own that another's finalizer holds
+// is looked at again after releaseRetry. Objects that only carry the
+// APIRule's labels (anywhere: another namespace's tenant can write them)
+// are never deleted or waited for, only reported: a tenant cannot hold
+// another's APIRule, and so its hosts, in deletion.
 func (r *Reconciler) release(ctx context.Context, rule *gatewayv1alpha1.APIRule) (ctrl.Result, error) {
 	selector := client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy,
 		translate.LabelAPIRule: rule.Name, translate.LabelAPIRuleNamespace: rule.Namespace}
@@ -705,15 +715,23 @@ func (r *Reconciler) release(ctx context.Context, rule *gatewayv1alpha1.APIRule)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	remaining, err := r.deleteObjects(ctx, rule, objs, nil)
-	if err != nil {
+	r.reportLookAlikes(rule, objs)
+	if _, err := r.deleteObjects(ctx, rule, objs, nil); err != nil {
 		return ctrl.Result{}, err
 	}
-	if remaining == 0 && len(objs) > 0 {
-		// Deleted just now: gone, unless another's finalizer holds one.
+	remaining := 0
+	for _, o := range objs {
+		if owns(rule, o) {
+			remaining++
+		}
+	}
+	if remaining > 0 {
+		// Deleted just now, or being deleted: gone, unless another's
+		// finalizer holds one.
 		if objs, err = r.objectsOf(ctx, r.Reader, selector); err != nil {
 			return ctrl.Result{}, err
 		}
+		remaining = 0
 		for _, o := range objs {
 			if owns(rule, o) {
 				remaining++
@@ -725,6 +743,24 @@ func (r *Reconciler) release(ctx context.Context, rule *gatewayv1alpha1.APIRule)
 		return ctrl.Result{RequeueAfter: releaseRetry}, nil
 	}
 	return ctrl.Result{}, r.setFinalizer(ctx, rule, false)
+}
+
+// reportLookAlikes records an Event on the APIRule for the objects among
+// objs that carry its labels but that the controller did not write for it.
+// The Event counts them and names none: they may be in namespaces the
+// APIRule's owner must not learn of.
+func (r *Reconciler) reportLookAlikes(rule *gatewayv1alpha1.APIRule, objs []client.Object) {
+	n := 0
+	for _, o := range objs {
+		if labelledFor(rule, o) && !owns(rule, o) {
+			n++
+		}
+	}
+	if n == 0 || r.Recorder == nil {
+		return
+	}
+	r.Recorder.Eventf(rule, nil, corev1.EventTypeWarning, gatewayv1alpha1.EventLookAlikeIgnored, "Release",
+		"%d object(s) carry this APIRule's labels but were not written by Portico for it: they were left alone and are not waited for", n)
 }
 
 func (r *Reconciler) setFinalizer(ctx context.Context, rule *gatewayv1alpha1.APIRule, present bool) error {

@@ -83,7 +83,7 @@ func startController(ctx context.Context, env *testenv.Env) error {
 		return err
 	}
 	if err := (&Reconciler{Client: mgr.GetClient(), CheckGateways: true, CheckServiceEntries: true, CheckWorkloadEntries: true, ReadGrants: true,
-		GatewayAPI: true, CheckGatewayAPIGateways: true}).SetupWithManager(ctx, mgr); err != nil {
+		GatewayAPI: true, CheckGatewayAPIGateways: true, Recorder: mgr.GetEventRecorder(FieldManager)}).SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
 	go func() { _ = mgr.Start(ctx) }()

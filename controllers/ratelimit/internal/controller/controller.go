@@ -59,8 +59,26 @@ const kindEnvoyFilter = "EnvoyFilter"
 // World is the single key every event maps to.
 var World = reconcile.Request{NamespacedName: types.NamespacedName{Name: "world"}}
 
-// ManagedSelector selects the EnvoyFilters this controller owns.
+// ManagedSelector selects the EnvoyFilters that claim to be this
+// controller's; Written decides which of them are.
 var ManagedSelector = client.MatchingLabels{topology.LabelManagedBy: topology.ManagedBy}
+
+// Written reports whether the controller wrote ef, which carries its
+// labels. Labels are a claim, never a proof: whoever writes a namespace can
+// copy them. The controller writes a filter only in Istio's root namespace
+// (root), which no tenant writes, or in the namespace of the RateLimits it
+// holds, which its label names; a labelled filter anywhere else (a tenant's
+// look-alike naming another namespace) is never the controller's, so it is
+// never updated, deleted or retired. A look-alike a tenant writes in its
+// own namespace can only make the controller change or remove that
+// tenant's own object, at a name the controller writes there anyway.
+func Written(ef client.Object, root string) bool {
+	l := ef.GetLabels()
+	if l[topology.LabelManagedBy] != topology.ManagedBy {
+		return false
+	}
+	return ef.GetNamespace() == root || l[topology.LabelNamespace] == ef.GetNamespace()
+}
 
 // foreignRecheck is how often an EnvoyFilter name held by an object the
 // controller does not manage is checked again: such objects are not cached
@@ -107,7 +125,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 	}
 	live := map[string]*networkingv1alpha3.EnvoyFilter{}
 	for _, ef := range existing.Items {
-		live[ef.Namespace+"/"+ef.Name] = ef
+		if Written(ef, r.rootNamespace()) {
+			live[ef.Namespace+"/"+ef.Name] = ef
+		}
 	}
 
 	// Each filter holds the RateLimits of one namespace; a filter that
@@ -486,9 +506,9 @@ func (r *Reconciler) apply(ctx context.Context, desired, live *networkingv1alpha
 			operation = metrics.Create
 		}
 		switch {
-		case err == nil && existing.Labels[topology.LabelManagedBy] != topology.ManagedBy:
-			return fmt.Errorf("EnvoyFilter %s/%s exists but is not managed by the ratelimit controller (no label %s=%s): %w, it is left untouched",
-				desired.Namespace, desired.Name, topology.LabelManagedBy, topology.ManagedBy, errForeign)
+		case err == nil && !Written(existing, r.rootNamespace()):
+			return fmt.Errorf("EnvoyFilter %s/%s exists but the ratelimit controller did not write it: %w, it is left untouched",
+				desired.Namespace, desired.Name, errForeign)
 		case client.IgnoreNotFound(err) != nil:
 			return fmt.Errorf("read EnvoyFilter %s/%s: %w", desired.Namespace, desired.Name, err)
 		}
@@ -645,17 +665,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return b.Complete(r)
 }
 
-// Retire deletes every EnvoyFilter the controller manages. It runs when the
+// Retire deletes every EnvoyFilter the controller wrote (Written, with
+// Istio's root namespace root, "" for the default). It runs when the
 // controller is disabled or Portico removed: the filters would otherwise
 // keep limiting traffic with nobody left to update or remove them (owner
 // references cannot reach filters outside their RateLimits' namespace).
-func Retire(ctx context.Context, c client.Client) error {
+func Retire(ctx context.Context, c client.Client, root string) error {
+	if root == "" {
+		root = topology.DefaultRootNamespace
+	}
 	var filters networkingv1alpha3.EnvoyFilterList
 	if err := c.List(ctx, &filters, ManagedSelector); err != nil {
 		return fmt.Errorf("list managed EnvoyFilters: %w", err)
 	}
 	var errs []error
 	for _, ef := range filters.Items {
+		if !Written(ef, root) {
+			continue
+		}
 		// The UID precondition keeps a same-named filter created meanwhile
 		// by someone else safe.
 		err := c.Delete(ctx, ef, client.Preconditions{UID: &ef.UID})

@@ -527,12 +527,20 @@ func TestRetireRemovesOnlyManagedFilters(t *testing.T) {
 	}, eventually).Should(Succeed())
 	admins := adminsFilter("gateways", "admins-own-filter")
 	create(t, admins)
+	// A tenant's look-alike: the controller's labels, naming another
+	// namespace than its own.
+	lookAlike := adminsFilter("bookinfo", "look-alike")
+	lookAlike.Labels = map[string]string{topology.LabelManagedBy: topology.ManagedBy, topology.LabelNamespace: "shop"}
+	create(t, lookAlike)
 
 	var before networkingv1alpha3.EnvoyFilterList
 	g.Expect(k8sClient.List(ctx, &before, ManagedSelector)).To(Succeed())
 	g.Expect(before.Items).NotTo(BeEmpty())
-	g.Expect(Retire(ctx, k8sClient)).To(Succeed())
+	g.Expect(Retire(ctx, k8sClient, "")).To(Succeed())
 	for _, ef := range before.Items {
+		if ef.UID == lookAlike.UID {
+			continue
+		}
 		// The reconciler of this test still runs and may write a filter
 		// back, but never the same object.
 		live := &networkingv1alpha3.EnvoyFilter{}
@@ -544,6 +552,9 @@ func TestRetireRemovesOnlyManagedFilters(t *testing.T) {
 		}
 	}
 	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(admins), &networkingv1alpha3.EnvoyFilter{})).To(Succeed())
+	live := &networkingv1alpha3.EnvoyFilter{}
+	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(lookAlike), live)).To(Succeed(), "the look-alike was retired")
+	g.Expect(live.DeletionTimestamp).To(BeNil())
 }
 
 // An APIRule's events reach the RateLimits that target it, whichever comes
