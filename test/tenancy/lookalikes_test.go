@@ -130,6 +130,7 @@ func TestALookAlikeInTheAPIRulesNamespaceIsNeverDeleted(t *testing.T) {
 func TestALabelledForeignRouteIsStillReportedAsShared(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
+	ensureSharedGateway(t)
 	create(t, alice, service(teamA, "gw-labelled"))
 	rule := onGatewayAPI(apiRule(teamA, "gw-labelled", "gw-labelled.a.example", "", backend("", "gw-labelled"), noAuth("/health")))
 	create(t, alice, rule)

@@ -12,6 +12,7 @@ import (
 	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -52,7 +53,7 @@ func TestMain(m *testing.M) {
 		Istio:      true,
 		GatewayAPI: true,
 		AddToScheme: []func(*runtime.Scheme) error{
-			discoveryv1.AddToScheme, rbacv1.AddToScheme, gatewayv1alpha1.AddToScheme,
+			discoveryv1.AddToScheme, eventsv1.AddToScheme, rbacv1.AddToScheme, gatewayv1alpha1.AddToScheme,
 			networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, securityv1.AddToScheme,
 			gatewayapiv1.Install, gatewayapiv1beta1.Install,
 		},
