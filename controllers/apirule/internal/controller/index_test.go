@@ -41,9 +41,10 @@ func TestHostIndexFindsEveryOverlap(t *testing.T) {
 // name many tenants use costs each reconcile only its own objects; objects
 // without Portico's labels are not indexed at all.
 func TestOwnerIndexKeysByNamespaceAndName(t *testing.T) {
-	labelled := func(labels map[string]string) *networkingv1.VirtualService {
-		return &networkingv1.VirtualService{ObjectMeta: metav1.ObjectMeta{Namespace: "backends", Name: "vs", Labels: labels}}
+	labelledIn := func(ns string, labels map[string]string) *networkingv1.VirtualService {
+		return &networkingv1.VirtualService{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vs", Labels: labels}}
 	}
+	labelled := func(labels map[string]string) *networkingv1.VirtualService { return labelledIn("shop", labels) }
 	tests := []struct {
 		name   string
 		labels map[string]string
@@ -56,6 +57,11 @@ func TestOwnerIndexKeysByNamespaceAndName(t *testing.T) {
 		{name: "no APIRule namespace", want: nil,
 			labels: map[string]string{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: "api"}},
 		{name: "no labels", want: nil},
+	}
+	// Another namespace's object naming shop/api is a look-alike, never
+	// its: not indexed for it.
+	if got := ownerKey(labelledIn("backends", map[string]string{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: "api", translate.LabelAPIRuleNamespace: "shop"})); got != nil {
+		t.Errorf("ownerKey of a look-alike in another namespace = %q, want none", got)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

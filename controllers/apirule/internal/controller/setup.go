@@ -379,7 +379,10 @@ func gatewayAPIKey(namespace, name string) string {
 // reconciles walk the objects of all the others.
 func ownerKey(o client.Object) []string {
 	l := o.GetLabels()
-	if l[translate.LabelManagedBy] != translate.ManagedBy || l[translate.LabelAPIRule] == "" || l[translate.LabelAPIRuleNamespace] == "" {
+	if l[translate.LabelManagedBy] != translate.ManagedBy || l[translate.LabelAPIRule] == "" || l[translate.LabelAPIRuleNamespace] != o.GetNamespace() {
+		// Another namespace's object is never the APIRule's (owns): a
+		// tenant's flood of look-alikes naming another's APIRule must not
+		// lengthen that APIRule's every pass.
 		return nil
 	}
 	return []string{l[translate.LabelAPIRuleNamespace] + "/" + l[translate.LabelAPIRule]}
@@ -580,6 +583,9 @@ func (m mapper) endpoints(ctx context.Context, o client.Object) []reconcile.Requ
 }
 
 // toAPIRuleRequests maps an object the controller labelled to its APIRule.
+// Only an object in the APIRule's own namespace can be the APIRule's (owns):
+// a labelled object of another namespace, which its tenant may write and
+// rewrite at will, starts no reconcile of another tenant's APIRule.
 func toAPIRuleRequests(o client.Object) []reconcile.Request {
 	l := o.GetLabels()
 	if l[translate.LabelManagedBy] != translate.ManagedBy || l[translate.LabelAPIRule] == "" {
@@ -588,6 +594,9 @@ func toAPIRuleRequests(o client.Object) []reconcile.Request {
 	ns := l[translate.LabelAPIRuleNamespace]
 	if ns == "" {
 		ns = o.GetNamespace()
+	}
+	if ns != o.GetNamespace() {
+		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: l[translate.LabelAPIRule]}}}
 }
