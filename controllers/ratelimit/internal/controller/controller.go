@@ -507,7 +507,7 @@ func (r *Reconciler) apply(ctx context.Context, desired, live *networkingv1alpha
 		}
 		switch {
 		case err == nil && !Written(existing, r.rootNamespace()):
-			return fmt.Errorf("EnvoyFilter %s/%s exists but the ratelimit controller did not write it: %w, it is left untouched",
+			return fmt.Errorf("EnvoyFilter %s/%s exists but is not managed by the ratelimit controller (it did not write it): %w, it is left untouched",
 				desired.Namespace, desired.Name, errForeign)
 		case client.IgnoreNotFound(err) != nil:
 			return fmt.Errorf("read EnvoyFilter %s/%s: %w", desired.Namespace, desired.Name, err)
