@@ -191,7 +191,7 @@ func start(in RunInput) (*Env, error) {
 
 // stop stops the control plane and removes what start made for it.
 func (e *Env) stop() error {
-	err := e.Environment.Stop()
+	err := e.Stop()
 	if e.certDir != "" {
 		err = errors.Join(err, os.RemoveAll(e.certDir))
 	}
