@@ -5,6 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -35,6 +40,12 @@ type RunInput struct {
 	FieldValidation string
 	// Namespaces are created once the API server runs.
 	Namespaces []string
+	// Restartable keeps the API server's certificates in a directory of
+	// their own, so that Env.KillAPIServer and Env.StartAPIServer take it
+	// away and bring it back on the same address with the same serving
+	// certificate: clients configured before the outage reach it again, as
+	// after a real API server restart (chaos tests). etcd keeps running.
+	Restartable bool
 	// Setup, when set, runs once the environment is up, before any test:
 	// it keeps what the tests use (env.Client, env.Config, the Env itself)
 	// and starts what they exercise (a manager, controller processes). ctx
@@ -57,6 +68,57 @@ type Env struct {
 	Client client.Client
 	// Scheme is the client's.
 	Scheme *kruntime.Scheme
+	// certDir holds the API server's certificates when RunInput.Restartable.
+	certDir string
+}
+
+// KillAPIServer kills the API server (only with RunInput.Restartable), as
+// a crash would: no graceful shutdown, every request fails until
+// StartAPIServer. (envtest's own stop is graceful and waits for up to 20 s
+// while the API server drains its watches.)
+func (e *Env) KillAPIServer() error {
+	if e.certDir == "" {
+		return errors.New("the API server is not restartable (RunInput.Restartable)")
+	}
+	pid, err := e.apiServerPID()
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill kube-apiserver (pid %d): %w", pid, err)
+	}
+	// envtest sees the process gone and forgets it (its certificates stay).
+	return e.ControlPlane.APIServer.Stop()
+}
+
+// apiServerPID finds the API server's process: the kube-apiserver whose
+// --cert-dir is this environment's.
+func (e *Env) apiServerPID() (int, error) {
+	cmdlines, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		return 0, err
+	}
+	for _, path := range cmdlines {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(raw), "\x00")
+		if filepath.Base(args[0]) != "kube-apiserver" || !slices.Contains(args, "--cert-dir="+e.certDir) {
+			continue
+		}
+		return strconv.Atoi(filepath.Base(filepath.Dir(path)))
+	}
+	return 0, fmt.Errorf("no kube-apiserver process with --cert-dir=%s", e.certDir)
+}
+
+// StartAPIServer starts the killed API server again, on the same address
+// with the same certificates, and returns once it reports healthy.
+func (e *Env) StartAPIServer() error {
+	if e.certDir == "" {
+		return errors.New("the API server is not restartable (RunInput.Restartable)")
+	}
+	return e.ControlPlane.APIServer.Start()
 }
 
 // Run is the one way a test package starts envtest; its TestMain is
@@ -74,7 +136,7 @@ func Run(m *testing.M, in RunInput) int {
 		return 1
 	}
 	defer func() {
-		if err := env.Stop(); err != nil {
+		if err := env.stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "testenv: stop:", err)
 		}
 	}()
@@ -109,13 +171,31 @@ func start(in RunInput) (*Env, error) {
 		return nil, err
 	}
 	e := &Env{Environment: env, Scheme: Scheme(in.AddToScheme...)}
+	if in.Restartable {
+		// envtest removes a certificate directory it made itself when the
+		// API server stops, and makes a new CA on the next start; one given
+		// here is kept (and removed by stop).
+		if e.certDir, err = os.MkdirTemp("", "portico-apiserver-"); err != nil {
+			return nil, err
+		}
+		env.ControlPlane.APIServer = &envtest.APIServer{CertDir: e.certDir}
+	}
 	if e.Config, err = env.Start(); err != nil {
-		return nil, errors.Join(fmt.Errorf("start envtest: %w", err), env.Stop())
+		return nil, errors.Join(fmt.Errorf("start envtest: %w", err), e.stop())
 	}
 	if err := e.connect(in); err != nil {
-		return nil, errors.Join(err, env.Stop())
+		return nil, errors.Join(err, e.stop())
 	}
 	return e, nil
+}
+
+// stop stops the control plane and removes what start made for it.
+func (e *Env) stop() error {
+	err := e.Stop()
+	if e.certDir != "" {
+		err = errors.Join(err, os.RemoveAll(e.certDir))
+	}
+	return err
 }
 
 // connect makes the client and the namespaces.

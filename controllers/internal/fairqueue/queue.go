@@ -9,6 +9,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+
+	"github.com/portico-dev/portico/internal/backoff"
 )
 
 // Queue is a fair work queue; New makes one.
@@ -198,11 +200,11 @@ var _ priorityqueue.PriorityQueue[string] = &Queue[string]{}
 
 // New returns a fair queue: tenantOf names the tenant of an item, whose
 // items share one turn; rateLimiter decides the delays of AddRateLimited
-// (nil: per-item exponential back-off from 5 ms to 1000 s, as
-// controller-runtime's). name labels the workqueue metrics ("" for none).
+// (nil: Portico's, backoff.Limiter: per-item exponential from 5 ms, capped
+// at 10 s). name labels the workqueue metrics ("" for none).
 func New[T comparable](name string, tenantOf func(T) string, rateLimiter workqueue.TypedRateLimiter[T]) *Queue[T] {
 	if rateLimiter == nil {
-		rateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[T](5*time.Millisecond, 1000*time.Second)
+		rateLimiter = backoff.Limiter[T]()
 	}
 	q := &Queue[T]{
 		tenantOf:    tenantOf,

@@ -31,6 +31,7 @@ import (
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/internal/apiclient"
+	"github.com/portico-dev/portico/internal/backoff"
 	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/internal/memlimit"
 )
@@ -238,6 +239,9 @@ func newOuterManager(cfg, leaderCfg *rest.Config, scheme *runtime.Scheme, c Cont
 		Scheme: scheme,
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
+			// Informers watch again within a second of the API server's
+			// return, whatever the outage (package backoff).
+			NewInformer: backoff.NewInformer,
 			ByObject: map[client.Object]cache.ByObject{
 				&apiextensionsv1.CustomResourceDefinition{}: {Transform: contract.TransformCRD(watched)},
 			},
@@ -264,7 +268,7 @@ func newOuterManager(cfg, leaderCfg *rest.Config, scheme *runtime.Scheme, c Cont
 func workerFactory(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, outer ctrl.Manager, c Controller, o Options, log logr.Logger) innerFactory {
 	return func(optional []string) (ctrl.Manager, error) {
 		env := Environment{Namespace: o.Namespace, Optional: optional}
-		cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+		cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), NewInformer: backoff.NewInformer}
 		if o.Namespace != "" {
 			cacheOpts.DefaultNamespaces = map[string]cache.Config{o.Namespace: {}}
 		}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/backoff"
 	"github.com/portico-dev/portico/internal/contract"
 )
 
@@ -33,7 +34,7 @@ var ManagedSelector = labels.SelectorFromSet(labels.Set{"app.kubernetes.io/manag
 // NetworkPolicies, the Deployments' ReplicaSets and pods are cached only in
 // the operator namespace with the managed-by label (ReplicaSets and pods
 // inherit it from the pod template), and EndpointSlices only the API
-// server's one.
+// server's one. Informers reconnect as package backoff says.
 func CacheOptions(namespace string, requiredCRDs []string) cache.Options {
 	managed := cache.ByObject{
 		Namespaces: map[string]cache.Config{namespace: {}},
@@ -51,6 +52,9 @@ func CacheOptions(namespace string, requiredCRDs []string) cache.Options {
 	replicaSets.Transform = TransformReplicaSet
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
+		// Informers watch again within a second of the API server's return,
+		// whatever the outage (package backoff).
+		NewInformer: backoff.NewInformer,
 		ByObject: map[client.Object]cache.ByObject{
 			&apiextensionsv1.CustomResourceDefinition{}: {Transform: contract.TransformCRD(requiredCRDs)},
 			&appsv1.Deployment{}:                        deployments,

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/backoff"
 )
 
 // RBAC of the operator: read APIGateways and write their status, read CRDs,
@@ -71,6 +72,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}))).
 		Watches(&appsv1.ReplicaSet{}, toDefault, builder.WithPredicates(managed)).
 		Watches(&corev1.Pod{}, toDefault, builder.WithPredicates(managed)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		// Retries as every Portico controller's (package backoff): within
+		// backoff.Max of the last, however long the API server was away,
+		// where controller-runtime's default lets them wait up to 1000 s.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1, RateLimiter: backoff.Limiter[reconcile.Request]()}).
 		Complete(r)
 }

@@ -207,7 +207,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// server: enough workers keep it busy (measured by make
 		// bench-controllers, issue #17). The namespaces take turns, so one
 		// tenant's backlog does not hold up another's APIRule (issue #26).
-		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles, NewQueue: fairqueue.ByNamespace}).
+		// A failed APIRule is retried within backoff.Max, however long the
+		// API server was away (issue #40).
+		WithOptions(fairqueue.Options(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles})).
 		// Every event of an APIRule times its generation (first, as the
 		// next predicate drops some). Its own finalizer and status writes
 		// start no reconcile; the objects it writes requeue it only when

@@ -66,8 +66,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: operatorv1alpha1.SingletonName}}}
 	})
 	b := ctrl.NewControllerManagedBy(mgr).Named("gateway").
-		// One key; the queue is Portico's fair queue as every controller's.
-		WithOptions(controller.Options{NewQueue: fairqueue.ByNamespace}).
+		// One key; the queue is Portico's fair queue, and its retries
+		// Portico's, as every controller's.
+		WithOptions(fairqueue.Options(controller.Options{})).
 		For(&operatorv1alpha1.APIGateway{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetName() == operatorv1alpha1.SingletonName
 		}))).

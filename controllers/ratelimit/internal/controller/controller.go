@@ -643,7 +643,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// One key, World: the queue is fair trivially; what keeps a tenant's
 		// RateLimits from waiting on another's is how the writes are split
 		// (tenantsOf).
-		WithOptions(controller.Options{NewQueue: fairqueue.ByNamespace}).
+		WithOptions(fairqueue.Options(controller.Options{})).
 		// Every event of a RateLimit times its generation.
 		Watches(&gatewayv1alpha1.RateLimit{}, toWorld, builder.WithPredicates(r.latency.Predicate(readyNow))).
 		Watches(&networkingv1alpha3.EnvoyFilter{}, toWorld, builder.WithPredicates(managed))
