@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -21,7 +22,7 @@ func checkRequestModifiers(r *gatewayv1alpha1.APIRule) error {
 		if err := checkRetries(r, rule); err != nil {
 			return err
 		}
-		if err := checkRequest(rule); err != nil {
+		if err := checkRequest(r, rule); err != nil {
 			return err
 		}
 		if err := checkRewrite(rule); err != nil {
@@ -74,11 +75,25 @@ var (
 	cookieHeader   = "cookie"
 )
 
+// ErrForgesRequest marks a refusal of headers or cookies that would be
+// sent in the callers' name where the APIRule may not: a reserved header
+// (in any spelling), two headers read as one, or any header or cookie on a
+// rule routed to another namespace. The controller takes back what the
+// APIRule wrote for such a refusal (an APIRule Applied before this check
+// existed would otherwise keep its route sending them).
+var ErrForgesRequest = errors.New("the APIRule's objects were removed, so that no live route sends them")
+
+// forges is a refusal marked as ErrForgesRequest.
+func forges(format string, args ...any) error {
+	return fmt.Errorf(format+"; %w", append(args, ErrForgesRequest)...)
+}
+
 // checkRequest refuses the request headers and cookies the CRD refuses,
 // above all a header that carries identity, routing or tracing
-// (gatewayv1alpha1.IsReservedRequestHeader): the APIRule would forge it
-// for the backend.
-func checkRequest(rule gatewayv1alpha1.Rule) error {
+// (gatewayv1alpha1.IsReservedRequestHeader) in any spelling a backend reads
+// as it, and two headers a backend reads as one; and any header or cookie
+// on a rule routed to another namespace's Service (checkRequestTargets).
+func checkRequest(r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule) error {
 	m := rule.Request
 	if m == nil {
 		return nil
@@ -86,17 +101,48 @@ func checkRequest(rule gatewayv1alpha1.Rule) error {
 	if len(m.Headers) > maxHeaders || len(m.Cookies) > maxCookies {
 		return fmt.Errorf("rule %s sets %d headers and %d cookies; at most %d and %d", rule.Path, len(m.Headers), len(m.Cookies), maxHeaders, maxCookies)
 	}
+	seen := map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
 		if gatewayv1alpha1.IsReservedRequestHeader(name) {
-			return fmt.Errorf("rule %s may not set the header %s, which carries the caller's identity, the request's routing or its trace", rule.Path, name)
+			return forges("rule %s may not set the header %s, which backends read as %s: it carries the caller's identity, the request's routing or its trace",
+				rule.Path, name, gatewayv1alpha1.NormalizeHeaderName(name))
 		}
 		if v := string(m.Headers[name]); !headerName.MatchString(name) || len(v) > maxHeaderValue || !headerValue.MatchString(v) {
 			return fmt.Errorf("rule %s: header %q or its value is not one the APIRule may set (lower-case token name up to 64, printable value up to 512 without '%%')", rule.Path, name)
 		}
+		key := gatewayv1alpha1.NormalizeHeaderName(name)
+		if other, dup := seen[key]; dup {
+			return forges("rule %s sets the headers %s and %s, which backends read as one header (%s): which value they see would be undefined; set it once",
+				rule.Path, other, name, key)
+		}
+		seen[key] = name
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.Cookies)) {
 		if !cookieName.MatchString(name) || !cookieValue.MatchString(string(m.Cookies[name])) {
 			return fmt.Errorf("rule %s: cookie %q or its value is not one the APIRule may set (token name up to 64, cookie value up to 256 without '%%')", rule.Path, name)
+		}
+	}
+	return checkRequestTargets(r, rule)
+}
+
+// checkRequestTargets refuses request headers and cookies on a rule with a
+// backend in another namespace. Whether a header or a cookie carries
+// identity is the backend's to say (a session cookie, an x-user its
+// authentication proxy sets), and the owner of a Service in another
+// namespace cannot read this APIRule to find out what is sent in its
+// callers' name; consent to routes is not consent to that. Every backend
+// counts, whatever its weight: a weight of 0 is one edit from traffic.
+func checkRequestTargets(r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule) error {
+	m := rule.Request
+	if m == nil || len(m.Headers)+len(m.Cookies) == 0 {
+		return nil
+	}
+	for _, b := range backendsOf(r, rule) {
+		if b.Namespace != r.Namespace {
+			return forges("rule %s sets request headers or cookies, but routes to service %s of another namespace, "+
+				"whose owner cannot read this APIRule to see what is sent to it in its callers' name; "+
+				"set request headers and cookies only on rules whose every backend is a Service of namespace %s",
+				rule.Path, b, r.Namespace)
 		}
 	}
 	return nil
