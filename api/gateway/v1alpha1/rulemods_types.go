@@ -155,6 +155,9 @@ type RequestModifier struct {
 	// at most 64 HTTP token characters, values of 1 to 256 cookie
 	// characters (printable ASCII except space, '"', ',', ';', a backslash
 	// and '%'), so that the header fits the Gateway API's 4096 characters.
+	// Only rules whose every backend is a Service of the APIRule's own
+	// namespace may send cookies (else InvalidRule): another namespace's
+	// owner cannot read the APIRule.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=8
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 64 && k.matches('^[-A-Za-z0-9!#$&\\\\x27*+.^_`|~]+$'))",message="request.cookies names must be HTTP tokens (letters, digits and !#$&'*+-.^_`|~) of at most 64 characters"
