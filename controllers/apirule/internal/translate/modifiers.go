@@ -22,7 +22,7 @@ func checkRequestModifiers(r *gatewayv1alpha1.APIRule) error {
 		if err := checkRetries(r, rule); err != nil {
 			return err
 		}
-		if err := checkRequest(r, rule); err != nil {
+		if err := checkRequest(rule); err != nil {
 			return err
 		}
 		if err := checkRewrite(rule); err != nil {
@@ -88,12 +88,42 @@ func forges(format string, args ...any) error {
 	return fmt.Errorf(format+"; %w", append(args, ErrForgesRequest)...)
 }
 
-// checkRequest refuses the request headers and cookies the CRD refuses,
-// above all a header that carries identity, routing or tracing
-// (gatewayv1alpha1.IsReservedRequestHeader) in any spelling a backend reads
-// as it, and two headers a backend reads as one; and any header or cookie
-// on a rule routed to another namespace's Service (checkRequestTargets).
-func checkRequest(r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule) error {
+// checkForgedRequests refuses, before any other check so that the
+// controller always takes back a route that sends them (ErrForgesRequest),
+// the headers and cookies a rule may not send in its callers' name: a
+// header that carries identity, routing or tracing
+// (gatewayv1alpha1.IsReservedRequestHeader) in any spelling a backend
+// reads as it, two headers a backend reads as one, and any header or
+// cookie on a rule routed to another namespace's Service.
+func checkForgedRequests(r *gatewayv1alpha1.APIRule) error {
+	for _, rule := range r.Spec.Rules {
+		m := rule.Request
+		if m == nil {
+			continue
+		}
+		seen := map[string]string{}
+		for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
+			key := gatewayv1alpha1.NormalizeHeaderName(name)
+			if gatewayv1alpha1.IsReservedRequestHeader(name) {
+				return forges("rule %s may not set the header %s, which backends read as %s: it carries the caller's identity, the request's routing or its trace",
+					rule.Path, name, key)
+			}
+			if other, dup := seen[key]; dup {
+				return forges("rule %s sets the headers %s and %s, which backends read as one header (%s): which value they see would be undefined; set it once",
+					rule.Path, other, name, key)
+			}
+			seen[key] = name
+		}
+		if err := checkRequestTargets(r, rule); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRequest refuses the request headers and cookies the CRD refuses
+// (checkForgedRequests has refused those sent in the callers' name).
+func checkRequest(rule gatewayv1alpha1.Rule) error {
 	m := rule.Request
 	if m == nil {
 		return nil
@@ -101,28 +131,17 @@ func checkRequest(r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule) error {
 	if len(m.Headers) > maxHeaders || len(m.Cookies) > maxCookies {
 		return fmt.Errorf("rule %s sets %d headers and %d cookies; at most %d and %d", rule.Path, len(m.Headers), len(m.Cookies), maxHeaders, maxCookies)
 	}
-	seen := map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
-		if gatewayv1alpha1.IsReservedRequestHeader(name) {
-			return forges("rule %s may not set the header %s, which backends read as %s: it carries the caller's identity, the request's routing or its trace",
-				rule.Path, name, gatewayv1alpha1.NormalizeHeaderName(name))
-		}
 		if v := string(m.Headers[name]); !headerName.MatchString(name) || len(v) > maxHeaderValue || !headerValue.MatchString(v) {
 			return fmt.Errorf("rule %s: header %q or its value is not one the APIRule may set (lower-case token name up to 64, printable value up to 512 without '%%')", rule.Path, name)
 		}
-		key := gatewayv1alpha1.NormalizeHeaderName(name)
-		if other, dup := seen[key]; dup {
-			return forges("rule %s sets the headers %s and %s, which backends read as one header (%s): which value they see would be undefined; set it once",
-				rule.Path, other, name, key)
-		}
-		seen[key] = name
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.Cookies)) {
 		if !cookieName.MatchString(name) || !cookieValue.MatchString(string(m.Cookies[name])) {
 			return fmt.Errorf("rule %s: cookie %q or its value is not one the APIRule may set (token name up to 64, cookie value up to 256 without '%%')", rule.Path, name)
 		}
 	}
-	return checkRequestTargets(r, rule)
+	return nil
 }
 
 // checkRequestTargets refuses request headers and cookies on a rule with a
