@@ -187,14 +187,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil
 	}
 	out, err := translate.Translate(translate.Input{APIRule: rule, Selectors: selectors, Gateway: gateway, Parent: parent})
-	if errors.Is(err, translate.ErrForgesRequest) {
-		// Headers or cookies it may not send: an APIRule Applied before
-		// the check would otherwise keep a route that sends them.
-		return r.refuse(ctx, rule, gatewayv1alpha1.ReasonInvalidRule, err.Error())
-	}
 	if err != nil {
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonInvalidRule, err.Error()+"; the objects were left unchanged")
-		return ctrl.Result{}, nil
+		return r.refuseInvalid(ctx, rule, err)
 	}
 	if msg, err := r.checkAccess(ctx, rule, out); err != nil || msg != "" {
 		if err != nil {
