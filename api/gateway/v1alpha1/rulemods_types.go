@@ -55,18 +55,21 @@ type RetryPolicy struct {
 }
 
 // Names of request headers a rule may not set (request.headers), compared
-// with lower-case names. They carry the caller's identity (authorization,
-// cookie: request.cookies replaces it knowingly, the client-address and
-// client-certificate headers of x-forwarded-*, forwarded, x-real-ip, and
-// the identity headers that JWT and external authorization hand to a
-// backend: x-jwt-*, x-auth-request-*, x-ext-authz*), the routing and
-// framing of the request (host, content-length, transfer-encoding, te,
-// connection, upgrade, keep-alive, proxy-connection, trailer, expect, via,
-// Envoy's x-envoy-* and Istio's x-istio-*), or its trace (x-request-id,
-// traceparent, tracestate, b3, x-b3-*, x-ot-span-context,
-// x-client-trace-id); x-portico-* is kept for Portico. Pseudo-headers
-// (":authority") are not HTTP tokens and fail the name check. The CRD's CEL
-// rule on request.headers spells the same lists; a test keeps them equal.
+// as the backend will read them (NormalizeHeaderName: x_forwarded_for and
+// x.forwarded.for are x-forwarded-for). They carry the caller's identity
+// (authorization, cookie: request.cookies replaces it knowingly, the
+// client-address and client-certificate headers of x-forwarded-*,
+// forwarded, x-real-ip, and the identity headers that JWT and external
+// authorization hand to a backend: x-jwt-*, x-auth-request-*, x-ext-authz*),
+// the routing and framing of the request (host, content-length,
+// transfer-encoding, te, connection, upgrade, keep-alive, proxy-connection,
+// trailer, expect, via, Envoy's x-envoy-* and Istio's x-istio-*), or its
+// trace (x-request-id, traceparent, tracestate, b3, x-b3-*,
+// x-ot-span-context, x-client-trace-id); x-portico-* is kept for Portico.
+// Pseudo-headers (":authority") are not HTTP tokens and fail the name
+// check. The CRD's CEL rule on request.headers spells the same lists,
+// normalized the same way; a test builds the rule from these lists and
+// compares it with the CRD's.
 var (
 	ReservedRequestHeaders = []string{
 		"authorization",
@@ -133,11 +136,18 @@ type RequestModifier struct {
 	// x-auth-request-*, x-ext-authz*, x-request-id, traceparent,
 	// tracestate, b3, x-b3-*, content-length, transfer-encoding,
 	// connection, upgrade and the like; the full list is in docs/api.md):
-	// a tenant may not forge identity for a backend.
+	// a tenant may not forge identity for a backend. Names are compared
+	// as backends read them, with '_' and '.' as '-' (CGI, WSGI, Rack and
+	// PHP read x_forwarded_for as x-forwarded-for), so no spelling gets
+	// around the list, and two names that read as one are refused. Only
+	// rules whose every backend is a Service of the APIRule's own
+	// namespace may set headers or cookies (else InvalidRule): another
+	// namespace's owner cannot read the APIRule.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=8
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 64 && k.matches('^[-a-z0-9!#$&\\\\x27*+.^_`|~]+$'))",message="request.headers names must be lower-case HTTP header names (letters, digits and !#$&'*+-.^_`|~) of at most 64 characters"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['authorization','proxy-authorization','cookie','host','forwarded','via','x-request-id','x-real-ip','x-client-trace-id','traceparent','tracestate','b3','x-ot-span-context','content-length','transfer-encoding','te','connection','upgrade','keep-alive','proxy-connection','trailer','expect']) && !k.startsWith('x-forwarded') && !k.startsWith('x-envoy') && !k.startsWith('x-b3') && !k.startsWith('x-istio') && !k.startsWith('x-jwt') && !k.startsWith('x-auth-request') && !k.startsWith('x-ext-authz') && !k.startsWith('x-portico'))",message="request.headers may not set a header that carries the caller's identity, the request's routing or framing, or its trace (authorization, cookie: use request.cookies, host, forwarded, via, x-forwarded-*, x-real-ip, x-envoy-*, x-istio-*, x-jwt-*, x-auth-request-*, x-ext-authz*, x-portico-*, x-request-id, traceparent, tracestate, b3, x-b3-*, x-ot-span-context, x-client-trace-id, content-length, transfer-encoding, te, connection, upgrade, keep-alive, proxy-connection, trailer, expect)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, [k.lowerAscii().replace('_', '-').replace('.', '-')].all(n, !(n in ['authorization','proxy-authorization','cookie','host','forwarded','via','x-request-id','x-real-ip','x-client-trace-id','traceparent','tracestate','b3','x-ot-span-context','content-length','transfer-encoding','te','connection','upgrade','keep-alive','proxy-connection','trailer','expect']) && !n.startsWith('x-forwarded') && !n.startsWith('x-envoy') && !n.startsWith('x-b3') && !n.startsWith('x-istio') && !n.startsWith('x-jwt') && !n.startsWith('x-auth-request') && !n.startsWith('x-ext-authz') && !n.startsWith('x-portico')))",message="request.headers may not set a header that carries the caller's identity, the request's routing or framing, or its trace, in any spelling a backend reads as one of them ('_' or '.' for '-'): authorization, cookie (use request.cookies), host, forwarded, via, x-forwarded-*, x-real-ip, x-envoy-*, x-istio-*, x-jwt-*, x-auth-request-*, x-ext-authz*, x-portico-*, x-request-id, traceparent, tracestate, b3, x-b3-*, x-ot-span-context, x-client-trace-id, content-length, transfer-encoding, te, connection, upgrade, keep-alive, proxy-connection, trailer, expect"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self.exists_one(j, j.lowerAscii().replace('_', '-').replace('.', '-') == k.lowerAscii().replace('_', '-').replace('.', '-')))",message="request.headers names one header twice: backends read '_' and '.' as '-' (x_api and x-api are one header), so which value they see would be undefined"
 	Headers map[string]RequestHeaderValue `json:"headers,omitempty"`
 
 	// cookies to send to the backend, as one cookie header that replaces
@@ -145,17 +155,43 @@ type RequestModifier struct {
 	// at most 64 HTTP token characters, values of 1 to 256 cookie
 	// characters (printable ASCII except space, '"', ',', ';', a backslash
 	// and '%'), so that the header fits the Gateway API's 4096 characters.
+	// Only rules whose every backend is a Service of the APIRule's own
+	// namespace may send cookies (else InvalidRule): another namespace's
+	// owner cannot read the APIRule.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=8
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 64 && k.matches('^[-A-Za-z0-9!#$&\\\\x27*+.^_`|~]+$'))",message="request.cookies names must be HTTP tokens (letters, digits and !#$&'*+-.^_`|~) of at most 64 characters"
 	Cookies map[string]CookieValue `json:"cookies,omitempty"`
 }
 
+// NormalizeHeaderName is a request header's name as the gateway and the
+// backends read it: lower-case (Envoy lower-cases header names, HTTP/2 and
+// HTTP/3 require it, and every backend compares them regardless of case),
+// with '_' and '.' read as '-'. Envoy forwards names with underscores by
+// default (headers_with_underscores_action ALLOW), and a backend behind a
+// CGI-style interface (CGI, WSGI, Rack, PHP, ...) reads a header as
+// HTTP_<NAME> with '-' made '_', so x_forwarded_for arrives as
+// HTTP_X_FORWARDED_FOR; PHP also turns '.' in a variable name into '_'.
+// The CRD's CEL rules on request.headers normalize with the same
+// replacements (k.lowerAscii().replace('_', '-').replace('.', '-')).
+func NormalizeHeaderName(name string) string {
+	return strings.Map(func(c rune) rune {
+		switch {
+		case 'A' <= c && c <= 'Z':
+			return c + ('a' - 'A')
+		case c == '_' || c == '.':
+			return '-'
+		}
+		return c
+	}, name)
+}
+
 // IsReservedRequestHeader reports whether a rule may not set the header:
 // one of ReservedRequestHeaders or with a ReservedRequestHeaderPrefixes
-// prefix, whatever its case.
+// prefix, in any spelling a backend reads as one of them
+// (NormalizeHeaderName).
 func IsReservedRequestHeader(name string) bool {
-	name = strings.ToLower(name)
+	name = NormalizeHeaderName(name)
 	if slices.Contains(ReservedRequestHeaders, name) {
 		return true
 	}

@@ -3,6 +3,8 @@ package v1alpha1_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/test/testenv"
 )
 
 type ruleCase struct {
@@ -168,7 +171,90 @@ func TestAPIRuleRequestValidation(t *testing.T) {
 	for _, prefix := range gatewayv1alpha1.ReservedRequestHeaderPrefixes {
 		tests["reserved "+prefix+"-x"] = ruleCase{mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{prefix + "-x": "forged"}}), wantErr: reserved}
 	}
+	// ... and in every spelling a backend reads as it: '_' or '.' for any
+	// '-' (CGI, WSGI, Rack and PHP read x_forwarded_for as
+	// X-Forwarded-For).
+	for _, name := range reservedNames() {
+		for _, spelling := range otherSpellings(name) {
+			tests["reserved "+name+" spelled "+spelling] = ruleCase{mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{spelling: "forged"}}), wantErr: reserved}
+		}
+	}
 	runRuleCases(t, tests)
+}
+
+// reservedNames are the reserved names and, for each reserved prefix, a
+// name with it.
+func reservedNames() []string {
+	names := slices.Clone(gatewayv1alpha1.ReservedRequestHeaders)
+	for _, prefix := range gatewayv1alpha1.ReservedRequestHeaderPrefixes {
+		names = append(names, prefix+"-x")
+	}
+	return names
+}
+
+// otherSpellings are the spellings of a header name that backends read as
+// it: every '-' as '_', every '-' as '.', and only the first as '_'.
+func otherSpellings(name string) []string {
+	if !strings.Contains(name, "-") {
+		return nil
+	}
+	return slices.Compact([]string{
+		strings.ReplaceAll(name, "-", "_"),
+		strings.ReplaceAll(name, "-", "."),
+		strings.Replace(name, "-", "_", 1),
+	})
+}
+
+func TestAPIRuleRequestHeadersReadAsOne(t *testing.T) {
+	const twice = "request.headers names one header twice"
+	runRuleCases(t, map[string]ruleCase{
+		"x-api and x_api":                  {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"x-api": "1", "x_api": "2"}}), wantErr: twice},
+		"x.tenant and x-tenant":            {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"x.tenant": "1", "x-tenant": "2"}}), wantErr: twice},
+		"x_a_b and x-a.b":                  {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"x_a_b": "1", "x-a.b": "2"}}), wantErr: twice},
+		"x-api and x-apis":                 {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"x-api": "1", "x-apis": "2"}})},
+		"an underscore name, not reserved": {mutate: withRequest(gatewayv1alpha1.RequestModifier{Headers: headers{"x_api_version": "2"}})},
+	})
+}
+
+// One source of truth: the CRD's CEL rule that refuses reserved headers is
+// exactly the rule built from the Go lists the controller checks with
+// (ReservedRequestHeaders, ReservedRequestHeaderPrefixes), normalizing names
+// as NormalizeHeaderName does. Adding a name to the Go lists without the
+// rule, or the other way round, fails here.
+func TestReservedRequestHeadersRuleIsTheGoList(t *testing.T) {
+	g := NewWithT(t)
+	var prefixes []string
+	for _, p := range gatewayv1alpha1.ReservedRequestHeaderPrefixes {
+		prefixes = append(prefixes, "!n.startsWith('"+p+"')")
+	}
+	want := fmt.Sprintf("self.all(k, [k.lowerAscii().replace('_', '-').replace('.', '-')].all(n, !(n in ['%s']) && %s))",
+		strings.Join(gatewayv1alpha1.ReservedRequestHeaders, "','"), strings.Join(prefixes, " && "))
+
+	var rules []string
+	crds, err := testenv.ReadCRDs(filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", "gateway.portico.dev_apirules.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(crds).To(HaveLen(1))
+	for _, v := range crds[0].Spec.Versions {
+		headers := v.Schema.OpenAPIV3Schema.Properties["spec"].Properties["rules"].Items.Schema.Properties["request"].Properties["headers"]
+		for _, rule := range headers.XValidations {
+			rules = append(rules, rule.Rule)
+		}
+	}
+	g.Expect(rules).To(ContainElement(want), "the CEL rule on request.headers must be built from the Go lists")
+	g.Expect(rules).To(ContainElement(ContainSubstring("self.all(k, self.exists_one(j, j.lowerAscii().replace('_', '-').replace('.', '-') == k.lowerAscii().replace('_', '-').replace('.', '-')))")),
+		"the duplicate rule must normalize as the reserved rule does")
+}
+
+// NormalizeHeaderName is what the CEL rules spell: ASCII lower case, '_'
+// and '.' as '-', nothing else folded.
+func TestNormalizeHeaderName(t *testing.T) {
+	g := NewWithT(t)
+	for in, want := range map[string]string{
+		"x_forwarded_for": "x-forwarded-for", "X_Forwarded-For": "x-forwarded-for", "x.real.ip": "x-real-ip",
+		"x-api": "x-api", "x~api": "x~api", "x+api": "x+api", "K": "k", "\u212a": "\u212a",
+	} {
+		g.Expect(gatewayv1alpha1.NormalizeHeaderName(in)).To(Equal(want), in)
+	}
 }
 
 func TestReservedRequestHeaders(t *testing.T) {
@@ -176,6 +262,8 @@ func TestReservedRequestHeaders(t *testing.T) {
 	for name, want := range map[string]bool{
 		"Authorization": true, "x-forwarded-for": true, "X-Envoy-Original-Path": true, "x-jwt-payload": true,
 		"x-request-id": true, "x-custom": false, "authorization-hint": false,
+		"x_forwarded_for": true, "X_Forwarded_For": true, "x.forwarded.for": true, "x-forwarded_for": true, "x_real_ip": true,
+		"x_jwt_payload": true, "proxy_authorization": true, "x_envoy_peer_metadata": true, "x_api_version": false,
 	} {
 		g.Expect(gatewayv1alpha1.IsReservedRequestHeader(name)).To(Equal(want), name)
 	}

@@ -31,6 +31,9 @@ type Routed struct {
 	Path string
 	// Destinations is empty for a redirect or direct response.
 	Destinations []Destination
+	// RequestHeaders are the headers the route sets or adds on the request
+	// (its own and its destinations'), by name; nil if none.
+	RequestHeaders map[string]string
 }
 
 // Route finds the route Istio's gateway ("namespace/name") takes for a
@@ -163,12 +166,25 @@ func stringMatches(m *networkingv1alpha3.StringMatch, value string) (bool, error
 
 func routed(vs *networkingv1.VirtualService, route *networkingv1alpha3.HTTPRoute) *Routed {
 	out := &Routed{VirtualService: vs.Namespace + "/" + vs.Name, Route: route.Name}
+	out.addRequestHeaders(route.GetHeaders().GetRequest())
 	for _, d := range route.Route {
 		dest := Destination{Host: d.GetDestination().GetHost(), Port: d.GetDestination().GetPort().GetNumber()}
 		dest.Service, dest.Namespace = resolve(dest.Host, vs.Namespace)
 		out.Destinations = append(out.Destinations, dest)
+		out.addRequestHeaders(d.GetHeaders().GetRequest())
 	}
 	return out
+}
+
+func (r *Routed) addRequestHeaders(ops *networkingv1alpha3.Headers_HeaderOperations) {
+	for _, m := range []map[string]string{ops.GetSet(), ops.GetAdd()} {
+		for name, value := range m {
+			if r.RequestHeaders == nil {
+				r.RequestHeaders = map[string]string{}
+			}
+			r.RequestHeaders[name] = value
+		}
+	}
 }
 
 // resolve returns the Service and namespace of a cluster-local host.

@@ -191,8 +191,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	out, err := translate.Translate(translate.Input{APIRule: rule, Selectors: selectors, Gateway: gateway, Parent: parent})
 	if err != nil {
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonInvalidRule, err.Error()+"; the objects were left unchanged")
-		return ctrl.Result{}, nil
+		return r.refuseInvalid(ctx, rule, err)
 	}
 	if msg, err := r.checkAccess(ctx, rule, out); err != nil || msg != "" {
 		if err != nil {

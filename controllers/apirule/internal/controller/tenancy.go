@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -49,6 +50,19 @@ func (r *Reconciler) refuse(ctx context.Context, rule *gatewayv1alpha1.APIRule, 
 		return ctrl.Result{}, r.deleteUnwanted(ctx, rule, r.Client, nil)
 	}
 	return r.release(ctx, rule)
+}
+
+// refuseInvalid reports InvalidRule for a Translate error. It leaves the
+// live objects as they were, unless the rules would send headers or
+// cookies in their callers' name (translate.ErrForgesRequest): an APIRule
+// Applied before that check existed would otherwise keep a route that
+// sends them.
+func (r *Reconciler) refuseInvalid(ctx context.Context, rule *gatewayv1alpha1.APIRule, err error) (ctrl.Result, error) {
+	if errors.Is(err, translate.ErrForgesRequest) {
+		return r.refuse(ctx, rule, gatewayv1alpha1.ReasonInvalidRule, err.Error())
+	}
+	setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonInvalidRule, err.Error()+"; the objects were left unchanged")
+	return ctrl.Result{}, nil
 }
 
 // checkHosts returns why the APIRule may not serve its hosts: a wildcard

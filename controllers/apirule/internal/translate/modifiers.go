@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -74,10 +75,54 @@ var (
 	cookieHeader   = "cookie"
 )
 
-// checkRequest refuses the request headers and cookies the CRD refuses,
-// above all a header that carries identity, routing or tracing
-// (gatewayv1alpha1.IsReservedRequestHeader): the APIRule would forge it
-// for the backend.
+// ErrForgesRequest marks a refusal of headers or cookies that would be
+// sent in the callers' name where the APIRule may not: a reserved header
+// (in any spelling), two headers read as one, or any header or cookie on a
+// rule routed to another namespace. The controller takes back what the
+// APIRule wrote for such a refusal (an APIRule Applied before this check
+// existed would otherwise keep its route sending them).
+var ErrForgesRequest = errors.New("the APIRule's objects were removed, so that no live route sends them")
+
+// forges is a refusal marked as ErrForgesRequest.
+func forges(format string, args ...any) error {
+	return fmt.Errorf(format+"; %w", append(args, ErrForgesRequest)...)
+}
+
+// checkForgedRequests refuses, before any other check so that the
+// controller always takes back a route that sends them (ErrForgesRequest),
+// the headers and cookies a rule may not send in its callers' name: a
+// header that carries identity, routing or tracing
+// (gatewayv1alpha1.IsReservedRequestHeader) in any spelling a backend
+// reads as it, two headers a backend reads as one, and any header or
+// cookie on a rule routed to another namespace's Service.
+func checkForgedRequests(r *gatewayv1alpha1.APIRule) error {
+	for _, rule := range r.Spec.Rules {
+		m := rule.Request
+		if m == nil {
+			continue
+		}
+		seen := map[string]string{}
+		for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
+			key := gatewayv1alpha1.NormalizeHeaderName(name)
+			if gatewayv1alpha1.IsReservedRequestHeader(name) {
+				return forges("rule %s may not set the header %s, which backends read as %s: it carries the caller's identity, the request's routing or its trace",
+					rule.Path, name, key)
+			}
+			if other, dup := seen[key]; dup {
+				return forges("rule %s sets the headers %s and %s, which backends read as one header (%s): which value they see would be undefined; set it once",
+					rule.Path, other, name, key)
+			}
+			seen[key] = name
+		}
+		if err := checkRequestTargets(r, rule); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRequest refuses the request headers and cookies the CRD refuses
+// (checkForgedRequests has refused those sent in the callers' name).
 func checkRequest(rule gatewayv1alpha1.Rule) error {
 	m := rule.Request
 	if m == nil {
@@ -87,9 +132,6 @@ func checkRequest(rule gatewayv1alpha1.Rule) error {
 		return fmt.Errorf("rule %s sets %d headers and %d cookies; at most %d and %d", rule.Path, len(m.Headers), len(m.Cookies), maxHeaders, maxCookies)
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
-		if gatewayv1alpha1.IsReservedRequestHeader(name) {
-			return fmt.Errorf("rule %s may not set the header %s, which carries the caller's identity, the request's routing or its trace", rule.Path, name)
-		}
 		if v := string(m.Headers[name]); !headerName.MatchString(name) || len(v) > maxHeaderValue || !headerValue.MatchString(v) {
 			return fmt.Errorf("rule %s: header %q or its value is not one the APIRule may set (lower-case token name up to 64, printable value up to 512 without '%%')", rule.Path, name)
 		}
@@ -97,6 +139,29 @@ func checkRequest(rule gatewayv1alpha1.Rule) error {
 	for _, name := range slices.Sorted(maps.Keys(m.Cookies)) {
 		if !cookieName.MatchString(name) || !cookieValue.MatchString(string(m.Cookies[name])) {
 			return fmt.Errorf("rule %s: cookie %q or its value is not one the APIRule may set (token name up to 64, cookie value up to 256 without '%%')", rule.Path, name)
+		}
+	}
+	return nil
+}
+
+// checkRequestTargets refuses request headers and cookies on a rule with a
+// backend in another namespace. Whether a header or a cookie carries
+// identity is the backend's to say (a session cookie, an x-user its
+// authentication proxy sets), and the owner of a Service in another
+// namespace cannot read this APIRule to find out what is sent in its
+// callers' name; consent to routes is not consent to that. Every backend
+// counts, whatever its weight: a weight of 0 is one edit from traffic.
+func checkRequestTargets(r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule) error {
+	m := rule.Request
+	if m == nil || len(m.Headers)+len(m.Cookies) == 0 {
+		return nil
+	}
+	for _, b := range backendsOf(r, rule) {
+		if b.Namespace != r.Namespace {
+			return forges("rule %s sets request headers or cookies, but routes to service %s of another namespace, "+
+				"whose owner cannot read this APIRule to see what is sent to it in its callers' name; "+
+				"set request headers and cookies only on rules whose every backend is a Service of namespace %s",
+				rule.Path, b, r.Namespace)
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -114,6 +115,29 @@ func TestRequestHeadersAndCookies(t *testing.T) {
 		"512 characters": {
 			request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": gatewayv1alpha1.RequestHeaderValue(strings.Repeat("v", 512))}},
 			want:    map[string]string{"x-a": strings.Repeat("v", 512)},
+		},
+		// A reserved name in any spelling a backend reads as it: CGI, WSGI,
+		// Rack and PHP read x_forwarded_for as X-Forwarded-For, PHP reads
+		// '.' as '_' too.
+		"x_forwarded_for":     {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x_forwarded_for": "10.0.0.1"}}, wantErr: "may not set the header x_forwarded_for, which backends read as x-forwarded-for"},
+		"X_Forwarded_For":     {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"X_Forwarded_For": "10.0.0.1"}}, wantErr: "may not set the header X_Forwarded_For"},
+		"x-forwarded_for":     {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-forwarded_for": "10.0.0.1"}}, wantErr: "which backends read as x-forwarded-for"},
+		"x.real.ip":           {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x.real.ip": "10.0.0.1"}}, wantErr: "which backends read as x-real-ip"},
+		"x_jwt_payload":       {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x_jwt_payload": "e30"}}, wantErr: "which backends read as x-jwt-payload"},
+		"x_auth_request_user": {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x_auth_request_user": "alice"}}, wantErr: "which backends read as x-auth-request-user"},
+		"proxy_authorization": {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"proxy_authorization": "Basic Zm9yZ2Vk"}}, wantErr: "which backends read as proxy-authorization"},
+		"content_length":      {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"content_length": "0"}}, wantErr: "which backends read as content-length"},
+		"an underscore name that is not reserved": {
+			request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x_api_version": "2"}},
+			want:    map[string]string{"x_api_version": "2"},
+		},
+		"two names a backend reads as one": {
+			request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-api": "1", "x_api": "2"}},
+			wantErr: "sets the headers x-api and x_api, which backends read as one header (x-api)",
+		},
+		"a dot and a dash": {
+			request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x.tenant": "1", "x-tenant": "2"}},
+			wantErr: "which backends read as one header (x-tenant)",
 		},
 		"a cookie value with ';'": {request: &gatewayv1alpha1.RequestModifier{Cookies: cookies{"a": "1; session=forged"}}, wantErr: "cookie \"a\""},
 		"9 headers": {request: &gatewayv1alpha1.RequestModifier{Headers: func() headers {
@@ -269,5 +293,96 @@ func TestBackendPath(t *testing.T) {
 		{gatewayv1alpha1.Rule{Path: "/status", Rewrite: &gatewayv1alpha1.Rewrite{Path: "/health"}}, "/health"},
 	} {
 		g.Expect(BackendPath(tc.rule)).To(Equal(tc.want), "%+v", tc.rule)
+	}
+}
+
+// Headers and cookies go only to Services of the APIRule's own namespace:
+// another namespace's owner cannot read the APIRule, so cannot know what is
+// sent to its Service in its callers' name. Every backend of the rule
+// counts, whatever its weight, and so does spec.service for rules without
+// their own.
+func TestRequestHeadersAndCookiesStayInTheNamespace(t *testing.T) {
+	type headers = map[string]gatewayv1alpha1.RequestHeaderValue
+	type cookies = map[string]gatewayv1alpha1.CookieValue
+	session := &gatewayv1alpha1.RequestModifier{Cookies: cookies{"session": "forged"}}
+	version := &gatewayv1alpha1.RequestModifier{Headers: headers{"x-api-version": "2"}}
+	analytics := &gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 8080}
+	const refused = "sets request headers or cookies, but routes to service analytics/reports of another namespace"
+	for name, tc := range map[string]struct {
+		rule        gatewayv1alpha1.Rule
+		specService *gatewayv1alpha1.ServiceReference
+		wantErr     string
+	}{
+		"a cookie to another namespace's Service": {
+			rule: gatewayv1alpha1.Rule{Path: "/*", NoAuth: ptr.To(true), Service: analytics, Request: session}, wantErr: refused,
+		},
+		"a header to another namespace's Service": {
+			rule: gatewayv1alpha1.Rule{Path: "/*", NoAuth: ptr.To(true), Service: analytics, Request: version}, wantErr: refused,
+		},
+		"a header through spec.service in another namespace": {
+			rule: gatewayv1alpha1.Rule{Path: "/*", NoAuth: ptr.To(true), Request: version}, specService: analytics, wantErr: refused,
+		},
+		"a cookie to a split with a weight-0 backend in another namespace": {
+			rule: gatewayv1alpha1.Rule{Path: "/*", NoAuth: ptr.To(true), Request: session,
+				Backends: split(weighted("orders", "", 100), weighted("reports", "analytics", 0))},
+			wantErr: refused,
+		},
+		"a cookie to the own namespace, named explicitly": {
+			rule: gatewayv1alpha1.Rule{Path: "/*", NoAuth: ptr.To(true), Request: session,
+				Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "shop", Port: 8080}},
+		},
+		"headers and cookies to a split within the namespace": {
+			rule: gatewayv1alpha1.Rule{Path: "/*", NoAuth: ptr.To(true),
+				Request:  &gatewayv1alpha1.RequestModifier{Headers: headers{"x-api-version": "2"}, Cookies: cookies{"session": "s"}},
+				Backends: split(weighted("orders", "", 90), weighted("orders-v2", "shop", 10))},
+		},
+		"no headers or cookies to another namespace's Service": {
+			rule: gatewayv1alpha1.Rule{Path: "/*", NoAuth: ptr.To(true), Service: analytics, Request: &gatewayv1alpha1.RequestModifier{}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := newAPIRule(withRules(tc.rule))
+			if tc.specService != nil {
+				r.Spec.Service = tc.specService
+			}
+			onGateway := r.DeepCopy()
+			onGateway.Spec.Gateway, onGateway.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "edge"}
+			_, err := Translate(Input{APIRule: r, Selectors: selectors})
+			_, routeErr := Translate(Input{APIRule: onGateway, Selectors: selectors, Parent: Parent(onGateway)})
+			if tc.wantErr == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(routeErr).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+			g.Expect(routeErr).To(MatchError(ContainSubstring(tc.wantErr)))
+			g.Expect(err).To(MatchError(ErrForgesRequest), "the controller removes the live objects")
+		})
+	}
+}
+
+// The refusals of headers and cookies sent in the callers' name are
+// ErrForgesRequest, on which the controller removes the live objects (an
+// APIRule Applied before the check must not keep its route); other
+// refusals of request modifiers are not.
+func TestForgedRequestRefusalsWithdraw(t *testing.T) {
+	type headers = map[string]gatewayv1alpha1.RequestHeaderValue
+	for name, tc := range map[string]struct {
+		request  *gatewayv1alpha1.RequestModifier
+		withdraw bool
+	}{
+		"a reserved header":                 {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-forwarded-for": "10.0.0.1"}}, withdraw: true},
+		"a reserved header by another name": {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x_forwarded_for": "10.0.0.1"}}, withdraw: true},
+		"two headers read as one":           {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-user": "a", "x_user": "b"}}, withdraw: true},
+		"a header value with a command":     {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"x-a": "%START_TIME%"}}},
+		"an upper-case name, not reserved":  {request: &gatewayv1alpha1.RequestModifier{Headers: headers{"X-A": "1"}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, err := Translate(Input{APIRule: newAPIRule(withRules(gatewayv1alpha1.Rule{Path: "/*", NoAuth: ptr.To(true), Request: tc.request})), Selectors: selectors})
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(errors.Is(err, ErrForgesRequest)).To(Equal(tc.withdraw), "%v", err)
+		})
 	}
 }

@@ -226,6 +226,9 @@ func checkRules(r *gatewayv1alpha1.APIRule, selectors map[types.NamespacedName]m
 // APIRule cannot be enforced as written.
 func Translate(in Input) (Output, error) {
 	r := in.APIRule
+	if err := checkForgedRequests(r); err != nil {
+		return Output{}, err
+	}
 	if err := checkPaths(r); err != nil {
 		return Output{}, err
 	}
