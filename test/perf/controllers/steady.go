@@ -17,9 +17,9 @@ import (
 type scaleFigures struct {
 	// lone and converge are (1q)'s time to Ready and (1)'s convergence.
 	lone, converge time.Duration
-	restart   *restartFigures
-	edits     editFigures
-	throttled *throttling
+	restart        *restartFigures
+	edits          editFigures
+	throttled      *throttling
 }
 
 // steadyState runs, after (1) converged, (1q)'s wait, (1r) and (1e) on the
