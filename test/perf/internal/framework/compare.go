@@ -19,7 +19,7 @@ type Tolerance struct {
 	Absolute map[string]float64
 }
 
-// DefaultTolerance: 15%, so that a ratio or a count 20% worse than its
+// DefaultTolerance is 15%, so that a ratio or a count 20% worse than its
 // baseline fails, with a little absolute noise per unit. Counts get 2:
 // whether a late event lands just before or after convergence turns one
 // reconcile into two, which is no regression.
