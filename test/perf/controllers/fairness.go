@@ -50,6 +50,34 @@ type fairness struct {
 	alone, flooded []time.Duration
 	// floodConverged is how long team-b's APIRules took to converge.
 	floodConverged time.Duration
+	// worldReconcile is the ratelimit controller's mean reconcile of its
+	// one key (the world) while team-a's RateLimits waited under the
+	// flood, and worldReconciles their number.
+	worldReconcile  time.Duration
+	worldReconciles float64
+}
+
+// The ratios of (3), of the same run: team-a's worst wait under the flood
+// over what the flood's own work took (its convergence for APIRules, one
+// world reconcile for RateLimits).
+const (
+	ratioFloodConvergence = "FloodedMaxOverFloodConvergence"
+	ratioWorldReconcile   = "FloodedMaxOverWorldReconcile"
+	ratioWorldMedian      = "FloodedMedianOverWorldReconcile"
+)
+
+// ratios are the figures' ratios that could be measured.
+func (f fairness) ratios() map[string]float64 {
+	out := map[string]float64{}
+	flooded := slices.Max(f.flooded).Seconds()
+	if f.floodConverged > 0 {
+		out[ratioFloodConvergence] = flooded / f.floodConverged.Seconds()
+	}
+	if f.worldReconcile > 0 {
+		out[ratioWorldReconcile] = flooded / f.worldReconcile.Seconds()
+		out[ratioWorldMedian] = median(f.flooded).Seconds() / f.worldReconcile.Seconds()
+	}
+	return out
 }
 
 // readyTracker waits for one object's Ready condition for its generation.
@@ -83,8 +111,8 @@ func (t *readyTracker) converged() bool  { return t.ok }
 func (t *readyTracker) progress() string { return fmt.Sprintf("%s %s not Ready yet", t.kind, t.key) }
 
 // measureFairness runs the noisy-neighbour phase with both controllers
-// running.
-func (b *bench) measureFairness(ctx context.Context) ([]fairness, error) {
+// running; limiter is the ratelimit controller's process.
+func (b *bench) measureFairness(ctx context.Context, limiter *controller) ([]fairness, error) {
 	if b.opts.flood == 0 {
 		return nil, nil
 	}
@@ -119,7 +147,7 @@ func (b *bench) measureFairness(ctx context.Context) ([]fairness, error) {
 	if err != nil {
 		return nil, err
 	}
-	limits, err := b.rateLimitFairness(ctx, quiet, noisy)
+	limits, err := b.rateLimitFairness(ctx, limiter, quiet, noisy)
 	if err != nil {
 		return nil, err
 	}
@@ -158,8 +186,9 @@ func (b *bench) apiRuleFairness(ctx context.Context, quiet, noisy []client.Objec
 }
 
 // rateLimitFairness: team-a's RateLimits (on its APIRules) alone, then
-// under team-b's flood of RateLimits (on its own).
-func (b *bench) rateLimitFairness(ctx context.Context, quiet, noisy []client.Object) (fairness, error) {
+// under team-b's flood of RateLimits (on its own), with the ratelimit
+// controller's world reconciles meanwhile.
+func (b *bench) rateLimitFairness(ctx context.Context, limiter *controller, quiet, noisy []client.Object) (fairness, error) {
 	f := fairness{kind: "RateLimit"}
 	quietLimits := make([]client.Object, 0, len(quiet))
 	for i, r := range quiet {
@@ -181,8 +210,29 @@ func (b *bench) rateLimitFairness(ctx context.Context, quiet, noisy []client.Obj
 	if err != nil {
 		return f, err
 	}
-	f.flooded, err = b.timeReady(ctx, quietLimits[samples:], false)
+	before, err := limiter.Scrape(ctx)
+	if err != nil {
+		return f, errors.Join(err, stop())
+	}
+	if f.flooded, err = b.timeReady(ctx, quietLimits[samples:], false); err == nil {
+		var after framework.Metrics
+		if after, err = limiter.Scrape(ctx); err == nil {
+			f.worldReconcile, f.worldReconciles = meanReconcile(before, after)
+		}
+	}
 	return f, errors.Join(err, stop())
+}
+
+// meanReconcile is the mean duration and the number of the reconciles
+// between two scrapes of a controller.
+func meanReconcile(before, after framework.Metrics) (time.Duration, float64) {
+	count0, sum0 := before.HistogramTotals(reconcileTime)
+	count, sum := after.HistogramTotals(reconcileTime)
+	if count <= count0 {
+		return 0, 0
+	}
+	n := float64(count - count0)
+	return time.Duration((sum - sum0) / n * float64(time.Second)), n
 }
 
 // timeReady creates the objects one after the other and returns, for
@@ -323,14 +373,19 @@ func fairnessNotes(fs []fairness, gate bool) ([]string, error) {
 		alone, flooded := slices.Max(f.alone), slices.Max(f.flooded)
 		notes = append(notes, fmt.Sprintf("%ss of team-a, time to Ready: alone median %s max %s; under team-b's flood median %s max %s",
 			f.kind, median(f.alone), alone.Round(time.Millisecond), median(f.flooded), flooded.Round(time.Millisecond)))
-		if f.floodConverged > 0 {
-			share := flooded.Seconds() / f.floodConverged.Seconds()
+		r := f.ratios()
+		if share, ok := r[ratioFloodConvergence]; ok {
 			notes = append(notes, fmt.Sprintf("team-b's flood of APIRules converged after %s; team-a's worst wait under it is %.0f%% of that (bound %.0f%%)",
 				f.floodConverged.Round(time.Millisecond), 100*share, 100*maxFloodShare))
 			if gate && share > maxFloodShare {
 				errs = append(errs, fmt.Errorf("team-a's APIRule waited %s under team-b's flood, %.0f%% of the flood's %s (bound %.0f%%)",
 					flooded.Round(time.Millisecond), 100*share, f.floodConverged.Round(time.Millisecond), 100*maxFloodShare))
 			}
+		}
+		if world, ok := r[ratioWorldReconcile]; ok {
+			notes = append(notes, fmt.Sprintf("under the flood the ratelimit controller reconciled its world %g times, %s each on average; "+
+				"team-a's worst wait is %.2f× one world reconcile (median %.2f×)",
+				f.worldReconciles, f.worldReconcile.Round(time.Millisecond), world, r[ratioWorldMedian]))
 		}
 	}
 	return notes, errors.Join(errs...)

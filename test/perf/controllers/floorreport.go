@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"maps"
 
 	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/test/perf/internal/framework"
@@ -81,14 +80,10 @@ func (res results) floorPerfData() []framework.DataItem {
 		labels := func(metric string) map[string]string {
 			return map[string]string{"Metric": metric, "Controller": r.controller, "Objects": r.objects}
 		}
-		requests := maps.Clone(r.requests)
-		requests["Total"], requests["PerObject"] = r.requestsPerObject()*float64(max(r.count, 1)), r.requestsPerObject()
-		items = append(items,
-			framework.DataItem{Labels: labels("Convergence"), Unit: framework.UnitMilliseconds, Data: map[string]float64{
-				"Create": framework.Milliseconds(r.create), "Converge": framework.Milliseconds(r.converge)}},
-			framework.DataItem{Labels: labels("APIRequests"), Unit: framework.UnitCount, Data: requests},
-			framework.DataItem{Labels: labels("CPUUntilConverged"), Unit: framework.UnitSeconds, Data: r.cpu.Seconds},
-		)
+		items = append(items, framework.DataItem{Labels: labels("Convergence"), Unit: framework.UnitMilliseconds, Data: map[string]float64{
+			"Create": framework.Milliseconds(r.create), "Converge": framework.Milliseconds(r.converge)}})
+		items = append(items, r.requestItems(labels("APIRequests"))...)
+		items = append(items, framework.DataItem{Labels: labels("CPUUntilConverged"), Unit: framework.UnitSeconds, Data: r.cpu.Seconds})
 	}
 	res.withFloors(func(phase, floor *result) {
 		r := overFloorOf(phase, floor)

@@ -33,6 +33,7 @@ func defaultOptions() options {
 		BenchOptions: framework.BenchOptions{
 			Cluster: "portico-bench-ctrl", Timeout: 15 * time.Minute, Tolerance: framework.DefaultTolerance.Relative,
 			Output: "bin/perf/controllers.json", Baseline: "test/perf/baseline/controllers.json",
+			Exempt: exemptions,
 		},
 		sizes:   sizes{apiRules: 1000, rateLimits: 1000, gateways: 50, namespaces: 50},
 		workers: 16, flood: 500, edits: 100, sample: 250 * time.Millisecond, binDir: "bin", logLevel: "info",

@@ -19,8 +19,10 @@ const (
 	// quietFor is how long a controller's reconcile counter must stand still
 	// after convergence before its totals are read.
 	quietFor = 3 * time.Second
-	// reconcileTotal is controller-runtime's reconcile counter.
+	// reconcileTotal is controller-runtime's reconcile counter,
+	// reconcileTime its histogram of reconcile durations.
 	reconcileTotal = "controller_runtime_reconcile_total"
+	reconcileTime  = "controller_runtime_reconcile_time_seconds"
 )
 
 // results are the bench's measurements, one per phase.
@@ -150,7 +152,7 @@ func (b *bench) measure(ctx context.Context) (res results, retErr error) {
 		return res, err
 	}
 	res.noteFloors()
-	if res, err = b.addFairness(ctx, res); err != nil {
+	if res, err = b.addFairness(ctx, res, running[contract.RateLimit.Binary()]); err != nil {
 		return res, err
 	}
 	gate(b.addThrottling(ctx, res, running, throttled, startup, rejected0))
@@ -158,9 +160,9 @@ func (b *bench) measure(ctx context.Context) (res results, retErr error) {
 }
 
 // addFairness runs (3) and adds its figures to the Istio-mode APIRule and
-// the RateLimit results.
-func (b *bench) addFairness(ctx context.Context, res results) (results, error) {
-	fair, err := b.measureFairness(ctx)
+// the RateLimit results; limiter is the ratelimit controller.
+func (b *bench) addFairness(ctx context.Context, res results, limiter *controller) (results, error) {
+	fair, err := b.measureFairness(ctx, limiter)
 	if err != nil {
 		return nil, fmt.Errorf("(3) noisy neighbour: %w", err)
 	}

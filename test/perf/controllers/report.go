@@ -22,8 +22,8 @@ func reconcileNote(m, before framework.Metrics, res *result) string {
 		}
 	}
 	mean := "-"
-	count, sum := m.HistogramTotals("controller_runtime_reconcile_time_seconds")
-	count0, sum0 := before.HistogramTotals("controller_runtime_reconcile_time_seconds")
+	count, sum := m.HistogramTotals(reconcileTime)
+	count0, sum0 := before.HistogramTotals(reconcileTime)
 	if count > count0 {
 		mean = fmt.Sprintf("%.1fms", 1000*(sum-sum0)/float64(count-count0))
 	}
@@ -46,6 +46,25 @@ func (r *result) label() string {
 		return r.controller
 	}
 	return fmt.Sprintf("%s (%s mode)", r.controller, r.mode)
+}
+
+// requestItems are the phase's API requests: a count by method and in
+// total, and their number per object created (a ratio of two counts: the
+// count's absolute slack of a few requests would hide 20% more of them).
+func (r *result) requestItems(labels map[string]string) []framework.DataItem {
+	requests := maps.Clone(r.requests)
+	if requests == nil {
+		requests = map[string]float64{}
+	}
+	var total float64
+	for _, v := range r.requests {
+		total += v
+	}
+	requests["Total"] = total
+	return []framework.DataItem{
+		{Labels: labels, Unit: framework.UnitCount, Data: requests},
+		{Labels: labels, Unit: framework.UnitRatio, Data: map[string]float64{"PerObject": r.requestsPerObject()}},
+	}
 }
 
 // requestsPerObject is the phase's API requests per object created.
@@ -81,10 +100,36 @@ func (res results) WriteTable(w io.Writer) error {
 	return nil
 }
 
+// exemptions are the figures of gated units that are not compared with the
+// baseline, and why: every other ratio, count and memory figure is gated;
+// every time and CPU figure is information (framework.UnitClass).
+var exemptions = []framework.Exemption{
+	{Metric: "HTTPRouteModeOverIstioMode", Key: "Converge",
+		Why: "it includes the two floors' own ratio, the control plane's; each mode's ratio to its floor is gated (ConvergenceOverFloor)"},
+	{Metric: "QuietNamespace", Unit: framework.UnitRatio,
+		Why: "one sample; bounded in the run instead (maxLoneShare)"},
+	{Metric: "EditLatency", Unit: framework.UnitRatio,
+		Why: "the tail of 100 samples on a shared machine; bounded in the run instead (maxEditTail)"},
+	{Metric: "NoisyNeighbour", Unit: framework.UnitRatio,
+		Why: "the worst of 5 samples against the flood's own work; the APIRules' bounded in the run instead (maxFloodShare)"},
+	{Metric: "Reconciles", Labels: map[string]string{"Controller": string(contract.RateLimit.Name)},
+		Why: "one key, the world: how many reconciles it takes is how its events batched in time"},
+}
+
+// floorFigure is the machine's floor: (0)'s convergence, Istio mode.
+func (res results) floorFigure() *framework.Machine {
+	f := res.find(floorController, modeIstio)
+	if f == nil {
+		return nil
+	}
+	labels := map[string]string{"Metric": "Convergence", "Controller": f.controller, "Objects": f.objects}
+	return &framework.Machine{Floor: framework.ItemName(labels) + " Converge", FloorMilliseconds: framework.Milliseconds(f.converge)}
+}
+
 // PerfData is per controller its times, memory, reconciles, API requests
-// and CPU, labelled with what it converged.
+// and CPU, labelled with what it converged, and the machine's floor.
 func (res results) PerfData() framework.PerfData {
-	d := framework.PerfData{DataItems: res.floorPerfData()}
+	d := framework.PerfData{Machine: res.floorFigure(), DataItems: res.floorPerfData()}
 	for _, r := range res {
 		if r.controller == floorController {
 			continue
@@ -92,12 +137,7 @@ func (res results) PerfData() framework.PerfData {
 		labels := func(metric string) map[string]string {
 			return map[string]string{"Metric": metric, "Controller": r.controller, "Objects": r.objects}
 		}
-		requests := maps.Clone(r.requests)
-		var total float64
-		for _, v := range r.requests {
-			total += v
-		}
-		requests["Total"], requests["PerObject"] = total, total/float64(max(r.count, 1))
+		d.DataItems = append(d.DataItems, r.requestItems(labels("APIRequests"))...)
 		d.DataItems = append(d.DataItems,
 			framework.DataItem{Labels: labels("Convergence"), Unit: framework.UnitMilliseconds, Data: map[string]float64{
 				"Create": framework.Milliseconds(r.create), "Converge": framework.Milliseconds(r.converge)}},
@@ -105,7 +145,6 @@ func (res results) PerfData() framework.PerfData {
 				"RSS": framework.MiB(r.peakRSS), "Heap": framework.MiB(r.peakHeap)}},
 			framework.DataItem{Labels: labels("Reconciles"), Unit: framework.UnitCount, Data: map[string]float64{
 				"AtConvergence": r.reconcilesAtConvergence, "Idle": r.reconciles}},
-			framework.DataItem{Labels: labels("APIRequests"), Unit: framework.UnitCount, Data: requests},
 			framework.DataItem{Labels: labels("CPUUntilConverged"), Unit: framework.UnitSeconds, Data: r.cpu.Seconds},
 		)
 		d.DataItems = append(d.DataItems, r.scale.dataItems(labels)...)
@@ -114,6 +153,9 @@ func (res results) PerfData() framework.PerfData {
 				"AloneMax": framework.Milliseconds(slices.Max(f.alone)), "FloodedMedian": framework.Milliseconds(median(f.flooded)),
 				"FloodedMax": framework.Milliseconds(slices.Max(f.flooded)),
 			}})
+			if ratios := f.ratios(); len(ratios) > 0 {
+				d.DataItems = append(d.DataItems, framework.DataItem{Labels: labels("NoisyNeighbour"), Unit: framework.UnitRatio, Data: ratios})
+			}
 		}
 	}
 	istio, route := res.find(string(contract.APIRule.Name), modeIstio), res.find(string(contract.APIRule.Name), modeHTTPRoute)

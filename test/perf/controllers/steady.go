@@ -15,10 +15,11 @@ import (
 // namespace (1q), the restart (1r), the edits (1e), and the run's 429s.
 // They are on the Istio-mode APIRule result.
 type scaleFigures struct {
-	lone      time.Duration
-	restart   *restartFigures
-	edits     editFigures
-	throttled *throttling
+	// lone and converge are (1q)'s time to Ready and (1)'s convergence.
+	lone, converge time.Duration
+	restart        *restartFigures
+	edits          editFigures
+	throttled      *throttling
 }
 
 // steadyState runs, after (1) converged, (1q)'s wait, (1r) and (1e) on the
@@ -41,7 +42,8 @@ func (b *bench) steadyState(ctx context.Context, p *controller, r *result, lone 
 	if r.scale.lone, err = lone.wait(ctx, b); err != nil {
 		return nil, err
 	}
-	addNote(loneNote(r.scale.lone, lone.after, len(b.plan.apiRules) >= gatedScale))
+	r.scale.converge = r.converge
+	addNote(loneNote(r.scale.lone, r.converge, lone.after, len(b.plan.apiRules) >= gatedScale))
 	// Every APIRule there is: (1)'s and the quiet namespace's.
 	next, restart, err := b.restartAPIRules(ctx, p, len(b.plan.apiRules)+1, throttled, startup)
 	if err != nil {
@@ -96,8 +98,11 @@ func (s *scaleFigures) dataItems(labels func(metric string) map[string]string) [
 	}
 	var items []framework.DataItem
 	if s.lone > 0 {
-		items = append(items, framework.DataItem{Labels: labels("QuietNamespace"), Unit: framework.UnitMilliseconds,
-			Data: map[string]float64{"Ready": framework.Milliseconds(s.lone)}})
+		items = append(items,
+			framework.DataItem{Labels: labels("QuietNamespace"), Unit: framework.UnitMilliseconds,
+				Data: map[string]float64{"Ready": framework.Milliseconds(s.lone)}},
+			framework.DataItem{Labels: labels("QuietNamespace"), Unit: framework.UnitRatio,
+				Data: map[string]float64{"ReadyOverConvergence": loneShareOf(s.lone, s.converge)}})
 	}
 	if f := s.restart; f != nil {
 		writes := 0.0
@@ -110,8 +115,12 @@ func (s *scaleFigures) dataItems(labels func(metric string) map[string]string) [
 			framework.DataItem{Labels: labels("RestartRequests"), Unit: framework.UnitCount, Data: withTotal(f.requests, "Writes", writes)},
 		)
 	}
-	if len(s.edits.latencies) > 0 {
-		items = append(items, framework.LatencyItem(labels("EditLatency"), s.edits.latencies))
+	if n := len(s.edits.latencies); n > 0 {
+		items = append(items, framework.LatencyItem(labels("EditLatency"), s.edits.latencies),
+			framework.DataItem{Labels: labels("EditLatency"), Unit: framework.UnitRatio,
+				Data: map[string]float64{"Perc99OverPerc50": s.edits.tail()}},
+			framework.DataItem{Labels: labels("EditRequests"), Unit: framework.UnitRatio,
+				Data: map[string]float64{"PerEdit": s.edits.requests / float64(n)}})
 	}
 	if t := s.throttled; t != nil {
 		data := withTotal(t.client, "APFRejected", 0)

@@ -9,6 +9,8 @@
 // Every value becomes a data item labelled with the benchmark's name
 // (without the -GOMAXPROCS suffix) and the unit before the first "-" or
 // "/" of its metric (MiB, B, ns), keyed by the rest ("heap-500-crds").
+// Memory (B, MiB) and allocations (allocs/op) are gated against the
+// baseline; times (ns/op) are information only.
 //
 // Usage:
 //

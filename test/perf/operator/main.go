@@ -44,9 +44,11 @@
 //
 // It prints one table to stdout (progress goes to stderr). Targets are
 // reported as PASS/FAIL, not enforced; the results are written as PerfData
-// to --output and compared with --baseline (make bench
-// BENCH_UPDATE_BASELINE=1 writes a new one), and a regression beyond
-// --tolerance fails the run. The operator is stopped with SIGTERM at the
+// to --output, with the machine's CPUs and model, and compared with
+// --baseline (make bench BENCH_UPDATE_BASELINE=1 writes a new one). Only
+// the steady-state writes, a count, can fail the run (beyond --tolerance);
+// the reaction times are absolute times of this machine, printed beside
+// the baseline's as information. The operator is stopped with SIGTERM at the
 // end; the cluster is left up for the next run (reusing it is fast) unless
 // --down is given; remove it with `hack/cluster.sh down portico-bench`.
 //

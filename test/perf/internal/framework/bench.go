@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -44,8 +45,12 @@ type BenchOptions struct {
 	// comparison); UpdateBaseline writes the results there instead.
 	Baseline       string
 	UpdateBaseline bool
-	// Tolerance is the share by which a value may exceed its baseline.
+	// Tolerance is the share by which a gated value may exceed its
+	// baseline.
 	Tolerance float64
+	// Exempt are the figures of gated units the bench does not gate
+	// (set by the bench, not a flag).
+	Exempt []Exemption
 }
 
 // AddFlags registers the options as flags, with their current values as
@@ -64,7 +69,7 @@ func (o *BenchOptions) AddResultFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Output, "output", o.Output, "write the results there as PerfData JSON (empty: do not)")
 	fs.StringVar(&o.Baseline, "baseline", o.Baseline, "compare the results with this PerfData file (empty: do not)")
 	fs.BoolVar(&o.UpdateBaseline, "update-baseline", o.UpdateBaseline, "write the results to --baseline instead of comparing")
-	fs.Float64Var(&o.Tolerance, "tolerance", o.Tolerance, "share by which a value may exceed its baseline before it counts as a regression")
+	fs.Float64Var(&o.Tolerance, "tolerance", o.Tolerance, "share by which a gated value (a ratio of the run, a count, memory; never a time) may exceed its baseline before it counts as a regression")
 }
 
 // RepoPath resolves a path relative to the repository's top directory.
@@ -75,18 +80,20 @@ func RepoPath(path string) string {
 	return filepath.Join(testenv.RepoRoot(), path)
 }
 
-// ErrRegressed is returned by Publish when a value exceeds its baseline
-// beyond the tolerance.
+// ErrRegressed is returned by Publish when a gated value exceeds its
+// baseline beyond the tolerance.
 var ErrRegressed = errors.New("results regressed against the baseline")
 
-// Publish writes the results to o.Output and compares them with
-// o.Baseline, printing the comparison to w (or that there is no baseline
-// file yet); with o.UpdateBaseline it writes them to o.Baseline instead.
+// Publish writes the results, with the machine they were measured on, to
+// o.Output and compares them with o.Baseline, printing the comparison to w
+// (or that there is no baseline file yet); with o.UpdateBaseline it writes
+// them to o.Baseline instead. Only gated values can fail it.
 func (o BenchOptions) Publish(w io.Writer, d PerfData) error {
 	d.Version = PerfDataVersion
+	d.Machine = withHost(d.Machine, ThisMachine())
 	if o.Output != "" {
 		if err := WritePerfData(RepoPath(o.Output), d); err != nil {
-			return err
+			return fmt.Errorf("results: %w", err)
 		}
 		Logf("results written to %s", o.Output)
 	}
@@ -95,9 +102,9 @@ func (o BenchOptions) Publish(w io.Writer, d PerfData) error {
 		return nil
 	case o.UpdateBaseline:
 		if err := WritePerfData(RepoPath(o.Baseline), d); err != nil {
-			return err
+			return fmt.Errorf("baseline: %w", err)
 		}
-		Logf("baseline %s updated", o.Baseline)
+		Logf("baseline %s updated (machine: %s)", o.Baseline, d.Machine)
 		return nil
 	}
 	baseline, err := ReadPerfData(RepoPath(o.Baseline))
@@ -109,15 +116,29 @@ func (o BenchOptions) Publish(w io.Writer, d PerfData) error {
 	if err != nil {
 		return fmt.Errorf("baseline: %w (write one with --update-baseline)", err)
 	}
-	tol := DefaultTolerance
-	tol.Relative = o.Tolerance
-	cs := Compare(baseline, d, tol)
-	fmt.Fprintf(w, "\ncompared with %s (tolerance %.0f%% plus %v per unit):\n\n", o.Baseline, 100*tol.Relative, tol.Absolute)
-	if err := WriteComparison(w, cs); err != nil {
+	return o.compare(w, baseline, d)
+}
+
+// compare prints the run against its baseline and fails on the gated
+// values that regressed.
+func (o BenchOptions) compare(w io.Writer, baseline, d PerfData) error {
+	p := Policy{Tolerance: DefaultTolerance, Exempt: o.Exempt}
+	p.Tolerance.Relative = o.Tolerance
+	cs := Compare(baseline, d, p)
+	fmt.Fprintf(w, "\ncompared with %s\nbaseline's machine: %s\nthis machine:       %s\n%s\n\n",
+		o.Baseline, baseline.Machine, d.Machine, SpeedNote(baseline.Machine, d.Machine))
+	if err := WriteReport(w, cs, p); err != nil {
 		return err
 	}
-	if r := Regressions(cs); len(r) > 0 {
-		return fmt.Errorf("%w: %d values", ErrRegressed, len(r))
+	regressed := Regressions(cs)
+	fmt.Fprintf(w, "\n%d gated values compared, %d regressed; %d informational values not judged\n",
+		len(OfClass(cs, ClassGated)), len(regressed), len(OfClass(cs, ClassInfo)))
+	if len(regressed) > 0 {
+		names := make([]string, 0, len(regressed))
+		for _, c := range regressed {
+			names = append(names, c.Item+" "+c.Key)
+		}
+		return fmt.Errorf("%w: %d gated values (%s)", ErrRegressed, len(regressed), strings.Join(names, "; "))
 	}
 	return nil
 }

@@ -3,21 +3,20 @@ package framework
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 )
 
 // PerfData is a benchmark's results in the shape of Kubernetes perf-tests'
 // PerfData, which their dashboards and tools read.
 type PerfData struct {
-	Version   string     `json:"version"`
+	Version string `json:"version"`
+	// Machine is where the results were measured (a field perf-tests'
+	// tools ignore); baselines written before it existed have none.
+	Machine   *Machine   `json:"machine,omitempty"`
 	DataItems []DataItem `json:"dataItems"`
 }
 
@@ -36,8 +35,12 @@ type DataItem struct {
 const (
 	UnitMilliseconds = "ms"
 	UnitSeconds      = "s"
+	UnitNanoseconds  = "ns"
 	UnitMiB          = "MiB"
+	UnitBytes        = "B"
 	UnitCount        = "count"
+	// UnitAllocs is allocations (per operation, from go test -benchmem).
+	UnitAllocs = "allocs"
 	// UnitRatio is one figure over another of the same run.
 	UnitRatio = "ratio"
 )
@@ -73,7 +76,7 @@ func LatencyItem(labels map[string]string, samples []time.Duration) DataItem {
 func ReadPerfData(path string) (PerfData, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return PerfData{}, err
+		return PerfData{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	var d PerfData
 	if err := json.Unmarshal(raw, &d); err != nil {
@@ -89,160 +92,13 @@ func ReadPerfData(path string) (PerfData, error) {
 func WritePerfData(path string, d PerfData) error {
 	raw, err := json.MarshalIndent(d, "", "  ")
 	if err != nil {
-		return err
+		return fmt.Errorf("encode %s: %w", path, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return os.WriteFile(path, append(raw, '\n'), 0o644)
-}
-
-// Tolerance is how far a value may exceed its baseline before it counts as
-// a regression: by the Relative share of the baseline plus, for its unit,
-// Absolute (the noise of small values, a few milliseconds of a p99 say).
-type Tolerance struct {
-	Relative float64
-	Absolute map[string]float64
-}
-
-// DefaultTolerance suits runs on one developer machine: 30% and a little
-// absolute noise per unit. Counts get 2: whether a late event lands just
-// before or after convergence turns one reconcile into two, which is no
-// regression.
-var DefaultTolerance = Tolerance{Relative: 0.3, Absolute: map[string]float64{
-	UnitMilliseconds: 20, UnitSeconds: 1, UnitMiB: 1, UnitCount: 2, UnitRatio: 0.1,
-}}
-
-// Verdict is the outcome of comparing one value with its baseline.
-type Verdict string
-
-// The verdicts.
-const (
-	VerdictOK        Verdict = "ok"
-	VerdictRegressed Verdict = "REGRESSED"
-	VerdictImproved  Verdict = "improved"
-	// VerdictNew: the value has no baseline; VerdictMissing: the baseline
-	// has a value the run does not.
-	VerdictNew     Verdict = "new"
-	VerdictMissing Verdict = "missing"
-)
-
-// Comparison is one value of a run against its baseline.
-type Comparison struct {
-	// Item names the data item by its labels ("Metric=...,...").
-	Item string
-	// Key is the value's name in the item's data (e.g. "Perc99").
-	Key               string
-	Unit              string
-	Baseline, Current float64
-	Verdict           Verdict
-}
-
-// itemName renders labels in a stable order, Metric first.
-func itemName(labels map[string]string) string {
-	keys := slices.Sorted(maps.Keys(labels))
-	slices.SortStableFunc(keys, func(a, b string) int {
-		return boolRank(a != "Metric") - boolRank(b != "Metric")
-	})
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, k+"="+labels[k])
+	if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return strings.Join(parts, ",")
+	return nil
 }
-
-func boolRank(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// values flattens PerfData into comparisons keyed by item, unit and key,
-// in order: items as listed, keys sorted.
-func values(d PerfData) ([]string, map[string]Comparison) {
-	var order []string
-	out := map[string]Comparison{}
-	for _, item := range d.DataItems {
-		name := itemName(item.Labels)
-		for _, k := range slices.Sorted(maps.Keys(item.Data)) {
-			id := name + "\x00" + item.Unit + "\x00" + k
-			if _, dup := out[id]; !dup {
-				order = append(order, id)
-			}
-			out[id] = Comparison{Item: name, Key: k, Unit: item.Unit, Current: item.Data[k]}
-		}
-	}
-	return order, out
-}
-
-// Compare sets every value of current against the value with the same
-// labels, unit and key in baseline. Every value is a cost (time, memory,
-// requests): higher is worse. Values of the run come first, in its order,
-// then those only the baseline has.
-func Compare(baseline, current PerfData, tol Tolerance) []Comparison {
-	baseOrder, base := values(baseline)
-	order, cur := values(current)
-	out := make([]Comparison, 0, len(order))
-	for _, id := range order {
-		c := cur[id]
-		b, ok := base[id]
-		if !ok {
-			c.Verdict = VerdictNew
-			out = append(out, c)
-			continue
-		}
-		c.Baseline = b.Current
-		slack := tol.Relative*math.Abs(c.Baseline) + tol.Absolute[c.Unit]
-		switch {
-		case c.Current > c.Baseline+slack:
-			c.Verdict = VerdictRegressed
-		case c.Current < c.Baseline-slack:
-			c.Verdict = VerdictImproved
-		default:
-			c.Verdict = VerdictOK
-		}
-		out = append(out, c)
-	}
-	for _, id := range baseOrder {
-		if _, ok := cur[id]; !ok {
-			b := base[id]
-			out = append(out, Comparison{Item: b.Item, Key: b.Key, Unit: b.Unit, Baseline: b.Current, Verdict: VerdictMissing})
-		}
-	}
-	return out
-}
-
-// Regressions returns the comparisons that regressed.
-func Regressions(cs []Comparison) []Comparison {
-	var out []Comparison
-	for _, c := range cs {
-		if c.Verdict == VerdictRegressed {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// WriteComparison writes comparisons as a table.
-func WriteComparison(w io.Writer, cs []Comparison) error {
-	rows := [][]string{{"item", "value", "unit", "baseline", "run", "change", "verdict"}}
-	for _, c := range cs {
-		baseline, current, change := number(c.Baseline), number(c.Current), "-"
-		switch c.Verdict {
-		case VerdictNew:
-			baseline = "-"
-		case VerdictMissing:
-			current = "-"
-		default:
-			if c.Baseline != 0 {
-				change = fmt.Sprintf("%+.0f%%", 100*(c.Current-c.Baseline)/c.Baseline)
-			}
-		}
-		rows = append(rows, []string{c.Item, c.Key, c.Unit, baseline, current, change, string(c.Verdict)})
-	}
-	return WriteTable(w, rows)
-}
-
-// number formats a value with at most two decimals.
-func number(v float64) string { return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64) }
