@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -64,13 +63,9 @@ func setUp(ctx context.Context, e *testenv.Env) error {
 		return err
 	}
 	for _, name := range controllerNames {
-		binary := filepath.Join(workDir, name+"-controller")
-		build := exec.CommandContext(ctx, "go", "build", "-o", binary, "./controllers/"+name)
-		build.Dir = testenv.RepoRoot()
-		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build ./controllers/%s: %w\n%s", name, err, out)
+		if binaries[name], err = testenv.BuildController(ctx, workDir, name); err != nil {
+			return err
 		}
-		binaries[name] = binary
 	}
 	return nil
 }

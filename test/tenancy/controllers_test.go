@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
@@ -38,12 +37,11 @@ var controllers = map[string]*controller{}
 // TestControllersRunUnderTheirServiceAccounts, not a reason to run nothing.
 func startControllers(ctx context.Context, adminKubeconfig string) error {
 	for _, name := range controllerNames {
-		c := &controller{name: name, binary: filepath.Join(workDir, name+"-controller")}
-		build := exec.CommandContext(ctx, "go", "build", "-o", c.binary, "./controllers/"+name)
-		build.Dir = testenv.RepoRoot()
-		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build ./controllers/%s: %w\n%s", name, err, out)
+		binary, err := testenv.BuildController(ctx, workDir, name)
+		if err != nil {
+			return err
 		}
+		c := &controller{name: name, binary: binary}
 		kubeconfig, err := framework.ImpersonatingKubeconfig(adminKubeconfig, workDir, systemNS, name+"-controller")
 		if err != nil {
 			return err

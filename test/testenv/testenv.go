@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -36,6 +37,18 @@ func RepoRoot() string {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// BuildController builds the binary of controllers/<name> into dir and
+// returns its path (dir/<name>-controller).
+func BuildController(ctx context.Context, dir, name string) (string, error) {
+	binary := filepath.Join(dir, name+"-controller")
+	build := exec.CommandContext(ctx, "go", "build", "-o", binary, "./controllers/"+name)
+	build.Dir = RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./controllers/%s: %w\n%s", name, err, out)
+	}
+	return binary, nil
 }
 
 var (

@@ -718,30 +718,31 @@ func (r *Reconciler) release(ctx context.Context, rule *gatewayv1alpha1.APIRule)
 	if _, err := r.deleteObjects(ctx, rule, objs, nil); err != nil {
 		return ctrl.Result{}, err
 	}
-	remaining := 0
-	for _, o := range objs {
-		if owns(rule, o) {
-			remaining++
-		}
-	}
+	remaining := ownedAmong(rule, objs)
 	if remaining > 0 {
 		// Deleted just now, or being deleted: gone, unless another's
 		// finalizer holds one.
 		if objs, err = r.objectsOf(ctx, r.Reader, selector); err != nil {
 			return ctrl.Result{}, err
 		}
-		remaining = 0
-		for _, o := range objs {
-			if owns(rule, o) {
-				remaining++
-			}
-		}
+		remaining = ownedAmong(rule, objs)
 	}
 	if remaining > 0 {
 		ctrl.LoggerFrom(ctx).Info("Waiting for the APIRule's objects to be deleted before letting its hosts go", "remaining", remaining)
 		return ctrl.Result{RequeueAfter: releaseRetry}, nil
 	}
 	return ctrl.Result{}, r.setFinalizer(ctx, rule, false)
+}
+
+// ownedAmong counts the objects of rule among objs.
+func ownedAmong(rule *gatewayv1alpha1.APIRule, objs []client.Object) int {
+	n := 0
+	for _, o := range objs {
+		if owns(rule, o) {
+			n++
+		}
+	}
+	return n
 }
 
 // reportLookAlikes records an Event on the APIRule for the objects among
