@@ -123,22 +123,38 @@ type Descriptor struct {
 	// +optional
 	Header *HeaderMatch `json:"header,omitempty"`
 
-	// bucket of the matching requests; spec.local when empty.
+	// bucket of the matching requests; spec.local when empty. Descriptors
+	// are local: they need spec.local.
 	// +optional
 	Bucket *TokenBucket `json:"bucket,omitempty"`
 }
 
 // RateLimitSpec is the desired limit.
+// +kubebuilder:validation:XValidation:rule="has(self.local) || has(self.global)",message="a RateLimit needs local, global or both"
+// +kubebuilder:validation:XValidation:rule="!has(self.descriptors) || size(self.descriptors) == 0 || has(self.local)",message="descriptors add local buckets: they need local"
 type RateLimitSpec struct {
 	// targetRef is the APIRule, Istio Gateway or Gateway API Gateway the
 	// limit applies to, in the RateLimit's namespace.
 	// +required
 	TargetRef TargetReference `json:"targetRef"`
 
-	// local is the default token bucket: for an APIRule target, each of its
-	// paths gets one; for a Gateway target, the whole gateway shares one.
-	// +required
-	Local TokenBucket `json:"local"`
+	// local is the default token bucket each gateway pod keeps for itself:
+	// for an APIRule target, each of its paths gets one; for a Gateway
+	// target, the whole gateway shares one. With N gateway pods the target
+	// admits up to N times the bucket; use global for one budget across
+	// every pod. Optional when global is set.
+	// +optional
+	Local *TokenBucket `json:"local,omitempty"`
+
+	// global gives budgets shared by every pod of the target gateway, kept
+	// by Portico's rate-limit service in Redis and optionally split per
+	// client (a header's value, the client address, a validated JWT
+	// claim). The administrator enables it (APIGateway
+	// spec.rateLimits.global); until then a RateLimit with global reports
+	// NotEnforced. local and global may be combined: a request must pass
+	// both.
+	// +optional
+	Global *GlobalRateLimit `json:"global,omitempty"`
 
 	// descriptors add buckets for requests matching a path or header: at
 	// most 16, whose paths, header names and header values hold at most 512
@@ -195,10 +211,12 @@ type RateLimitStatus struct {
 	EnvoyFilters []string `json:"envoyFilters,omitempty"`
 }
 
-// RateLimit applies local token-bucket rate limits to the workload of an
+// RateLimit applies rate limits to the workload of an
 // Istio Gateway or of a Gateway API Gateway that Istio runs, or to an
 // APIRule's paths (on an Istio Gateway, or in HTTPRoute mode on a Gateway
-// API Gateway). The ratelimit controller writes one
+// API Gateway): local token buckets each gateway pod keeps (spec.local),
+// global budgets every pod shares through Portico's rate-limit service
+// (spec.global), or both. The ratelimit controller writes one
 // EnvoyFilter per gateway workload and RateLimit namespace, so the
 // RateLimits of one namespace never share a filter with another's: another
 // namespace cannot stop, stale or remove them. A gateway-wide limit
@@ -239,4 +257,173 @@ type RateLimitList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []RateLimit `json:"items"`
+}
+
+// GlobalRateLimit is a set of budgets shared by every pod of the target
+// gateway.
+type GlobalRateLimit struct {
+	// rules each keep a budget (one per client when clientKeys are set). A
+	// request counts against every rule that matches it and is refused
+	// (429) when one of them is exhausted. At most 16.
+	// +required
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Rules []GlobalRule `json:"rules"`
+}
+
+// RateLimitUnit is the unit of time a global limit counts requests in.
+// +kubebuilder:validation:Enum=Second;Minute;Hour;Day
+type RateLimitUnit string
+
+// The units of a global limit.
+const (
+	UnitSecond RateLimitUnit = "Second"
+	UnitMinute RateLimitUnit = "Minute"
+	UnitHour   RateLimitUnit = "Hour"
+	UnitDay    RateLimitUnit = "Day"
+)
+
+// RateLimitAlgorithm is how a global budget refills.
+// +kubebuilder:validation:Enum=FixedWindow;TokenBucket
+type RateLimitAlgorithm string
+
+// The algorithms of a global limit.
+const (
+	// AlgorithmFixedWindow admits `requests` in each calendar window of one unit
+	// (a minute starts at :00): simple, and a client may send up to twice
+	// the limit across a window boundary.
+	AlgorithmFixedWindow RateLimitAlgorithm = "FixedWindow"
+	// AlgorithmTokenBucket refills `requests` tokens evenly over each unit into a
+	// bucket of `burst` tokens: smooth, with bursts bounded by `burst`.
+	AlgorithmTokenBucket RateLimitAlgorithm = "TokenBucket"
+)
+
+// GlobalRule is one global budget: which requests count against it, how
+// it is split per client, and how many it admits per unit of time.
+// +kubebuilder:validation:XValidation:rule="!has(self.burst) || self.algorithm == 'TokenBucket'",message="burst is the size of a token bucket: it needs algorithm TokenBucket"
+type GlobalRule struct {
+	// name of the rule, unique in the RateLimit. It names the budget in the
+	// rate-limit service's counters and metrics.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// match restricts the rule to requests with a path prefix, a header
+	// value or both. Not set: every request through the target.
+	// +optional
+	Match *GlobalMatch `json:"match,omitempty"`
+
+	// clientKeys split the budget: every distinct combination of their
+	// values gets a budget of its own (per user, per API key, per client
+	// address). Requests that lack a value (no such header, no validated
+	// token with the claim) share one budget of their own, so a client
+	// cannot escape the rule by leaving a value out or sending it under
+	// another name. Not set: one budget shared by every matching request.
+	// At most 4. The rate-limit service keeps at most the administrator's
+	// maxKeysPerRule budgets per rule and window; the clients beyond share
+	// one more.
+	// +optional
+	// +kubebuilder:validation:MaxItems=4
+	ClientKeys []ClientKey `json:"clientKeys,omitempty"`
+
+	// requests admitted per unit (per client key when clientKeys are set).
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000000
+	Requests int64 `json:"requests"`
+
+	// unit of time requests are counted in: Second, Minute, Hour or Day.
+	// +required
+	Unit RateLimitUnit `json:"unit"`
+
+	// algorithm of the budget: FixedWindow (default) counts in calendar
+	// windows of one unit; TokenBucket refills continuously.
+	// +optional
+	// +kubebuilder:default=FixedWindow
+	Algorithm RateLimitAlgorithm `json:"algorithm,omitempty"`
+
+	// burst is the token bucket's capacity (TokenBucket only): the most
+	// requests admitted at once after a quiet period. Default: requests.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000000
+	Burst *int64 `json:"burst,omitempty"`
+}
+
+// GlobalMatch selects the requests a global rule counts.
+// +kubebuilder:validation:XValidation:rule="has(self.path) || has(self.header)",message="a match needs a path, a header or both"
+type GlobalMatch struct {
+	// path prefix the request must start with.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="path must start with '/'"
+	Path string `json:"path,omitempty"`
+
+	// header the request must carry with exactly this value.
+	// +optional
+	Header *HeaderMatch `json:"header,omitempty"`
+}
+
+// ClientKeyType is what splits a global budget per client.
+// +kubebuilder:validation:Enum=Header;ClientAddress;JWTClaim
+type ClientKeyType string
+
+// The client key types.
+const (
+	// ClientKeyHeader keys the budget by a request header's value, as the
+	// client sent it: right for an API key the backend or an authorizer
+	// checks, never for an identity (use JWTClaim).
+	ClientKeyHeader ClientKeyType = "Header"
+	// ClientKeyClientAddress keys the budget by the client's address as
+	// the gateway trusts it (the connection's peer, or the address
+	// X-Forwarded-For gives through the mesh's trusted proxies).
+	ClientKeyClientAddress ClientKeyType = "ClientAddress"
+	// ClientKeyJWTClaim keys the budget by a claim of a token the gateway
+	// validated (an APIRule's jwt rules, Istio's RequestAuthentication): it
+	// is read from what Istio records after validation, never from a
+	// header a client could send.
+	ClientKeyJWTClaim ClientKeyType = "JWTClaim"
+)
+
+// ClientKey is one value that splits a global budget per client.
+// +kubebuilder:validation:XValidation:rule="self.type == 'Header' ? has(self.header) : !has(self.header)",message="header is set exactly when type is Header"
+// +kubebuilder:validation:XValidation:rule="self.type == 'JWTClaim' ? has(self.claim) : !has(self.claim)",message="claim is set exactly when type is JWTClaim"
+type ClientKey struct {
+	// type of the key: Header, ClientAddress or JWTClaim.
+	// +required
+	Type ClientKeyType `json:"type"`
+
+	// header whose value keys the budget (type Header). Compared as the
+	// gateway reads it: case-insensitive.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+\-.^_|~]+$`
+	Header string `json:"header,omitempty"`
+
+	// claim of a validated JWT that keys the budget (type JWTClaim).
+	// +optional
+	Claim *JWTClaimKey `json:"claim,omitempty"`
+}
+
+// JWTClaimKey names a claim of the tokens of one issuer.
+type JWTClaimKey struct {
+	// issuer of the tokens (their iss claim), as in the jwt rules that
+	// validate them.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Issuer string `json:"issuer"`
+
+	// name of the claim (sub, client_id, …); a top-level claim whose value
+	// is a string, number or boolean.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.:-]+$`
+	Name string `json:"name"`
 }

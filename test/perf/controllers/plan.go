@@ -233,7 +233,7 @@ func (p *plan) planRateLimits(s sizes) {
 		g, slot := i%s.gateways, i/s.gateways
 		rl := &gatewayv1alpha1.RateLimit{
 			ObjectMeta: metav1.ObjectMeta{Labels: benchLabels()},
-			Spec: gatewayv1alpha1.RateLimitSpec{Local: gatewayv1alpha1.TokenBucket{
+			Spec: gatewayv1alpha1.RateLimitSpec{Local: &gatewayv1alpha1.TokenBucket{
 				MaxTokens: 100, TokensPerFill: 10, FillInterval: metav1.Duration{Duration: time.Second},
 			}},
 		}

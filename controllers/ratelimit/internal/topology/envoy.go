@@ -40,7 +40,7 @@ func localRateLimit(spec gatewayv1alpha1.RateLimitSpec) map[string]any {
 	}
 	cfg := map[string]any{
 		"stat_prefix":     statPrefix,
-		"token_bucket":    tokenBucket(spec.Local),
+		"token_bucket":    tokenBucket(*spec.Local),
 		"filter_enabled":  map[string]any{"runtime_key": "portico_local_rate_limit_enabled", "default_value": percent(100)},
 		"filter_enforced": map[string]any{"runtime_key": "portico_local_rate_limit_enforced", "default_value": percent(enforced)},
 	}
@@ -54,7 +54,7 @@ func localRateLimit(spec gatewayv1alpha1.RateLimitSpec) map[string]any {
 	if len(spec.Descriptors) > 0 {
 		var descriptors []any
 		for i, d := range spec.Descriptors {
-			bucket := spec.Local
+			bucket := *spec.Local
 			if d.Bucket != nil {
 				bucket = *d.Bucket
 			}

@@ -21,7 +21,7 @@ var specOptions = map[string]func(*Policy){
 		p.Spec.ResponseHeaders = ptr.To(true)
 	},
 	"largest bucket, longest interval": func(p *Policy) {
-		p.Spec.Local = gatewayv1alpha1.TokenBucket{MaxTokens: 1_000_000_000, TokensPerFill: 1_000_000_000, FillInterval: metav1.Duration{Duration: 24 * time.Hour}}
+		p.Spec.Local = &gatewayv1alpha1.TokenBucket{MaxTokens: 1_000_000_000, TokensPerFill: 1_000_000_000, FillInterval: metav1.Duration{Duration: 24 * time.Hour}}
 	},
 	"fractional interval": func(p *Policy) {
 		p.Spec.Local.FillInterval = metav1.Duration{Duration: 1500*time.Millisecond + time.Nanosecond}

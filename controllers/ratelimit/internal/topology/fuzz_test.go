@@ -223,7 +223,7 @@ func decodeWorld(data []byte) Input {
 		case 2:
 			p.Spec.TargetRef.Group = gatewayv1alpha1.GatewayAPIGroup
 		}
-		p.Spec.Local = b.bucket()
+		p.Spec.Local = ptr.To(b.bucket())
 		p.Spec.Enforce = b.optionalBool()
 		p.Spec.ResponseHeaders = b.optionalBool()
 		for range b.intn(4) {

@@ -38,7 +38,7 @@ func atTheBounds(ns, name string, age int) (APIRule, Policy) {
 	widest := gatewayv1alpha1.TokenBucket{MaxTokens: 1_000_000_000, TokensPerFill: 1_000_000_000, FillInterval: metav1.Duration{Duration: 24*time.Hour - time.Nanosecond}}
 	per := maxDescriptorChars / maxDescriptors // 32: a path of 16, a header of 1 + 15
 	p := policy(ns, "limit-"+name[:10], age, gatewayv1alpha1.TargetAPIRule, name, func(p *Policy) {
-		p.Spec.Local = widest
+		p.Spec.Local = &widest
 		p.Spec.Enforce = ptr.To(false)
 		p.Spec.ResponseHeaders = ptr.To(true)
 		for range maxDescriptors {
