@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"slices"
 	"strings"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
@@ -70,7 +71,7 @@ var (
 		Name:     operatorv1alpha1.ControllerRateLimit,
 		Required: []CRD{RateLimits, EnvoyFilters},
 		Optional: []CRD{IstioGateways, GatewayAPIGateways, APIRules},
-		Flags:    runnerFlags,
+		Flags:    append(slices.Clone(runnerFlags), FlagGlobalRateLimit, FlagGlobalRateLimitFailOpen, FlagGlobalRateLimitTimeout),
 	}
 	// Gateway runs the default gateway of spec.gateway. Optional:
 	// cert-manager's Certificate (the certManager source), APIRules (which

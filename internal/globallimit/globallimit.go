@@ -162,6 +162,10 @@ type Limit struct {
 	// Shadow counts without refusing: the service answers OK and records
 	// what it would have refused.
 	Shadow bool `json:"shadow,omitempty"`
+	// Headers returns the limit's figures (current limit, remaining,
+	// reset) with each decision, from which the gateway writes
+	// X-RateLimit-* response headers.
+	Headers bool `json:"headers,omitempty"`
 }
 
 // Capacity is a token bucket's size.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +59,9 @@ type Controller struct {
 	// with nobody to maintain it. It must touch only the controller's own
 	// objects. The controller's RBAC needs get on apigateways.
 	Retire func(ctx context.Context, c client.Client) error
+	// Flags, when set, declares the binary's own flags (each listed in its
+	// contract.Controller's Flags) beside the standard ones.
+	Flags func(fs *pflag.FlagSet)
 }
 
 // Environment is what Setup may need to know about the process.
@@ -127,6 +131,9 @@ func NewCommand(c Controller) *cobra.Command {
 	fs.Float64Var(&o.APIBounds.QPS, contract.FlagKubeAPIQPS, contract.DefaultKubeAPIQPS, "API requests per second the process sends at most; 0 or less: no client-side limit")
 	fs.IntVar(&o.APIBounds.Burst, contract.FlagKubeAPIBurst, contract.DefaultKubeAPIBurst, "API requests the process may send at once above --"+contract.FlagKubeAPIQPS)
 	fs.DurationVar(&o.APIBounds.Timeout, contract.FlagKubeAPITimeout, contract.DefaultKubeAPITimeout, "how long one API request other than a watch may take; 0: unbounded")
+	if c.Flags != nil {
+		c.Flags(fs)
+	}
 	if kubeconfig := flag.CommandLine.Lookup("kubeconfig"); kubeconfig != nil {
 		fs.AddGoFlag(kubeconfig)
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/portico-dev/portico/controllers/internal/metrics"
 	"github.com/portico-dev/portico/controllers/internal/ssa"
 	"github.com/portico-dev/portico/controllers/ratelimit/internal/topology"
+	"github.com/portico-dev/portico/internal/globallimit"
 )
 
 // FieldManager is the ratelimit controller's server-side apply identity.
@@ -101,6 +102,8 @@ type Reconciler struct {
 	// RootNamespace is Istio's root namespace (topology.DefaultRootNamespace
 	// when empty).
 	RootNamespace string
+	// Global is the administrator's global rate limiting.
+	Global Global
 
 	// latency times each RateLimit generation from its first sighting to
 	// Ready (portico_spec_to_ready_seconds); nil until SetupWithManager.
@@ -117,7 +120,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if in.Global, err = r.globalInput(ctx); err != nil {
+		return reconcile.Result{}, err
+	}
 	out := topology.Compute(in)
+	liveConfigs, err := r.liveGlobalConfigs(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 
 	var existing networkingv1alpha3.EnvoyFilterList
 	if err := r.Client.List(ctx, &existing, ManagedSelector, client.UnsafeDisableDeepCopy); err != nil {
@@ -144,9 +154,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 	for _, ef := range out.EnvoyFilters {
 		wanted[ef.Namespace+"/"+ef.Name] = true
 	}
-	inParallel(ctx, tenantsOf(out.EnvoyFilters, limits), tenantWriters, func(t *tenant) {
+	wantedConfigs := map[string]bool{}
+	for _, c := range out.GlobalConfigs {
+		wantedConfigs[globallimit.ConfigMapName(c.Namespace)] = true
+	}
+	inParallel(ctx, tenantsOf(out.EnvoyFilters, limits, out.GlobalConfigs), tenantWriters, func(t *tenant) {
 		failed := map[string]error{}
+		if t.config != nil {
+			// Before the filters: the service knows a limit before the
+			// gateways count requests against it.
+			if err := r.writeGlobalConfig(ctx, *t.config, liveConfigs); err != nil {
+				for _, ef := range t.filters {
+					failed[ef.Namespace+"/"+ef.Name] = err
+				}
+				if !errors.Is(err, errOverBudget) { // that lasts until the RateLimits change
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		}
 		for _, ef := range t.filters {
+			if failed[ef.Namespace+"/"+ef.Name] != nil {
+				continue
+			}
 			key := ef.Namespace + "/" + ef.Name
 			err := topology.CheckSize(ef)
 			if err != nil {
@@ -192,14 +223,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 		}
 	}
 
+	if r.Global.Enabled {
+		errs = append(errs, r.deleteGlobalConfigs(ctx, liveConfigs, wantedConfigs))
+	}
+
 	return result, errors.Join(errs...)
 }
 
 // tenant is the work of one RateLimit namespace: the EnvoyFilters that
-// hold its RateLimits and the RateLimits.
+// hold its RateLimits, the RateLimits, and its global limits.
 type tenant struct {
 	filters []*networkingv1alpha3.EnvoyFilter
 	limits  []*gatewayv1alpha1.RateLimit
+	config  *globallimit.Config
 }
 
 // cost orders the tenants' work: the config patches of their filters and
@@ -214,7 +250,7 @@ func (t *tenant) cost() int {
 
 // tenantsOf splits the work by RateLimit namespace (the namespace label of
 // a filter), the cheapest first.
-func tenantsOf(filters []*networkingv1alpha3.EnvoyFilter, limits []gatewayv1alpha1.RateLimit) []*tenant {
+func tenantsOf(filters []*networkingv1alpha3.EnvoyFilter, limits []gatewayv1alpha1.RateLimit, configs []globallimit.Config) []*tenant {
 	byNS := map[string]*tenant{}
 	get := func(ns string) *tenant {
 		if byNS[ns] == nil {
@@ -229,6 +265,9 @@ func tenantsOf(filters []*networkingv1alpha3.EnvoyFilter, limits []gatewayv1alph
 	for i := range limits {
 		t := get(limits[i].Namespace)
 		t.limits = append(t.limits, &limits[i])
+	}
+	for i := range configs {
+		get(configs[i].Namespace).config = &configs[i]
 	}
 	out := slices.Collect(maps.Values(byNS))
 	slices.SortFunc(out, func(a, b *tenant) int {
@@ -656,6 +695,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.GatewaysKnown || r.GatewayAPIGatewaysKnown {
 		// Pods matter only through gateways' selectors.
 		b = b.Watches(podMetadata(), toWorld, builder.WithPredicates(r.gatewayPodEvents()))
+	}
+	if r.Global.Enabled {
+		// The service's feed and key: repaired when someone changes them.
+		b = b.Watches(&corev1.ConfigMap{}, toWorld).Watches(&corev1.Secret{}, toWorld)
 	}
 	if r.APIRulesKnown {
 		// Only APIRules a RateLimit targets, and only changes of what the

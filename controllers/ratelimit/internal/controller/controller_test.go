@@ -34,6 +34,10 @@ import (
 
 const eventually = 20 * time.Second
 
+// porticoNamespace is Portico's namespace: the rate-limit service's feed
+// and key live there.
+const porticoNamespace = "portico-system"
+
 var (
 	k8sClient client.Client
 	ingress   = map[string]string{"istio": "ingressgateway"}
@@ -47,7 +51,7 @@ func TestMain(m *testing.M) {
 		AddToScheme: []func(*runtime.Scheme) error{
 			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, networkingv1alpha3.AddToScheme, gatewayapiv1.Install,
 		},
-		Namespaces: []string{"shop", "istio-system", "bookinfo", "gateways", "edge", "team-a", "team-b"},
+		Namespaces: []string{"shop", "istio-system", "bookinfo", "gateways", "edge", "team-a", "team-b", "team-g", porticoNamespace},
 		Setup:      startController,
 	}))
 }
@@ -57,6 +61,7 @@ func startController(ctx context.Context, env *testenv.Env) error {
 	k8sClient = env.Client
 	cacheOpts := cache.Options{}
 	ConfigureCache(&cacheOpts, true)
+	ConfigureGlobalCache(&cacheOpts, porticoNamespace)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Cache: cacheOpts,
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -64,7 +69,8 @@ func startController(ctx context.Context, env *testenv.Env) error {
 	if err != nil {
 		return err
 	}
-	r := &Reconciler{Client: mgr.GetClient(), GatewaysKnown: true, GatewayAPIGatewaysKnown: true, APIRulesKnown: true, RootNamespace: topology.DefaultRootNamespace}
+	r := &Reconciler{Client: mgr.GetClient(), GatewaysKnown: true, GatewayAPIGatewaysKnown: true, APIRulesKnown: true, RootNamespace: topology.DefaultRootNamespace,
+		Global: Global{Enabled: true, FailOpen: true, Timeout: 100 * time.Millisecond, Namespace: porticoNamespace}}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}

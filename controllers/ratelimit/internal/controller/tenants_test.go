@@ -31,7 +31,7 @@ func TestTenantsOf(t *testing.T) {
 		filter("team-c", "team-c", 3),
 	}
 	limits := []gatewayv1alpha1.RateLimit{limit("team-b", "b1"), limit("team-b", "b2"), limit("team-a", "a1"), limit("team-c", "c1"), limit("team-d", "d1")}
-	got := tenantsOf(filters, limits)
+	got := tenantsOf(filters, limits, nil)
 
 	g := NewWithT(t)
 	var order []string

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -108,11 +109,23 @@ func mustStruct(v map[string]any) *structpb.Struct {
 // config keyed by its name.
 func listenerFilterPatch(name string, gatewayClaim *claim) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch {
 	cfg := map[string]any{"stat_prefix": statPrefix}
-	if gatewayClaim != nil {
+	if gatewayClaim != nil && gatewayClaim.spec.Local != nil {
 		cfg = localRateLimit(gatewayClaim.spec)
 	}
-	p := gatewayPatch(networkingv1alpha3.EnvoyFilter_HTTP_FILTER, networkingv1alpha3.EnvoyFilter_Patch_INSERT_BEFORE,
-		map[string]any{"name": name, "typed_config": typed(cfg)})
+	return httpFilterPatch(map[string]any{"name": name, "typed_config": typed(cfg)})
+}
+
+// globalFilterPatch inserts the global rate limit filter, named name,
+// before the router of every gateway listener (after the local one, so a
+// request the local bucket refuses costs the service nothing).
+func globalFilterPatch(name string, cfg map[string]any) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch {
+	return httpFilterPatch(map[string]any{"name": name, "typed_config": map[string]any{"@type": typedStruct, "type_url": rateLimitV3, "value": cfg}})
+}
+
+// httpFilterPatch inserts an HTTP filter before the router of every gateway
+// listener.
+func httpFilterPatch(filter map[string]any) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch {
+	p := gatewayPatch(networkingv1alpha3.EnvoyFilter_HTTP_FILTER, networkingv1alpha3.EnvoyFilter_Patch_INSERT_BEFORE, filter)
 	p.Match.ObjectTypes = &networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectMatch_Listener{Listener: &networkingv1alpha3.EnvoyFilter_ListenerMatch{
 		FilterChain: &networkingv1alpha3.EnvoyFilter_ListenerMatch_FilterChainMatch{
 			Filter: &networkingv1alpha3.EnvoyFilter_ListenerMatch_FilterMatch{
@@ -134,8 +147,13 @@ func virtualHostPatch(c *claim) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjec
 // routePatch gives one APIRule route its own bucket (and descriptor actions)
 // in the filter named name: the routes of that name, in the claim's virtual
 // host when it has one.
-func routePatch(name string, c claim) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch {
-	value := map[string]any{"typed_per_filter_config": map[string]any{name: typed(localRateLimit(c.spec))}}
+func routePatch(name string, c claim, global map[string]any) *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch {
+	perFilter := map[string]any{}
+	if c.spec.Local != nil {
+		perFilter[name] = typed(localRateLimit(c.spec))
+	}
+	maps.Copy(perFilter, global)
+	value := map[string]any{"typed_per_filter_config": perFilter}
 	if len(c.spec.Descriptors) > 0 {
 		value["route"] = map[string]any{"rate_limits": rateLimitActions(c.spec)}
 	}

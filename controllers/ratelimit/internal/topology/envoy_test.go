@@ -26,6 +26,15 @@ var specOptions = map[string]func(*Policy){
 	"fractional interval": func(p *Policy) {
 		p.Spec.Local.FillInterval = metav1.Duration{Duration: 1500*time.Millisecond + time.Nanosecond}
 	},
+	"global only, every client key": func(p *Policy) {
+		p.Spec.Local = nil
+		p.Spec.Global = everyGlobalRule()
+	},
+	"local and global, shadow, headers": func(p *Policy) {
+		p.Spec.Enforce = ptr.To(false)
+		p.Spec.ResponseHeaders = ptr.To(true)
+		p.Spec.Global = everyGlobalRule()
+	},
 	"descriptors of every kind": func(p *Policy) {
 		p.Spec.Enforce = ptr.To(false)
 		p.Spec.ResponseHeaders = ptr.To(true)
@@ -49,7 +58,9 @@ func TestEveryPatchIsValidEnvoyConfig(t *testing.T) {
 				g := NewWithT(t)
 				target := map[gatewayv1alpha1.TargetKind]string{gatewayv1alpha1.TargetGateway: "public", gatewayv1alpha1.TargetAPIRule: "orders"}[kind]
 				ns := map[gatewayv1alpha1.TargetKind]string{gatewayv1alpha1.TargetGateway: "istio-system", gatewayv1alpha1.TargetAPIRule: "shop"}[kind]
-				out := Compute(world(policy(ns, "p", 0, kind, target, option)))
+				in := world(policy(ns, "p", 0, kind, target, option))
+				in.Global = testGlobal
+				out := Compute(in)
 				g.Expect(out.Verdicts[id(ns, "p")].Enforced()).To(BeTrue(), out.Verdicts[id(ns, "p")].Message)
 				g.Expect(out.EnvoyFilters).To(HaveLen(1))
 				g.Expect(validateEnvoyFilter(out.EnvoyFilters[0], seen)).To(Succeed())

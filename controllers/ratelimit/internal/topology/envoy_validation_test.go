@@ -3,10 +3,12 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	udpatypev1 "github.com/cncf/xds/go/udpa/type/v1"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	localratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/local_ratelimit/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -71,7 +73,7 @@ func validatePatch(cp *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch, fi
 			return fmt.Errorf("HTTP filter %q inserted twice", filter.GetName())
 		}
 		filters[filter.GetName()] = true
-		_, err := parseLocalRateLimit(filter.GetTypedConfig())
+		_, err := parseTyped(filter.GetTypedConfig(), localRateLimitV3, rateLimitV3)
 		return err
 	case networkingv1alpha3.EnvoyFilter_VIRTUAL_HOST:
 		patch := &routev3.VirtualHost{}
@@ -111,12 +113,19 @@ func validatePatch(cp *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch, fi
 			if !filters[name] {
 				return fmt.Errorf("per-route config for HTTP filter %q, which this EnvoyFilter does not insert", name)
 			}
-			bucket, err := parseLocalRateLimit(cfg)
+			msg, err := parseTyped(cfg, localRateLimitV3, rateLimitPerRouteV3)
 			if err != nil {
 				return err
 			}
-			if bucket.GetTokenBucket() == nil {
-				return fmt.Errorf("per-route config for %q without a token bucket", name)
+			switch m := msg.(type) {
+			case *localratelimitv3.LocalRateLimit:
+				if m.GetTokenBucket() == nil {
+					return fmt.Errorf("per-route config for %q without a token bucket", name)
+				}
+			case *ratelimitv3.RateLimitPerRoute:
+				if len(m.GetRateLimits()) == 0 {
+					return fmt.Errorf("per-route config for %q without rate_limits", name)
+				}
 			}
 		}
 		return nil
@@ -124,25 +133,37 @@ func validatePatch(cp *networkingv1alpha3.EnvoyFilter_EnvoyConfigObjectPatch, fi
 	return fmt.Errorf("unexpected applyTo %s", cp.GetApplyTo())
 }
 
-// parseLocalRateLimit opens a TypedStruct-wrapped LocalRateLimit and validates it.
-func parseLocalRateLimit(cfg *anypb.Any) (*localratelimitv3.LocalRateLimit, error) {
+// parseTyped opens a TypedStruct-wrapped config of one of the types
+// allowed (LocalRateLimit, RateLimit, RateLimitPerRoute) and validates it.
+func parseTyped(cfg *anypb.Any, allowed ...string) (proto.Message, error) {
 	wrapper := &udpatypev1.TypedStruct{}
 	if err := cfg.UnmarshalTo(wrapper); err != nil {
 		return nil, fmt.Errorf("typed_config is %s, not a TypedStruct: %w", cfg.GetTypeUrl(), err)
 	}
-	if wrapper.GetTypeUrl() != localRateLimitV3 {
-		return nil, fmt.Errorf("TypedStruct wraps %s", wrapper.GetTypeUrl())
+	var msg interface {
+		proto.Message
+		ValidateAll() error
+	}
+	switch wrapper.GetTypeUrl() {
+	case localRateLimitV3:
+		msg = &localratelimitv3.LocalRateLimit{}
+	case rateLimitV3:
+		msg = &ratelimitv3.RateLimit{}
+	case rateLimitPerRouteV3:
+		msg = &ratelimitv3.RateLimitPerRoute{}
+	}
+	if msg == nil || !slices.Contains(allowed, wrapper.GetTypeUrl()) {
+		return nil, fmt.Errorf("TypedStruct wraps %s, want one of %v", wrapper.GetTypeUrl(), allowed)
 	}
 	raw, err := protojson.Marshal(wrapper.GetValue())
 	if err != nil {
 		return nil, fmt.Errorf("marshal TypedStruct value: %w", err)
 	}
-	limit := &localratelimitv3.LocalRateLimit{}
-	if err := strictJSON.Unmarshal(raw, limit); err != nil {
-		return nil, fmt.Errorf("parse LocalRateLimit: %w", err)
+	if err := strictJSON.Unmarshal(raw, msg); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", wrapper.GetTypeUrl(), err)
 	}
-	if err := limit.ValidateAll(); err != nil {
-		return nil, fmt.Errorf("LocalRateLimit: %w", err)
+	if err := msg.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("%s: %w", wrapper.GetTypeUrl(), err)
 	}
-	return limit, nil
+	return msg, nil
 }

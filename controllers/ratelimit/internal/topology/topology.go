@@ -18,6 +18,7 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
+	"github.com/portico-dev/portico/internal/globallimit"
 )
 
 // Labels on every EnvoyFilter the ratelimit controller writes.
@@ -113,6 +114,9 @@ type Input struct {
 	GatewaysKnown           bool
 	GatewayAPIGatewaysKnown bool
 	APIRulesKnown           bool
+	// Global is the administrator's global rate limiting; nil while it is
+	// not enabled, and RateLimits with global rules are then not enforced.
+	Global *Global
 }
 
 // Verdict is a RateLimit's outcome.
@@ -139,6 +143,9 @@ type Output struct {
 	// EnvoyFilters sorted by namespace and name.
 	EnvoyFilters []*networkingv1alpha3client.EnvoyFilter
 	Verdicts     map[types.NamespacedName]Verdict
+	// GlobalConfigs are the rate-limit service's limits, one Config per
+	// namespace with enforced global rules, sorted by namespace.
+	GlobalConfigs []globallimit.Config
 }
 
 // podGroup is the pods of one namespace that carry the same labels: a
@@ -448,6 +455,9 @@ func Compute(in Input) Output {
 		if v == nil {
 			v = w.reach(p, t)
 		}
+		if v == nil && p.Spec.Global != nil && (in.Global == nil || len(in.Global.Key) == 0) {
+			v = notEnforced("global rate limits are not enabled: the administrator has not configured spec.rateLimits.global in the APIGateway (Portico's rate-limit service and its Redis), so the global rules cannot be kept; the RateLimit applies once they are")
+		}
 		if v != nil {
 			out.Verdicts[id] = *v
 			continue
@@ -463,13 +473,28 @@ func Compute(in Input) Output {
 	}
 	slices.SortStableFunc(visits, func(a, b visit) int { return cmp.Compare(pass(a), pass(b)) })
 	held := owners{gatewayWide: map[int]holder{}, anyRoute: map[int]holder{}, route: map[string]holder{}}
+	configs := map[string]*globallimit.Config{}
 	for _, v := range visits {
-		out.Verdicts[v.id] = w.claim(held, v)
+		verdict := w.claim(held, v)
+		out.Verdicts[v.id] = verdict
+		if verdict.Enforced() && v.spec.Global != nil {
+			c, ok := configs[v.id.Namespace]
+			if !ok {
+				c = &globallimit.Config{Namespace: v.id.Namespace}
+				configs[v.id.Namespace] = c
+			}
+			c.Limits = append(c.Limits, limitsOf(v.id.Name, v.spec)...)
+		}
+	}
+	for _, ns := range slices.Sorted(maps.Keys(configs)) {
+		c := configs[ns]
+		slices.SortFunc(c.Limits, func(a, b globallimit.Limit) int { return strings.Compare(a.ID, b.ID) })
+		out.GlobalConfigs = append(out.GlobalConfigs, *c)
 	}
 
 	for _, wl := range w.workloads {
 		if len(wl.claims) > 0 {
-			out.EnvoyFilters = append(out.EnvoyFilters, envoyFilter(wl, byID))
+			out.EnvoyFilters = append(out.EnvoyFilters, envoyFilter(wl, byID, in.Global))
 		}
 	}
 	slices.SortFunc(out.EnvoyFilters, func(a, b *networkingv1alpha3client.EnvoyFilter) int {
@@ -774,7 +799,7 @@ func (w *snapshot) podsOf(i int, viewer string) string {
 	return fmt.Sprintf("the pods labelled %s in namespace %s", selectorKey(g.labels), g.namespace)
 }
 
-func envoyFilter(w *workload, policies map[types.NamespacedName]Policy) *networkingv1alpha3client.EnvoyFilter {
+func envoyFilter(w *workload, policies map[types.NamespacedName]Policy, g *Global) *networkingv1alpha3client.EnvoyFilter {
 	var gatewayClaim *claim
 	var routeClaims []claim
 	contributors := map[types.NamespacedName]bool{}
@@ -803,12 +828,22 @@ func envoyFilter(w *workload, policies map[types.NamespacedName]Policy) *network
 	// Proto messages must not be copied: fill the object's spec in place.
 	spec := &ef.Spec
 	spec.WorkloadSelector = &networkingv1alpha3.WorkloadSelector{Labels: maps.Clone(w.selector)}
-	spec.ConfigPatches = append(spec.ConfigPatches, listenerFilterPatch(name, gatewayClaim))
+	if usesLocal(w.claims) {
+		spec.ConfigPatches = append(spec.ConfigPatches, listenerFilterPatch(name, gatewayClaim))
+	}
+	globalName := HTTPGlobalFilterName(w.namespace, w.tenant, w.selector)
+	if usesGlobal(w.claims) {
+		spec.ConfigPatches = append(spec.ConfigPatches, globalFilterPatch(globalName, globalRateLimit(g, w.tenant, gatewayClaim)))
+	}
 	if gatewayClaim != nil && len(gatewayClaim.spec.Descriptors) > 0 {
 		spec.ConfigPatches = append(spec.ConfigPatches, virtualHostPatch(gatewayClaim))
 	}
 	for _, c := range routeClaims {
-		spec.ConfigPatches = append(spec.ConfigPatches, routePatch(name, c))
+		var global map[string]any
+		if c.spec.Global != nil {
+			global = map[string]any{globalName: globalRoute(g, w.tenant, c)}
+		}
+		spec.ConfigPatches = append(spec.ConfigPatches, routePatch(name, c, global))
 	}
 	return ef
 }

@@ -32,7 +32,7 @@ var (
 
 func policy(ns, name string, age int, kind gatewayv1alpha1.TargetKind, target string, opts ...func(*Policy)) Policy {
 	p := Policy{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name), Created: t0.Add(time.Duration(age) * time.Minute), Spec: gatewayv1alpha1.RateLimitSpec{
-		TargetRef: gatewayv1alpha1.TargetReference{Kind: kind, Name: target}, Local: &bucket, Enforce: ptr.To(true),
+		TargetRef: gatewayv1alpha1.TargetReference{Kind: kind, Name: target}, Local: ptr.To(bucket), Enforce: ptr.To(true),
 	}}
 	for _, o := range opts {
 		o(&p)
