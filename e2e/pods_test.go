@@ -158,6 +158,8 @@ func deployTrafficPath(ctx context.Context) string {
 		ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-gateway"},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"networking.istio.io"}, Resources: []string{"virtualservices", "gateways"}, Verbs: []string{"get", "list"}},
+			// Global rate limits (globalratelimit_test.go): the EnvoyFilters reaching its pods.
+			{APIGroups: []string{"networking.istio.io"}, Resources: []string{"envoyfilters"}, Verbs: []string{"list"}},
 			{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get"}},
 		},
 	})

@@ -62,8 +62,10 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
 	networkingapi "istio.io/api/networking/v1alpha3"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -174,6 +176,11 @@ type router struct {
 	snap     atomic.Pointer[snapshot]
 	// certs is touched by the refresh loop only.
 	certs map[string]cachedCert
+	// workload is the stand-in's pods, for the EnvoyFilters that reach
+	// them; without labels no global rate limit is applied.
+	workload workload
+	globals  atomic.Pointer[[]globalFilter]
+	limiter  *limiter
 }
 
 // gatewayList is the repeatable --gateway flag (commas allowed too).
@@ -198,8 +205,19 @@ func gateway(ctx context.Context, args []string) error {
 	addr := fs.String("listen", ":8080", "listen address of the plain HTTP listener (the Gateways' HTTP servers)")
 	httpsAddr := fs.String("https-addr", ":8443", "listen address of the TLS listener (the Gateways' HTTPS servers)")
 	refresh := fs.Duration("refresh", time.Second, "how often the Gateways and their credential Secrets are re-read")
+	var w workload
+	fs.StringVar(&w.namespace, "workload-namespace", "", "namespace of the stand-in's pods: with --workload-labels, the EnvoyFilters there and in --root-namespace whose workloadSelector matches apply their global rate limits")
+	labels := fs.String("workload-labels", "", "labels of the stand-in's pods, k=v,k=v")
+	fs.StringVar(&w.root, "root-namespace", "istio-system", "Istio's root namespace")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *labels != "" {
+		w.labels = map[string]string{}
+		for _, kv := range strings.Split(*labels, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			w.labels[k] = v
+		}
 	}
 	if len(gws) == 0 {
 		gws = gatewayList{"istio-system/public"}
@@ -215,11 +233,16 @@ func gateway(ctx context.Context, args []string) error {
 	if err := networkingv1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	if err := networkingv1alpha3.AddToScheme(scheme); err != nil {
+		return err
+	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return err
 	}
-	rt := &router{client: c, gateways: gws, certs: map[string]cachedCert{}}
+	rt := &router{client: c, gateways: gws, certs: map[string]cachedCert{}, workload: w}
+	rt.limiter = &limiter{rt: rt, conns: map[string]*grpc.ClientConn{}}
+	rt.globals.Store(&[]globalFilter{})
 	rt.snap.Store(&snapshot{})
 	// A first read before listening: the readiness probe (a TCP connect)
 	// then passes only once the Gateways that exist are served.
@@ -297,6 +320,13 @@ func (rt *router) refresh(ctx context.Context) {
 				continue
 			}
 			servers = append(servers, srv)
+		}
+	}
+	if rt.workload.labels != nil {
+		if globals, err := loadGlobalFilters(ctx, rt.client, rt.workload); err != nil {
+			log.Printf("refresh: %v; keeping the last global rate limits", err)
+		} else {
+			rt.globals.Store(&globals)
 		}
 	}
 	next := &snapshot{servers: servers, summary: summarize(servers, rt.certs)}
@@ -453,6 +483,16 @@ func (l *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a, err := l.rt.resolve(r, srv.gateway, host)
+	if err == nil && a != nil {
+		if code, why := l.rt.limiter.check(r, *l.rt.globals.Load(), a.route); code != 0 {
+			log.Printf("%s: route %s: %d: %s", prefix, a.route, code, why)
+			if code == http.StatusTooManyRequests {
+				w.Header().Set("X-Envoy-Ratelimited", "true")
+			}
+			http.Error(w, why, code)
+			return
+		}
+	}
 	switch {
 	case err != nil:
 		log.Printf("%s: %v", prefix, err)
