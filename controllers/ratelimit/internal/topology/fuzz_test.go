@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/internal/globallimit"
 )
 
 // FuzzCompute builds worlds from the fuzzer's bytes and checks what must
@@ -229,7 +231,17 @@ func decodeWorld(data []byte) Input {
 		for range b.intn(4) {
 			p.Spec.Descriptors = append(p.Spec.Descriptors, b.descriptor())
 		}
+		switch b.intn(4) {
+		case 1: // global only
+			p.Spec.Local, p.Spec.Descriptors = nil, nil
+			p.Spec.Global = everyGlobalRule()
+		case 2: // local and global
+			p.Spec.Global = everyGlobalRule()
+		}
 		in.Policies = append(in.Policies, p)
+	}
+	if b.intn(4) != 0 {
+		in.Global = testGlobal
 	}
 	return in
 }
@@ -263,8 +275,15 @@ func readFilter(ef *networkingv1alpha3client.EnvoyFilter) filterFacts {
 	for _, cp := range ef.Spec.ConfigPatches {
 		switch cp.GetApplyTo() {
 		case networkingv1alpha3.EnvoyFilter_HTTP_FILTER:
-			cfg := cp.GetPatch().GetValue().AsMap()["typed_config"].(map[string]any)["value"].(map[string]any)
-			_, facts.gatewayWide = cfg["token_bucket"]
+			typed := cp.GetPatch().GetValue().AsMap()["typed_config"].(map[string]any)
+			cfg := typed["value"].(map[string]any)
+			if typed["type_url"] == rateLimitV3 {
+				_, global := cfg["rate_limits"]
+				facts.gatewayWide = facts.gatewayWide || global
+				continue
+			}
+			_, local := cfg["token_bucket"]
+			facts.gatewayWide = facts.gatewayWide || local
 		case networkingv1alpha3.EnvoyFilter_HTTP_ROUTE:
 			vhost := cp.GetMatch().GetRouteConfiguration().GetVhost()
 			facts.routes = append(facts.routes, vhost.GetName()+"|"+vhost.GetRoute().GetName())
@@ -315,6 +334,56 @@ func checkWith(g Gomega, in Input, out Output) {
 	checkScopes(g, in, filters)
 	checkGatewayWide(g, in, policies, filters, out)
 	checkIsolation(g, in, out)
+	checkGlobal(g, in, policies, out)
+}
+
+// checkGlobal: global rules are enforced only while the administrator
+// enabled them; each namespace's configuration is valid and holds exactly
+// the rules of its enforced RateLimits; a filter carries only its own
+// namespace's domain and token.
+func checkGlobal(g Gomega, in Input, policies map[types.NamespacedName]Policy, out Output) {
+	want := map[string][]string{}
+	for id, v := range out.Verdicts {
+		p := policies[id]
+		if p.Spec.Global == nil {
+			continue
+		}
+		if in.Global == nil {
+			g.Expect(v.Enforced()).To(BeFalse(), "%s: global rules are not enforced while not enabled", id)
+			continue
+		}
+		if v.Enforced() {
+			for _, r := range p.Spec.Global.Rules {
+				want[id.Namespace] = append(want[id.Namespace], globallimit.LimitID(id.Name, r.Name))
+			}
+		}
+	}
+	got := map[string][]string{}
+	for _, c := range out.GlobalConfigs {
+		g.Expect(c.Validate()).To(Succeed())
+		for _, l := range c.Limits {
+			got[c.Namespace] = append(got[c.Namespace], l.ID)
+		}
+	}
+	for ns := range want {
+		slices.Sort(want[ns])
+	}
+	g.Expect(got).To(Equal(want), "the service's limits are those of the enforced RateLimits")
+	if in.Global == nil {
+		return
+	}
+	for _, ef := range out.EnvoyFilters {
+		raw, err := json.Marshal(&ef.Spec)
+		g.Expect(err).NotTo(HaveOccurred())
+		tenant := ef.Labels[LabelNamespace]
+		for _, ns := range fuzzNamespaces {
+			if ns == tenant {
+				continue
+			}
+			g.Expect(string(raw)).NotTo(ContainSubstring(globallimit.Token(in.Global.Key, ns)), "filter of %s carries %s's token", tenant, ns)
+			g.Expect(string(raw)).NotTo(ContainSubstring(`"domain":"`+globallimit.Domain(ns)+`"`), "filter of %s names %s's domain", tenant, ns)
+		}
+	}
 }
 
 // checkVerdicts: every policy gets exactly one verdict, with a documented
