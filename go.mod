@@ -3,6 +3,7 @@ module github.com/portico-dev/portico
 go 1.26.3
 
 require (
+	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/cert-manager/cert-manager v1.21.2
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2
 	github.com/envoyproxy/go-control-plane/envoy v1.39.0
@@ -131,6 +132,7 @@ require (
 	github.com/spf13/cast v1.10.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xlab/treeprint v1.2.0 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
