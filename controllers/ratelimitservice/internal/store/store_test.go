@@ -125,7 +125,7 @@ func TestTokenBucketAcrossReplicas(t *testing.T) {
 	g.Expect(admitted(results)).To(Equal(3), "the burst")
 	g.Expect(results[0].Remaining).To(Equal(int64(2)))
 	g.Expect(results[2].Remaining).To(Equal(int64(0)))
-	g.Expect(results[2].Reset).To(Equal(3 * time.Second), "full again in three refills")
+	g.Expect(results[2].Reset).To(Equal(3*time.Second), "full again in three refills")
 	expectTTLs(g, m)
 
 	// One second refills one token.
