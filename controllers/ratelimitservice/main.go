@@ -1,11 +1,3 @@
-// Command portico-ratelimit-service is Portico's global rate limit
-// service: it answers the RateLimitService v3 calls of the gateways' Envoy
-// rate limit filters (envoy.filters.http.ratelimit) from the limits the
-// ratelimit controller publishes, counting in Redis. The operator runs it
-// as the Deployment internal/globallimit.ServiceName in Portico's
-// namespace ($POD_NAMESPACE); every replica serves (--leader-elect is
-// accepted and ignored). See package internal/server for the process and
-// internal/service for the decisions.
 package main
 
 import (

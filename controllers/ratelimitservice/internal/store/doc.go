@@ -20,7 +20,9 @@
 // window's and the last's).
 //
 // Errors are returned, never hidden: the caller answers Unavailable. An
-// error that is not Redis's own answer marks Redis down at once; the pinger
-// (Run) marks it up again. The package knows nothing of gRPC, tokens or
+// error that is neither Redis's own answer nor the caller giving up (a
+// connection failure or a timeout) marks Redis down at once; the pinger
+// (Run) marks it up again. Decisions are never retried: a retried script
+// could count twice. The package knows nothing of gRPC, tokens or
 // Kubernetes.
 package store

@@ -179,7 +179,7 @@ func (r *Redis) Decide(ctx context.Context, reqs []Request) ([]Result, error) {
 	for i, cmd := range cmds {
 		res, err := parseResult(cmd)
 		if err != nil {
-			r.failed(err)
+			r.failed(ctx, err)
 			return nil, fmt.Errorf("limit %q of namespace %s: %w", reqs[i].Limit.ID, reqs[i].Namespace, err)
 		}
 		results[i] = res
@@ -187,12 +187,13 @@ func (r *Redis) Decide(ctx context.Context, reqs []Request) ([]Result, error) {
 	return results, nil
 }
 
-// failed records a failed decision: anything but Redis's own error answer
-// (a script error, say) means the connection failed, so Redis is down
-// until a ping succeeds.
-func (r *Redis) failed(err error) {
+// failed records a failed decision: an error that is neither Redis's own
+// answer (a script error, say) nor the caller giving up (Envoy's timeout
+// cancels the call) means the connection failed or timed out, so Redis is
+// down until a ping succeeds. Every failure asks for a ping now.
+func (r *Redis) failed(ctx context.Context, err error) {
 	var answer redis.Error
-	if !errors.As(err, &answer) {
+	if !errors.As(err, &answer) && ctx.Err() == nil {
 		r.setUp(false)
 	}
 	r.poke()

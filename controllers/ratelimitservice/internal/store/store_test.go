@@ -238,3 +238,14 @@ func TestRedisDown(t *testing.T) {
 	g.Expect(err).To(MatchError(ErrNoRedis))
 	g.Expect(none.Ping(context.Background())).To(MatchError(ErrNoRedis))
 }
+
+func TestCallerGivingUpIsNotRedisDown(t *testing.T) {
+	g := NewWithT(t)
+	_, rs := replicas(t, 1, 100)
+	g.Expect(rs[0].Ping(context.Background())).To(Succeed())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := rs[0].Decide(ctx, []Request{{Namespace: "ns", Limit: perMinute, Client: "c", Hits: 1}})
+	g.Expect(err).To(MatchError(context.Canceled))
+	g.Expect(rs[0].Up()).To(BeTrue(), "Envoy's timeout says nothing about Redis")
+}
