@@ -151,7 +151,7 @@ func run(o options) error {
 		results = append(results, measure(ctx, clients, s, o))
 	}
 
-	bytesPerKey, err := memoryPerKeys(ctx, admin, clients[0], o.keys)
+	bytesPerKey, sampleBytes, err := memoryPerKeys(ctx, admin, clients[0], o.keys)
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func run(o options) error {
 		}
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(&out, "\nredis used_memory per client key (fixed window, %d keys): %.0f bytes (%.2f MiB per 10,000 keys)\n", o.keys, bytesPerKey, bytesPerKey*10000/(1<<20))
+	fmt.Fprintf(&out, "\nredis used_memory per client key (fixed window, %d keys): %.0f bytes (%.2f MiB per 10,000 keys); MEMORY USAGE of one key: %d bytes\n", o.keys, bytesPerKey, bytesPerKey*10000/(1<<20), sampleBytes)
 	floodPct := 100 * float64(floodKeys) / float64(o.maxKeys)
 	fmt.Fprintf(&out, "redis keys after %d distinct client keys on one limit (--max-keys-per-rule %d): %d (%.1f%% of the bound)\n", 3*o.maxKeys, o.maxKeys, floodKeys, floodPct)
 	fmt.Fprintf(&out, "callers %d over %d gRPC connections, %s per scenario, GOMAXPROCS %d\n", o.clients, o.conns, o.duration, runtimeProcs())
@@ -265,25 +265,37 @@ func request(limit, client string) *rlsv3.RateLimitRequest {
 }
 
 // memoryPerKeys is used_memory's growth per client key when n client keys
-// each make one decision of a fixed window on an empty Redis.
-func memoryPerKeys(ctx context.Context, admin *redis.Client, client rlsv3.RateLimitServiceClient, n int) (float64, error) {
+// each make one decision of a fixed window: measured with the keys, then
+// after FLUSHALL, so that both figures see the same connections and
+// buffers. It also returns MEMORY USAGE of one client key.
+func memoryPerKeys(ctx context.Context, admin *redis.Client, client rlsv3.RateLimitServiceClient, n int) (perKey float64, sample int64, err error) {
 	if err := admin.FlushAll(ctx).Err(); err != nil {
-		return 0, err
-	}
-	before, err := usedMemory(ctx, admin)
-	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for i := range n {
 		if _, err := client.ShouldRateLimit(ctx, request("bench/fixed", fmt.Sprintf("memory-%d-%d", i, rand.Int()))); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	after, err := usedMemory(ctx, admin)
+	with, err := usedMemory(ctx, admin)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return float64(after-before) / float64(n), nil
+	keys, err := admin.Keys(ctx, "portico:{"+ns+"}:bench/fixed:fw:c:*").Result()
+	if err != nil || len(keys) == 0 {
+		return 0, 0, fmt.Errorf("find a client key: %v (%d keys)", err, len(keys))
+	}
+	if sample, err = admin.MemoryUsage(ctx, keys[0]).Result(); err != nil {
+		return 0, 0, err
+	}
+	if err := admin.FlushAll(ctx).Err(); err != nil {
+		return 0, 0, err
+	}
+	without, err := usedMemory(ctx, admin)
+	if err != nil {
+		return 0, 0, err
+	}
+	return float64(with-without) / float64(n), sample, nil
 }
 
 // flood sends n distinct client keys to one limit and returns the number
