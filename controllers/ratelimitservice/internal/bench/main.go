@@ -160,6 +160,24 @@ func run(o options) error {
 		return err
 	}
 
+	text, failures := report(o, results, bytesPerKey, sampleBytes, floodKeys)
+	fmt.Print(text)
+	if o.output != "" {
+		if err := os.MkdirAll(filepath.Dir(o.output), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.output, []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	if len(failures) > 0 {
+		return errors.New("gates failed")
+	}
+	return nil
+}
+
+// report is the results table and the gates' failures.
+func report(o options, results []result, bytesPerKey float64, sampleBytes int64, floodKeys int) (string, []string) {
 	var out strings.Builder
 	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\tcalls\terrors\tdecisions/s\tp50\tp99\tp99/baseline")
@@ -191,19 +209,7 @@ func run(o options) error {
 	} else {
 		fmt.Fprintln(&out, "gates: FAILED\n  "+strings.Join(failures, "\n  "))
 	}
-	fmt.Print(out.String())
-	if o.output != "" {
-		if err := os.MkdirAll(filepath.Dir(o.output), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(o.output, []byte(out.String()), 0o644); err != nil {
-			return err
-		}
-	}
-	if len(failures) > 0 {
-		return errors.New("gates failed")
-	}
-	return nil
+	return out.String(), failures
 }
 
 // measure runs one scenario with o.clients callers for o.duration.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -77,29 +76,8 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("listen for gRPC on %s: %w", o.GRPCAddr, err)
 	}
-	var stopping sync.Once
-	var stoppingNow = make(chan struct{})
-	ready := func() error {
-		select {
-		case <-stoppingNow:
-			return errors.New("stopping")
-		default:
-		}
-		if !synced() {
-			return errors.New("the ConfigMap and Secret watches have not synced")
-		}
-		if !rdb.Up() {
-			return errors.New("redis does not answer")
-		}
-		return nil
-	}
-	servers := []*http.Server{{Addr: o.HealthAddr, Handler: HealthHandler(ready), ReadHeaderTimeout: 5 * time.Second}}
-	if o.MetricsAddr != "" && o.MetricsAddr != "0" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}))
-		servers = append(servers, &http.Server{Addr: o.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second})
-	}
-
+	stopping := make(chan struct{})
+	servers := httpServers(o, readiness(stopping, synced, rdb.Up))
 	errs := make(chan error, len(servers)+1)
 	for _, s := range servers {
 		go func() {
@@ -120,7 +98,7 @@ func Run(ctx context.Context, o Options) error {
 	case <-ctx.Done():
 	case runErr = <-errs:
 	}
-	stopping.Do(func() { close(stoppingNow) })
+	close(stopping)
 	stopGRPC(grpcServer, o.ShutdownTimeout)
 	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
@@ -128,6 +106,36 @@ func Run(ctx context.Context, o Options) error {
 		_ = s.Shutdown(shutdownCtx)
 	}
 	return runErr
+}
+
+// readiness is /readyz's check: the watches synced, Redis up, not
+// stopping.
+func readiness(stopping <-chan struct{}, synced, redisUp func() bool) func() error {
+	return func() error {
+		select {
+		case <-stopping:
+			return errors.New("stopping")
+		default:
+		}
+		if !synced() {
+			return errors.New("the ConfigMap and Secret watches have not synced")
+		}
+		if !redisUp() {
+			return errors.New("redis does not answer")
+		}
+		return nil
+	}
+}
+
+// httpServers are the probes' server and, unless disabled, the metrics'.
+func httpServers(o Options, ready func() error) []*http.Server {
+	servers := []*http.Server{{Addr: o.HealthAddr, Handler: HealthHandler(ready), ReadHeaderTimeout: 5 * time.Second}}
+	if o.MetricsAddr != "" && o.MetricsAddr != "0" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}))
+		servers = append(servers, &http.Server{Addr: o.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second})
+	}
+	return servers
 }
 
 // NewGRPCServer serves the RateLimitService v3 API with svc.
