@@ -310,6 +310,10 @@ bench-controllers-10k: build ## bench-controllers at 10,000 APIRules per mode in
 	go run ./test/perf/controllers --bin $(LOCALBIN) --output $(PERF_DIR)/controllers-10k.json \
 		--baseline test/perf/baseline/controllers-10k.json $(BENCH_RESULT_FLAGS) $(BENCH_10K_ARGS) $(BENCH_ARGS)
 
+.PHONY: bench-ratelimit-service
+bench-ratelimit-service: ## Measure the global rate-limit service in-process against a real redis-server (hack/redis.sh): p50/p99 and decisions/s of a no-Redis baseline, fixed window, token bucket and 10,000 client keys, and Redis memory per key; gates only ratios to the same run's baseline and memory (BENCH_ARGS="--duration 10s --clients 64").
+	go run ./controllers/ratelimitservice/internal/bench --redis-server "$$(hack/redis.sh)" --output $(PERF_DIR)/ratelimit-service.txt $(BENCH_ARGS)
+
 .PHONY: bench-short
 bench-short: build ## Run bench and bench-controllers in their short mode (few objects, each on a kwok cluster of its own, deleted at the end); asserts convergence and results, never speed. make test runs it.
 	@# The clusters go also when go test's -timeout killed a benchmark
