@@ -53,6 +53,11 @@ func Response(decisions []Decision) *rlsv3.RateLimitResponse {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
+		if !d.Limit.Headers {
+			// The gateway writes X-RateLimit-* headers from these figures:
+			// only for RateLimits that ask for them (responseHeaders).
+			continue
+		}
 		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
 			Name:            d.ID,
 			RequestsPerUnit: clampUint32(d.Limit.Requests),

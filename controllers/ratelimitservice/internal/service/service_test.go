@@ -40,9 +40,9 @@ func (c configs) Tenant(ns string) (*config.Tenant, bool) {
 }
 
 var teamA = globallimit.Config{Namespace: "team-a", Limits: []globallimit.Limit{
-	{ID: "api/fixed", Requests: 2, Unit: globallimit.Minute, Algorithm: globallimit.FixedWindow},
-	{ID: "api/bucket", Requests: 1, Unit: globallimit.Second, Algorithm: globallimit.TokenBucket, Burst: 2},
-	{ID: "api/shadow", Requests: 1, Unit: globallimit.Hour, Algorithm: globallimit.FixedWindow, Shadow: true},
+	{ID: "api/fixed", Requests: 2, Unit: globallimit.Minute, Algorithm: globallimit.FixedWindow, Headers: true},
+	{ID: "api/bucket", Requests: 1, Unit: globallimit.Second, Algorithm: globallimit.TokenBucket, Burst: 2, Headers: true},
+	{ID: "api/shadow", Requests: 1, Unit: globallimit.Hour, Algorithm: globallimit.FixedWindow, Shadow: true, Headers: true},
 }}
 
 func entry(k, v string) *ratelimitv3.RateLimitDescriptor_Entry {
@@ -208,6 +208,12 @@ func TestResponse(t *testing.T) {
 			rlsv3.RateLimitResponse_OK,
 			[]*rlsv3.RateLimitResponse_DescriptorStatus{status(rlsv3.RateLimitResponse_OK, shadow.ID, shadow, rlsv3.RateLimitResponse_RateLimit_HOUR, 0, 10*time.Second)},
 			[]metrics.Code{metrics.ShadowOverLimit},
+		},
+		"no figures for a RateLimit without responseHeaders": {
+			[]Decision{{ID: fixed.ID, Limit: &globallimit.Limit{ID: fixed.ID, Requests: 2, Unit: globallimit.Minute, Algorithm: globallimit.FixedWindow}, Result: over}},
+			rlsv3.RateLimitResponse_OVER_LIMIT,
+			[]*rlsv3.RateLimitResponse_DescriptorStatus{{Code: rlsv3.RateLimitResponse_OVER_LIMIT}},
+			[]metrics.Code{metrics.OverLimit},
 		},
 		"unknown limit answers OK": {
 			[]Decision{{ID: "api/new"}, {ID: fixed.ID, Limit: &fixed, Result: under}},
