@@ -26,7 +26,7 @@ import (
 	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
-	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 )
 
 // indexedClient reads as the manager's cache does, from stores with the
@@ -262,7 +262,7 @@ func answerRoute(b *testing.B, c *indexedClient, req ctrl.Request) {
 	b.Helper()
 	ctx := context.Background()
 	var routes gatewayapiv1.HTTPRouteList
-	if err := c.List(ctx, &routes, client.InNamespace(req.Namespace), client.MatchingLabels{translate.LabelAPIRule: req.Name}); err != nil || len(routes.Items) != 1 {
+	if err := c.List(ctx, &routes, client.InNamespace(req.Namespace), client.MatchingLabels{plan.LabelAPIRule: req.Name}); err != nil || len(routes.Items) != 1 {
 		b.Fatalf("the HTTPRoute of %s: %d routes, %v", req, len(routes.Items), err)
 	}
 	route := &routes.Items[0]

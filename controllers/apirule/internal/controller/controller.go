@@ -28,6 +28,7 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
 	"github.com/portico-dev/portico/controllers/internal/metrics"
 	"github.com/portico-dev/portico/internal/contract"
@@ -336,7 +337,7 @@ func desiredObjects(out translate.Output) []client.Object {
 // the Istio Gateway (as <namespace>/<name>) that serves the APIRule.
 func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.APIRule, gateway string, parent *gatewayv1alpha1.ParentReference) (map[types.NamespacedName]map[string]string, string, string) {
 	selectors := map[types.NamespacedName]map[string]string{}
-	for _, ref := range translate.Backends(rule) {
+	for _, ref := range plan.Backends(rule) {
 		svc := &corev1.Service{}
 		err := r.Client.Get(ctx, ref, svc)
 		if ref.Namespace != rule.Namespace {
@@ -418,8 +419,8 @@ func owns(rule *gatewayv1alpha1.APIRule, obj client.Object) bool {
 // labelledFor reports whether obj's labels name rule.
 func labelledFor(rule *gatewayv1alpha1.APIRule, obj client.Object) bool {
 	l := obj.GetLabels()
-	return l[translate.LabelManagedBy] == translate.ManagedBy && l[translate.LabelAPIRule] == rule.Name &&
-		l[translate.LabelAPIRuleNamespace] == rule.Namespace
+	return l[plan.LabelManagedBy] == plan.ManagedBy && l[plan.LabelAPIRule] == rule.Name &&
+		l[plan.LabelAPIRuleNamespace] == rule.Namespace
 }
 
 // liveObjects reads the live counterpart of every desired object from the
@@ -613,8 +614,8 @@ func setSpec(dst, src client.Object) {
 // are not in keep. Objects that are not the APIRule's are never deleted,
 // whatever their labels.
 func (r *Reconciler) deleteUnwanted(ctx context.Context, rule *gatewayv1alpha1.APIRule, reader client.Reader, keep map[string]bool) error {
-	var selector client.ListOption = client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy,
-		translate.LabelAPIRule: rule.Name, translate.LabelAPIRuleNamespace: rule.Namespace}
+	var selector client.ListOption = client.MatchingLabels{plan.LabelManagedBy: plan.ManagedBy,
+		plan.LabelAPIRule: rule.Name, plan.LabelAPIRuleNamespace: rule.Namespace}
 	if r.cache != nil && reader == client.Reader(r.Client) {
 		// The same objects, from the cache's index rather than by matching
 		// the labels of every object the controller wrote.
@@ -708,8 +709,8 @@ func (r *Reconciler) finalize(ctx context.Context, rule *gatewayv1alpha1.APIRule
 // are never deleted or waited for, only reported: a tenant cannot hold
 // another's APIRule, and so its hosts, in deletion.
 func (r *Reconciler) release(ctx context.Context, rule *gatewayv1alpha1.APIRule) (ctrl.Result, error) {
-	selector := client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy,
-		translate.LabelAPIRule: rule.Name, translate.LabelAPIRuleNamespace: rule.Namespace}
+	selector := client.MatchingLabels{plan.LabelManagedBy: plan.ManagedBy,
+		plan.LabelAPIRule: rule.Name, plan.LabelAPIRuleNamespace: rule.Namespace}
 	objs, err := r.objectsOf(ctx, r.Reader, selector)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -16,7 +16,8 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	"github.com/portico-dev/portico/controllers/apirule/internal/access"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 )
 
 // grantAuthorizers creates the APIGateway with the authorizer grants.
@@ -114,7 +115,7 @@ func TestExtAuthPolicyIsPruned(t *testing.T) {
 func TestAccessSets(t *testing.T) {
 	policy := func(apirule, name string, action securityv1beta1.AuthorizationPolicy_Action) *securityv1.AuthorizationPolicy {
 		ap := &securityv1.AuthorizationPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			Labels: map[string]string{translate.LabelAPIRule: apirule, translate.LabelAPIRuleNamespace: ns}}}
+			Labels: map[string]string{plan.LabelAPIRule: apirule, plan.LabelAPIRuleNamespace: ns}}}
 		ap.Spec.Action = action
 		ap.Spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: map[string]string{"app": "orders"}}
 		return ap
@@ -127,9 +128,9 @@ func TestAccessSets(t *testing.T) {
 	stray := policy("b", "a-extauth", custom) // b's, though named like a's
 	got := accessSets([]*securityv1.AuthorizationPolicy{aCustom, a, aAdmin, b, stray})
 	NewWithT(t).Expect(got).To(ConsistOf(
-		translate.Access{Allow: a, Custom: aCustom},
-		translate.Access{Allow: aAdmin},
-		translate.Access{Allow: b},
-		translate.Access{Custom: stray},
+		access.Access{Allow: a, Custom: aCustom},
+		access.Access{Allow: aAdmin},
+		access.Access{Allow: b},
+		access.Access{Custom: stray},
 	))
 }

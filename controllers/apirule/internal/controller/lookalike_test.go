@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
-	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 )
 
 // Labels are a claim: an object is an APIRule's only when the APIRule
@@ -20,7 +20,7 @@ import (
 func TestOwnsAndRequestsTrustNoLabelsAlone(t *testing.T) {
 	rule := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "shop", UID: "uid-shop"}}
 	rule.SetGroupVersionKind(gatewayv1alpha1.GroupVersion.WithKind("APIRule"))
-	labels := map[string]string{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: "shop", translate.LabelAPIRuleNamespace: "team-a"}
+	labels := map[string]string{plan.LabelManagedBy: plan.ManagedBy, plan.LabelAPIRule: "shop", plan.LabelAPIRuleNamespace: "team-a"}
 	controlledBy := func(uid string) []metav1.OwnerReference {
 		return []metav1.OwnerReference{{APIVersion: gatewayv1alpha1.GroupVersion.String(), Kind: "APIRule", Name: "shop", UID: types.UID("uid-" + uid), Controller: ptr.To(true)}}
 	}

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 )
 
 // recordingQueue records the priority of every request added.
@@ -35,7 +35,7 @@ func (q *recordingQueue) AddWithOpts(o priorityqueue.AddOpts, rs ...reconcile.Re
 func TestRouteAnswersGoAheadOfTheQueue(t *testing.T) {
 	g := NewWithT(t)
 	route := &gatewayapiv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", Generation: 1, ResourceVersion: "1", Labels: map[string]string{
-		translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: "orders", translate.LabelAPIRuleNamespace: "shop",
+		plan.LabelManagedBy: plan.ManagedBy, plan.LabelAPIRule: "orders", plan.LabelAPIRuleNamespace: "shop",
 	}}}
 	answered := route.DeepCopy()
 	answered.ResourceVersion = "2"

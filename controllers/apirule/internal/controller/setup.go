@@ -35,7 +35,7 @@ import (
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
-	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 	"github.com/portico-dev/portico/controllers/internal/fairqueue"
 	"github.com/portico-dev/portico/controllers/internal/metrics"
 )
@@ -69,7 +69,7 @@ func ConfigureCache(opts *cache.Options, serviceEntries, workloadEntries, gatewa
 	if opts.ByObject == nil {
 		opts.ByObject = map[client.Object]cache.ByObject{}
 	}
-	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{translate.LabelManagedBy: translate.ManagedBy})}
+	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{plan.LabelManagedBy: plan.ManagedBy})}
 	opts.ByObject[&networkingv1.VirtualService{}] = managed
 	opts.ByObject[&securityv1.AuthorizationPolicy{}] = managed
 	opts.ByObject[&securityv1.RequestAuthentication{}] = managed
@@ -98,7 +98,7 @@ func stripForeignRoute(obj any) (any, error) {
 		return obj, nil
 	}
 	route.ManagedFields = nil
-	if route.Labels[translate.LabelManagedBy] == translate.ManagedBy {
+	if route.Labels[plan.LabelManagedBy] == plan.ManagedBy {
 		return route, nil
 	}
 	out := &gatewayapiv1.HTTPRoute{TypeMeta: route.TypeMeta, ObjectMeta: metav1.ObjectMeta{
@@ -324,14 +324,14 @@ func (r *Reconciler) indexes() []fieldIndex {
 	out := []fieldIndex{
 		{&gatewayv1alpha1.APIRule{}, serviceIndex, rule(func(a *gatewayv1alpha1.APIRule) []string {
 			var keys []string
-			for _, s := range translate.Backends(a) {
+			for _, s := range plan.Backends(a) {
 				keys = append(keys, s.String())
 			}
 			return keys
 		})},
 		{&gatewayv1alpha1.APIRule{}, backendNamespaceIndex, rule(func(a *gatewayv1alpha1.APIRule) []string {
 			var keys []string
-			for _, s := range translate.Backends(a) {
+			for _, s := range plan.Backends(a) {
 				if s.Namespace != a.Namespace && !slices.Contains(keys, s.Namespace) {
 					keys = append(keys, s.Namespace)
 				}
@@ -339,7 +339,7 @@ func (r *Reconciler) indexes() []fieldIndex {
 			return keys
 		})},
 		{&gatewayv1alpha1.APIRule{}, gatewayIndex, rule(func(a *gatewayv1alpha1.APIRule) []string {
-			if p := translate.Parent(a); p != nil {
+			if p := plan.Parent(a); p != nil {
 				return []string{gatewayAPIKey(p.Namespace, p.Name)}
 			}
 			if a.Spec.Gateway != "" {
@@ -381,13 +381,13 @@ func gatewayAPIKey(namespace, name string) string {
 // reconciles walk the objects of all the others.
 func ownerKey(o client.Object) []string {
 	l := o.GetLabels()
-	if l[translate.LabelManagedBy] != translate.ManagedBy || l[translate.LabelAPIRule] == "" || l[translate.LabelAPIRuleNamespace] != o.GetNamespace() {
+	if l[plan.LabelManagedBy] != plan.ManagedBy || l[plan.LabelAPIRule] == "" || l[plan.LabelAPIRuleNamespace] != o.GetNamespace() {
 		// Another namespace's object is never the APIRule's (owns): a
 		// tenant's flood of look-alikes naming another's APIRule must not
 		// lengthen that APIRule's every pass.
 		return nil
 	}
-	return []string{l[translate.LabelAPIRuleNamespace] + "/" + l[translate.LabelAPIRule]}
+	return []string{l[plan.LabelAPIRuleNamespace] + "/" + l[plan.LabelAPIRule]}
 }
 
 // ownedBy is ownerIndex's key of the objects of rule.
@@ -570,7 +570,7 @@ func (m mapper) serviceEntries(ctx context.Context, o client.Object) []reconcile
 // that route into it.
 func (m mapper) backendsIn(ctx context.Context, namespace string) []reconcile.Request {
 	reqs := requests(m.list(ctx, client.InNamespace(namespace)), func(a *gatewayv1alpha1.APIRule) bool {
-		return slices.ContainsFunc(translate.Backends(a), func(s types.NamespacedName) bool { return s.Namespace == namespace })
+		return slices.ContainsFunc(plan.Backends(a), func(s types.NamespacedName) bool { return s.Namespace == namespace })
 	})
 	return append(reqs, requests(m.list(ctx, client.MatchingFields{backendNamespaceIndex: namespace}), nil)...)
 }
@@ -590,15 +590,15 @@ func (m mapper) endpoints(ctx context.Context, o client.Object) []reconcile.Requ
 // rewrite at will, starts no reconcile of another tenant's APIRule.
 func toAPIRuleRequests(o client.Object) []reconcile.Request {
 	l := o.GetLabels()
-	if l[translate.LabelManagedBy] != translate.ManagedBy || l[translate.LabelAPIRule] == "" {
+	if l[plan.LabelManagedBy] != plan.ManagedBy || l[plan.LabelAPIRule] == "" {
 		return nil
 	}
-	ns := l[translate.LabelAPIRuleNamespace]
+	ns := l[plan.LabelAPIRuleNamespace]
 	if ns == "" {
 		ns = o.GetNamespace()
 	}
 	if ns != o.GetNamespace() {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: l[translate.LabelAPIRule]}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: l[plan.LabelAPIRule]}}}
 }

@@ -16,7 +16,7 @@ import (
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
-	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 )
 
 // routeHostIndex finds HTTPRoutes by their hostnames (routeHostKeys).
@@ -150,7 +150,7 @@ func (m mapper) routes(ctx context.Context, o client.Object) []reconcile.Request
 		if owns(a, route) {
 			return false
 		}
-		if p := translate.Parent(a); p != nil {
+		if p := plan.Parent(a); p != nil {
 			return onParent(route, p)
 		}
 		// On the default gateway, which may be a Gateway API Gateway: the

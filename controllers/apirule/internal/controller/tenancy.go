@@ -19,7 +19,9 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/controllers/apirule/internal/access"
 	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
 )
 
@@ -54,11 +56,11 @@ func (r *Reconciler) refuse(ctx context.Context, rule *gatewayv1alpha1.APIRule, 
 
 // refuseInvalid reports InvalidRule for a Translate error. It leaves the
 // live objects as they were, unless the rules would send headers or
-// cookies in their callers' name (translate.ErrForgesRequest): an APIRule
+// cookies in their callers' name (plan.ErrForgesRequest): an APIRule
 // Applied before that check existed would otherwise keep a route that
 // sends them.
 func (r *Reconciler) refuseInvalid(ctx context.Context, rule *gatewayv1alpha1.APIRule, err error) (ctrl.Result, error) {
-	if errors.Is(err, translate.ErrForgesRequest) {
+	if errors.Is(err, plan.ErrForgesRequest) {
 		return r.refuse(ctx, rule, gatewayv1alpha1.ReasonInvalidRule, err.Error())
 	}
 	setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonInvalidRule, err.Error()+"; the objects were left unchanged")
@@ -159,7 +161,7 @@ func (r *Reconciler) apiGateway(ctx context.Context) (*operatorv1alpha1.APIGatew
 // health host. Otherwise it returns the reason and message of the refusal.
 func gatewayOf(rule *gatewayv1alpha1.APIRule, gw *operatorv1alpha1.APIGateway) (gateway string, parent *gatewayv1alpha1.ParentReference, reason, msg string) {
 	if rule.Spec.ParentRef != nil {
-		return "", translate.Parent(rule), "", "" // HTTPRoute mode: no Istio Gateway
+		return "", plan.Parent(rule), "", "" // HTTPRoute mode: no Istio Gateway
 	}
 	def, domain, ok := gw.DefaultGateway()
 	gateway = rule.Spec.Gateway
@@ -299,7 +301,7 @@ func (r *Reconciler) checkAccess(ctx context.Context, rule *gatewayv1alpha1.APIR
 	for _, w := range out.Workloads {
 		msg = firstConflict(w.AuthorizationPolicy, w.RequestAuthentication, otherAPs, otherRAs)
 		if msg == "" {
-			msg = customConflict(translate.Access{Allow: w.AuthorizationPolicy, Custom: w.CustomPolicy}, accessSets(otherAPs))
+			msg = customConflict(access.Access{Allow: w.AuthorizationPolicy, Custom: w.CustomPolicy}, accessSets(otherAPs))
 		}
 		if msg != "" {
 			break
@@ -333,14 +335,14 @@ func (r *Reconciler) checkAccess(ctx context.Context, rule *gatewayv1alpha1.APIR
 func firstConflict(ap *securityv1.AuthorizationPolicy, ra *securityv1.RequestAuthentication, aps []*securityv1.AuthorizationPolicy, ras []*securityv1.RequestAuthentication) string {
 	if ap != nil {
 		for _, other := range aps {
-			if c := translate.AuthorizationConflict(ap, other); c != "" {
+			if c := access.AuthorizationConflict(ap, other); c != "" {
 				return c + "; another APIRule's live AuthorizationPolicy guards those requests"
 			}
 		}
 	}
 	if ra != nil {
 		for _, other := range ras {
-			if c := translate.AuthenticationConflict(ra, other); c != "" {
+			if c := access.AuthenticationConflict(ra, other); c != "" {
 				return c
 			}
 		}
@@ -374,7 +376,7 @@ func (r *Reconciler) livePolicies(ctx context.Context, rule *gatewayv1alpha1.API
 	// meet on a pod without a label in common ({app: a} and {tier: b}), so
 	// no key of one policy's selector finds every policy it may meet. A
 	// namespace holds one tenant's APIRules, however many the cluster has.
-	managed := client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy}
+	managed := client.MatchingLabels{plan.LabelManagedBy: plan.ManagedBy}
 	var aps securityv1.AuthorizationPolicyList
 	// Read-only: share the cache's objects rather than copy every policy.
 	if err := r.Client.List(ctx, &aps, client.InNamespace(rule.Namespace), managed, client.UnsafeDisableDeepCopy); err != nil {

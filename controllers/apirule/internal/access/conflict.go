@@ -1,4 +1,4 @@
-package translate
+package access
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	securityv1beta1 "istio.io/api/security/v1beta1"
 	typev1beta1 "istio.io/api/type/v1beta1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+
+	"github.com/portico-dev/portico/controllers/apirule/internal/paths"
 )
 
 // AuthorizationConflict explains how ALLOW policy a would meet ALLOW policy b
@@ -70,7 +72,7 @@ func sameCallers(a, b []*securityv1beta1.Rule) bool {
 func callersOf(rules []*securityv1beta1.Rule) string {
 	out := make([]string, len(rules))
 	for i, r := range rules {
-		out[i] = callerOf(r)
+		out[i] = CallerOf(r)
 	}
 	return strings.Join(out, " or ")
 }
@@ -130,7 +132,8 @@ func sameCaller(a, b *securityv1beta1.Rule) bool {
 	return proto.Equal(&securityv1beta1.Rule{From: a.From, When: a.When}, &securityv1beta1.Rule{From: b.From, When: b.When})
 }
 
-func callerOf(r *securityv1beta1.Rule) string {
+// CallerOf describes what an ALLOW rule demands of the caller.
+func CallerOf(r *securityv1beta1.Rule) string {
 	if len(r.From) == 0 && len(r.When) == 0 {
 		return "anyone"
 	}
@@ -191,8 +194,8 @@ func opPathsMeet(a, b []string) (string, bool) {
 // path.
 func istioPathsMeet(p, q string) bool {
 	switch {
-	case isTemplate(p) || isTemplate(q):
-		return pathsMeet(p, q)
+	case paths.IsTemplate(p) || paths.IsTemplate(q):
+		return paths.Meet(p, q)
 	case p == "*" || q == "*":
 		return true
 	case strings.HasPrefix(p, "*") || strings.HasPrefix(q, "*"):
@@ -223,4 +226,77 @@ func opMethodsMeet(a, b []string) bool {
 		return true
 	}
 	return slices.ContainsFunc(a, func(m string) bool { return slices.Contains(b, m) })
+}
+
+// Access is one APIRule's access control on one workload: its ALLOW
+// policy and, with extAuth rules, its CUSTOM policy (either may be nil).
+type Access struct {
+	Allow, Custom *securityv1.AuthorizationPolicy
+}
+
+// CustomConflict explains how the external authorization of one APIRule
+// would meet the access control of another on pods both may select, or
+// returns "". Istio calls one extension provider per workload, so two
+// authorizers cannot share pods. And a CUSTOM policy applies to every
+// request it matches, whoever allows it: an authorizer on an operation
+// that the other APIRule allows without the same authorizer on that
+// operation would decide on (and see) the other's requests, or the
+// other's ALLOW rule would be the way around an authorizer that guards a
+// path it covers.
+func CustomConflict(a, b Access) string {
+	if ca, cb := a.Custom, b.Custom; ca != nil && cb != nil && mayMeet(ca, cb) && providerOf(ca) != providerOf(cb) {
+		return fmt.Sprintf("%s and %s on the same pods hand requests to the authorizers %s and %s; Istio calls one external authorizer per workload",
+			policyName(ca), policyName(cb), providerOf(ca), providerOf(cb))
+	}
+	if c := customMeetsAllow(a.Custom, b); c != "" {
+		return c
+	}
+	return customMeetsAllow(b.Custom, a)
+}
+
+// customMeetsAllow finds an operation of the CUSTOM policy custom that
+// other's ALLOW policy allows without other's own CUSTOM policy guarding
+// that very operation with the same authorizer.
+func customMeetsAllow(custom *securityv1.AuthorizationPolicy, other Access) string {
+	if custom == nil || other.Allow == nil || !mayMeet(custom, other.Allow) {
+		return ""
+	}
+	for _, rc := range custom.Spec.Rules {
+		for _, ra := range other.Allow.Spec.Rules {
+			op, ok := operationsMeet(rc, ra)
+			if !ok || guards(other.Custom, providerOf(custom), ra) {
+				continue
+			}
+			return fmt.Sprintf("%s hands %s to authorizer %s, and %s on the same pods allows it to %s without that authorizer",
+				policyName(custom), op, providerOf(custom), policyName(other.Allow), CallerOf(ra))
+		}
+	}
+	return ""
+}
+
+// guards reports whether the CUSTOM policy custom hands every operation
+// of the ALLOW rule allow to authorizer provider: one of its rules has the
+// very same operations.
+func guards(custom *securityv1.AuthorizationPolicy, provider string, allow *securityv1beta1.Rule) bool {
+	if custom == nil || providerOf(custom) != provider {
+		return false
+	}
+	return slices.ContainsFunc(custom.Spec.Rules, func(rc *securityv1beta1.Rule) bool {
+		return proto.Equal(&securityv1beta1.Rule{To: rc.To}, &securityv1beta1.Rule{To: allow.To})
+	})
+}
+
+func mayMeet(a, b *securityv1.AuthorizationPolicy) bool {
+	return a.Namespace == b.Namespace && selectorsMayOverlap(a.Spec.GetSelector(), b.Spec.GetSelector())
+}
+
+// providerOf names the extension provider of a CUSTOM policy.
+func providerOf(p *securityv1.AuthorizationPolicy) string {
+	return p.Spec.GetProvider().GetName()
+}
+
+// IsCustom reports whether the policy hands requests to an external
+// authorizer (action CUSTOM).
+func IsCustom(p *securityv1.AuthorizationPolicy) bool {
+	return p.Spec.Action == securityv1beta1.AuthorizationPolicy_CUSTOM
 }

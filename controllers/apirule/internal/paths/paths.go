@@ -1,13 +1,9 @@
-package translate
+package paths
 
 import (
 	"fmt"
 	"regexp"
 	"strings"
-
-	"k8s.io/apimachinery/pkg/types"
-
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 // Path templates (issue 32): "{*}" is one non-empty path segment, "{**}"
@@ -24,34 +20,34 @@ const (
 // with "{*}" as whole segments and an optional final "/*" or "/{**}".
 var templatePath = regexp.MustCompile(`^(/([-a-zA-Z0-9._~%!$&()+,;=:@]*|\{\*\}))*(/\*|/\{\*\*\})?$`)
 
-// pathRank orders the kinds of paths as routes are tried: exact paths,
+// Rank orders the kinds of paths as routes are tried: exact paths,
 // then templates, then prefixes.
-func pathRank(path string) int {
+func Rank(path string) int {
 	switch {
-	case isTemplate(path):
+	case IsTemplate(path):
 		return 1
-	case isPrefix(path):
+	case IsPrefix(path):
 		return 2
 	}
 	return 0
 }
 
-// isTemplate reports whether a path holds a template operator.
-func isTemplate(path string) bool {
+// IsTemplate reports whether a path holds a template operator.
+func IsTemplate(path string) bool {
 	return strings.Contains(path, segmentOperator) || strings.Contains(path, restOperator)
 }
 
-// checkTemplate repeats the API server's checks of a template path.
-func checkTemplate(path string) error {
+// CheckTemplate repeats the API server's checks of a template path.
+func CheckTemplate(path string) error {
 	if !templatePath.MatchString(path) || strings.HasSuffix(path, "/*") {
 		return fmt.Errorf("path %q: '{*}' and '{**}' must be whole segments, '{**}' only the last, and a template may not end with '/*'", path)
 	}
 	return nil
 }
 
-// templateRegex is the RE2 expression a route matches a template path
+// Regex is the RE2 expression a route matches a template path
 // with: "{*}" one non-empty segment, "{**}" anything after its '/'.
-func templateRegex(path string) string {
+func Regex(path string) string {
 	var b strings.Builder
 	b.WriteString("^")
 	for _, seg := range strings.Split(path, "/")[1:] {
@@ -93,7 +89,7 @@ func pathAlternatives(p string) [][]pathElement {
 	switch {
 	case p == "*":
 		return [][]pathElement{{anything}}
-	case isTemplate(p):
+	case IsTemplate(p):
 		var elems []pathElement
 		rest := strings.HasSuffix(p, "/"+restOperator)
 		body := strings.TrimSuffix(p, "/"+restOperator)
@@ -119,11 +115,11 @@ func pathAlternatives(p string) [][]pathElement {
 	return [][]pathElement{literals(p)}
 }
 
-// pathsMeet reports whether two path patterns in the AuthorizationPolicy's
+// Meet reports whether two path patterns in the AuthorizationPolicy's
 // syntax (exact, "x*" prefix, "*x" suffix, "*", or a template with "{*}"
 // and a final "{**}") match a common path. Rule paths are in that syntax
 // too ("/orders/*" is the prefix "/orders/").
-func pathsMeet(a, b string) bool {
+func Meet(a, b string) bool {
 	for _, ea := range pathAlternatives(a) {
 		for _, eb := range pathAlternatives(b) {
 			if elementsMeet(ea, eb) {
@@ -214,51 +210,25 @@ func bytesMeet(a, b pathElement) bool {
 	return true
 }
 
-// checkTemplateOverlaps refuses a template rule whose path meets another
-// rule's, with a method in common, on pods both may reach, with other
-// authentication: Istio adds up ALLOW rules, so a noAuth "/orders/{*}"
-// would open the "/orders/admin" a jwt rule guards. checkCoveredRules
-// covers prefix rules; the API server cannot compare templates.
-func checkTemplateOverlaps(r *gatewayv1alpha1.APIRule, selectors map[types.NamespacedName]map[string]string) error {
-	for i, a := range r.Spec.Rules {
-		if !isTemplate(a.Path) {
-			continue
-		}
-		for j, b := range r.Spec.Rules {
-			if i == j || !pathsMeet(a.Path, b.Path) || !methodsOverlap(a.Methods, b.Methods) || sameAuthentication(a, b) {
-				continue
-			}
-			wb, shared := sharedWorkload(r, a, b, selectors)
-			if !shared {
-				continue
-			}
-			return fmt.Errorf("rule %s (%s) meets rule %s (%s) on the pods of service %s: a path both match would be open to the callers of either, "+
-				"since Istio adds up access rules: give both the same authentication, disjoint methods, or disjoint paths",
-				a.Path, authentication(a), b.Path, authentication(b), wb)
-		}
-	}
-	return nil
-}
+// IsPrefix reports whether a path is a prefix rule's ("/orders/*").
+func IsPrefix(path string) bool { return strings.HasSuffix(path, "/*") }
 
-// checkTemplateRoutes refuses, in HTTPRoute mode, a template rule that
-// meets a prefix or another template rule with a method in common. The
-// route is a RegularExpression match, whose precedence the Gateway API
-// leaves to the implementation (Istio ranks every prefix above every
-// regular expression), so which rule serves such a request could differ
-// from the VirtualService's order (exact, template, prefix). Exact paths
-// win in both.
-func checkTemplateRoutes(r *gatewayv1alpha1.APIRule) error {
-	for i, a := range r.Spec.Rules {
-		if !isTemplate(a.Path) {
-			continue
-		}
-		for j, b := range r.Spec.Rules {
-			if i == j || pathRank(b.Path) == 0 || !pathsMeet(a.Path, b.Path) || !methodsOverlap(a.Methods, b.Methods) {
-				continue
-			}
-			return fmt.Errorf("rules %s and %s can match the same request with a method in common; with parentRef which one serves it "+
-				"is up to the Gateway API implementation: make the paths or methods disjoint", a.Path, b.Path)
-		}
+// PatternsMeet reports whether two rule path patterns (exact, a
+// prefix "/x/*", or a template) match a common path.
+func PatternsMeet(p, q string) bool {
+	if IsTemplate(p) || IsTemplate(q) {
+		return Meet(p, q)
 	}
-	return nil
+	pp, qp := IsPrefix(p), IsPrefix(q)
+	p, q = strings.TrimSuffix(p, "*"), strings.TrimSuffix(q, "*")
+	switch {
+	case pp && qp:
+		return strings.HasPrefix(p, q) || strings.HasPrefix(q, p)
+	case pp:
+		return strings.HasPrefix(q, p)
+	case qp:
+		return strings.HasPrefix(p, q)
+	default:
+		return p == q
+	}
 }
