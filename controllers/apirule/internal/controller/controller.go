@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +30,7 @@ import (
 	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
 	"github.com/portico-dev/portico/controllers/internal/metrics"
+	"github.com/portico-dev/portico/controllers/internal/owned"
 	"github.com/portico-dev/portico/internal/contract"
 )
 
@@ -107,10 +107,11 @@ type Reconciler struct {
 	// cache is the manager's cache, with the indexes of SetupWithManager,
 	// that Client reads.
 	cache client.Reader
-	// deleted remembers the objects the controller deleted until the cache
-	// shows them gone: a cached copy of one is read again past the cache,
-	// so a status never says Applied for an object that is gone.
-	deleted tombstones
+	// objects writes and removes the APIRules' objects (see writer); its
+	// tombstones keep a cached copy of an object it deleted from counting
+	// as live, so a status never says Applied for an object that is gone.
+	objects     *owned.Writer
+	objectsOnce sync.Once
 	// written remembers the versions the controller wrote, whose watch
 	// events start no reconcile of the APIRule that wrote them.
 	written ownWrites
@@ -219,7 +220,7 @@ func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, o
 	// the cache before writing anything: the conflict most likely stays, and
 	// creating its other objects only to delete them again is churn.
 	pastCache := readyReason(rule) == gatewayv1alpha1.ReasonConflict
-	live, conflicts, err := r.liveObjects(ctx, rule, desired, pastCache)
+	live, conflicts, err := r.writer().Live(ctx, ownership(rule), desired, pastCache)
 	if err != nil {
 		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, false, err
@@ -278,7 +279,7 @@ func (r *Reconciler) conflicted(ctx context.Context, rule *gatewayv1alpha1.APIRu
 		return ctrl.Result{}, undoErr
 	}
 	conflicts := []string{conflict}
-	if _, all, err := r.liveObjects(ctx, rule, desired, true); err == nil && len(all) > 0 {
+	if _, all, err := r.writer().Live(ctx, ownership(rule), desired, true); err == nil && len(all) > 0 {
 		conflicts = all
 	}
 	setConflict(rule, conflicts)
@@ -413,7 +414,11 @@ func splitGateway(ref string) (string, string) {
 // claim, never a proof: anyone who writes a namespace can copy them, so an
 // object elsewhere that names the APIRule is never the controller's.
 func owns(rule *gatewayv1alpha1.APIRule, obj client.Object) bool {
-	return obj.GetNamespace() == rule.Namespace && metav1.IsControlledBy(obj, rule)
+	return ownership(rule)(obj)
+}
+
+func ownership(rule *gatewayv1alpha1.APIRule) owned.Owns {
+	return owned.ControlledBy(rule, rule.Namespace)
 }
 
 // labelledFor reports whether obj's labels name rule.
@@ -421,45 +426,6 @@ func labelledFor(rule *gatewayv1alpha1.APIRule, obj client.Object) bool {
 	l := obj.GetLabels()
 	return l[plan.LabelManagedBy] == plan.ManagedBy && l[plan.LabelAPIRule] == rule.Name &&
 		l[plan.LabelAPIRuleNamespace] == rule.Namespace
-}
-
-// liveObjects reads the live counterpart of every desired object from the
-// cache. An object the cache lacks is taken as missing (write creates it
-// and finds out otherwise), unless pastCache asks the API server, which
-// also has the objects the cache does not hold (those not labelled as the
-// controller's). It returns nil for an object that does not exist yet, and
-// names every object found that is not this APIRule's.
-func (r *Reconciler) liveObjects(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired []client.Object, pastCache bool) ([]client.Object, []string, error) {
-	live := make([]client.Object, len(desired))
-	var conflicts []string
-	for i, d := range desired {
-		obj := emptyLike(d)
-		key := client.ObjectKeyFromObject(d)
-		err := r.Client.Get(ctx, key, obj)
-		if (pastCache && apierrors.IsNotFound(err)) || (err == nil && r.deleted.has(obj.GetUID())) {
-			// Asked to, or a copy of an object the controller deleted that
-			// the cache has not yet seen go: ask the API server.
-			err = r.Reader.Get(ctx, key, obj)
-		}
-		switch {
-		case apierrors.IsNotFound(err):
-			continue
-		case err != nil:
-			return nil, nil, fmt.Errorf("read %s %s: %w", kindOf(d), key, err)
-		case !owns(rule, obj):
-			conflicts = append(conflicts, fmt.Sprintf("%s %s exists", kindOf(d), key))
-			continue
-		}
-		live[i] = obj
-	}
-	return live, conflicts, nil
-}
-
-// emptyLike returns an empty object of obj's kind to read into: decoding
-// into a copy of a desired object would keep desired fields the live
-// object lacks (owner references).
-func emptyLike(obj client.Object) client.Object {
-	return reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
 }
 
 // converge writes the desired objects and deletes this APIRule's objects
@@ -484,12 +450,12 @@ func (r *Reconciler) converge(ctx context.Context, rule *gatewayv1alpha1.APIRule
 			// Never route to pods whose access control could not be written.
 			break
 		}
-		obj, conflict, err := r.write(ctx, rule, d, live[i])
+		obj, conflict, err := r.writer().Write(ctx, ownership(rule), d, live[i])
 		if obj != nil {
 			created = append(created, obj)
 		}
 		if conflict != "" {
-			_, err := r.deleteObjects(ctx, rule, created, nil)
+			_, err := r.writer().Delete(ctx, ownership(rule), created, nil)
 			return conflict, err
 		}
 		if err != nil {
@@ -506,110 +472,6 @@ func (r *Reconciler) converge(ctx context.Context, rule *gatewayv1alpha1.APIRule
 	return "", r.deleteUnwanted(ctx, rule, r.Client, keep)
 }
 
-// write creates an object the cache does not show, or updates one of ours
-// that differs. It returns the object it created, or the conflict when
-// another's object holds the name. Created objects are assumed missing
-// from the API server too: a create that meets an existing object reads
-// it there, and updates it if it is ours (the cache had not seen it yet).
-func (r *Reconciler) write(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired, live client.Object) (client.Object, string, error) {
-	if live != nil {
-		return nil, "", r.update(ctx, desired, live)
-	}
-	key := client.ObjectKeyFromObject(desired)
-	obj := desired.DeepCopyObject().(client.Object)
-	r.written.begin(obj)
-	err := r.Client.Create(ctx, obj, client.FieldOwner(FieldManager))
-	r.written.end(obj, err == nil)
-	if err == nil {
-		metrics.Written(controllerName, kindOf(desired), metrics.Create)
-		ctrl.LoggerFrom(ctx).V(1).Info("Created", "kind", kindOf(desired), "object", klog.KObj(desired))
-		return obj, "", nil
-	}
-	if !apierrors.IsAlreadyExists(err) {
-		return nil, "", fmt.Errorf("create %s %s: %w", kindOf(desired), key, err)
-	}
-	live = emptyLike(desired)
-	if err := r.Reader.Get(ctx, key, live); err != nil {
-		// Gone again (NotFound) or unreadable: the retry looks again.
-		return nil, "", fmt.Errorf("read %s %s, which exists: %w", kindOf(desired), key, err)
-	}
-	if !owns(rule, live) {
-		return nil, fmt.Sprintf("%s %s exists", kindOf(desired), key), nil
-	}
-	return nil, "", r.update(ctx, desired, live)
-}
-
-// update updates an object of ours that differs from the desired one. It
-// carries the resourceVersion of the object whose ownership was checked,
-// so it fails rather than overwrite an object that replaced it meanwhile;
-// server-side apply with force would take it over instead.
-func (r *Reconciler) update(ctx context.Context, desired, live client.Object) error {
-	if upToDate(desired, live) {
-		return nil
-	}
-	updated := live.DeepCopyObject().(client.Object)
-	labels := updated.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	for k, v := range desired.GetLabels() {
-		labels[k] = v
-	}
-	updated.SetLabels(labels)
-	for _, ref := range desired.GetOwnerReferences() {
-		refs := updated.GetOwnerReferences()
-		for i := range refs {
-			if refs[i].UID == ref.UID {
-				refs = append(refs[:i], refs[i+1:]...)
-				break
-			}
-		}
-		updated.SetOwnerReferences(append(refs, ref))
-	}
-	setSpec(updated, desired)
-	r.written.begin(updated)
-	err := r.Client.Update(ctx, updated, client.FieldOwner(FieldManager))
-	r.written.end(updated, err == nil)
-	if err != nil {
-		return fmt.Errorf("update %s %s: %w", kindOf(desired), client.ObjectKeyFromObject(desired), err)
-	}
-	metrics.Written(controllerName, kindOf(desired), metrics.Update)
-	ctrl.LoggerFrom(ctx).V(1).Info("Updated", "kind", kindOf(desired), "object", klog.KObj(desired))
-	return nil
-}
-
-func upToDate(desired, live client.Object) bool {
-	for k, v := range desired.GetLabels() {
-		if live.GetLabels()[k] != v {
-			return false
-		}
-	}
-	for _, want := range desired.GetOwnerReferences() {
-		found := false
-		for _, got := range live.GetOwnerReferences() {
-			found = found || equality.Semantic.DeepEqual(want, got)
-		}
-		if !found {
-			return false
-		}
-	}
-	if d, ok := desired.(*gatewayapiv1.HTTPRoute); ok {
-		l, ok := live.(*gatewayapiv1.HTTPRoute)
-		return ok && equality.Semantic.DeepEqual(d.Spec, l.Spec)
-	}
-	return proto.Equal(specOf(desired), specOf(live))
-}
-
-// setSpec makes dst's spec a copy of src's.
-func setSpec(dst, src client.Object) {
-	if d, ok := dst.(*gatewayapiv1.HTTPRoute); ok {
-		d.Spec = *src.(*gatewayapiv1.HTTPRoute).Spec.DeepCopy()
-		return
-	}
-	proto.Reset(specOf(dst))
-	proto.Merge(specOf(dst), specOf(src))
-}
-
 // deleteUnwanted deletes the objects of rule, read through reader, that
 // are not in keep. Objects that are not the APIRule's are never deleted,
 // whatever their labels.
@@ -621,75 +483,12 @@ func (r *Reconciler) deleteUnwanted(ctx context.Context, rule *gatewayv1alpha1.A
 		// the labels of every object the controller wrote.
 		reader, selector = r.cache, client.MatchingFields{ownerIndex: ownedBy(rule)}
 	}
-	objs, err := r.objectsOf(ctx, reader, selector)
+	objs, err := r.listed().List(ctx, reader, selector)
 	if err != nil {
 		return err
 	}
-	_, err = r.deleteObjects(ctx, rule, objs, keep)
+	_, err = r.writer().Delete(ctx, ownership(rule), objs, keep)
 	return err
-}
-
-// deleteObjects deletes the objects of rule among objs that are not in
-// keep, and returns how many of them remain (being deleted: another's
-// finalizer holds them). Objects that are not the APIRule's are never
-// deleted, whatever their labels.
-func (r *Reconciler) deleteObjects(ctx context.Context, rule *gatewayv1alpha1.APIRule, objs []client.Object, keep map[string]bool) (int, error) {
-	var errs []error
-	remaining := 0
-	for _, obj := range objs {
-		if keep[objectID(obj)] || !owns(rule, obj) {
-			continue
-		}
-		if !obj.GetDeletionTimestamp().IsZero() {
-			remaining++
-			continue
-		}
-		uid := obj.GetUID()
-		err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid})
-		if client.IgnoreNotFound(err) != nil {
-			errs = append(errs, fmt.Errorf("delete %s %s: %w", kindOf(obj), client.ObjectKeyFromObject(obj), err))
-			continue
-		}
-		if err == nil {
-			metrics.Written(controllerName, kindOf(obj), metrics.Delete)
-		}
-		r.deleted.add(uid)
-		ctrl.LoggerFrom(ctx).V(1).Info("Deleted", "kind", kindOf(obj), "object", klog.KObj(obj))
-	}
-	return remaining, errors.Join(errs...)
-}
-
-// objectsOf lists the Istio objects of the kinds the controller writes
-// that selector picks (owns still decides which are the APIRule's).
-func (r *Reconciler) objectsOf(ctx context.Context, reader client.Reader, selector client.ListOption) ([]client.Object, error) {
-	var objs []client.Object
-	vs := &networkingv1.VirtualServiceList{}
-	ap := &securityv1.AuthorizationPolicyList{}
-	ra := &securityv1.RequestAuthenticationList{}
-	for _, list := range []client.ObjectList{vs, ap, ra} {
-		if err := reader.List(ctx, list, selector); err != nil {
-			return nil, fmt.Errorf("list the Istio objects of the APIRule: %w", err)
-		}
-	}
-	for _, o := range vs.Items {
-		objs = append(objs, o)
-	}
-	for _, o := range ap.Items {
-		objs = append(objs, o)
-	}
-	for _, o := range ra.Items {
-		objs = append(objs, o)
-	}
-	if r.GatewayAPI {
-		routes := &gatewayapiv1.HTTPRouteList{}
-		if err := reader.List(ctx, routes, selector); err != nil {
-			return nil, fmt.Errorf("list the HTTPRoutes of the APIRule: %w", err)
-		}
-		for i := range routes.Items {
-			objs = append(objs, &routes.Items[i])
-		}
-	}
-	return objs, nil
 }
 
 // finalize lets a deleted APIRule go once its objects are gone.
@@ -711,19 +510,19 @@ func (r *Reconciler) finalize(ctx context.Context, rule *gatewayv1alpha1.APIRule
 func (r *Reconciler) release(ctx context.Context, rule *gatewayv1alpha1.APIRule) (ctrl.Result, error) {
 	selector := client.MatchingLabels{plan.LabelManagedBy: plan.ManagedBy,
 		plan.LabelAPIRule: rule.Name, plan.LabelAPIRuleNamespace: rule.Namespace}
-	objs, err := r.objectsOf(ctx, r.Reader, selector)
+	objs, err := r.listed().List(ctx, r.Reader, selector)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	r.reportLookAlikes(rule, objs)
-	if _, err := r.deleteObjects(ctx, rule, objs, nil); err != nil {
+	if _, err := r.writer().Delete(ctx, ownership(rule), objs, nil); err != nil {
 		return ctrl.Result{}, err
 	}
 	remaining := ownedAmong(rule, objs)
 	if remaining > 0 {
 		// Deleted just now, or being deleted: gone, unless another's
 		// finalizer holds one.
-		if objs, err = r.objectsOf(ctx, r.Reader, selector); err != nil {
+		if objs, err = r.listed().List(ctx, r.Reader, selector); err != nil {
 			return ctrl.Result{}, err
 		}
 		remaining = ownedAmong(rule, objs)
@@ -787,37 +586,6 @@ func (r *Reconciler) setFinalizer(ctx context.Context, rule *gatewayv1alpha1.API
 	return nil
 }
 
-// objectID identifies an object among the APIRule's of every kind.
-func objectID(obj client.Object) string {
-	return kindOf(obj) + " " + obj.GetNamespace() + "/" + obj.GetName()
-}
-
-func kindOf(obj client.Object) string {
-	switch obj.(type) {
-	case *networkingv1.VirtualService:
-		return "VirtualService"
-	case *securityv1.AuthorizationPolicy:
-		return "AuthorizationPolicy"
-	case *securityv1.RequestAuthentication:
-		return "RequestAuthentication"
-	case *gatewayapiv1.HTTPRoute:
-		return "HTTPRoute"
-	}
-	return fmt.Sprintf("%T", obj)
-}
-
-func specOf(obj client.Object) proto.Message {
-	switch o := obj.(type) {
-	case *networkingv1.VirtualService:
-		return &o.Spec
-	case *securityv1.AuthorizationPolicy:
-		return &o.Spec
-	case *securityv1.RequestAuthentication:
-		return &o.Spec
-	}
-	return nil
-}
-
 // appliedMessage names what the APIRule is made of, by kind:
 // "AuthorizationPolicy shop/orders, VirtualService shop/orders applied".
 func appliedMessage(desired []client.Object) string {
@@ -868,40 +636,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, after *gatewayv1al
 	return nil
 }
 
-// tombstones are the UIDs of objects the controller deleted, for a while.
-type tombstones struct {
-	mu   sync.Mutex
-	uids map[types.UID]time.Time
-}
-
-// tombstoneTTL is how long a deleted object is remembered: far longer than
-// a watch takes to report the deletion.
-const tombstoneTTL = 5 * time.Minute
-
-func (t *tombstones) add(uid types.UID) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := time.Now()
-	if t.uids == nil {
-		t.uids = map[types.UID]time.Time{}
-	}
-	if len(t.uids) >= 1024 {
-		for u, at := range t.uids {
-			if now.Sub(at) > tombstoneTTL {
-				delete(t.uids, u)
-			}
-		}
-	}
-	t.uids[uid] = now
-}
-
-func (t *tombstones) has(uid types.UID) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	at, ok := t.uids[uid]
-	return ok && time.Since(at) <= tombstoneTTL
-}
-
 // retireWriters is how many finalizers Retire removes at once.
 const retireWriters = 32
 
@@ -948,4 +682,61 @@ func Retire(ctx context.Context, c client.Client) error {
 			failed, len(held), Finalizer, firstErr)
 	}
 	return nil
+}
+
+// written is every kind the controller writes for APIRules, in the order
+// they are listed: the one place that names them.
+var written = owned.Table{
+	owned.Proto("VirtualService", func(o *networkingv1.VirtualService) proto.Message { return &o.Spec },
+		func(l *networkingv1.VirtualServiceList) []*networkingv1.VirtualService { return l.Items }),
+	owned.Proto("AuthorizationPolicy", func(o *securityv1.AuthorizationPolicy) proto.Message { return &o.Spec },
+		func(l *securityv1.AuthorizationPolicyList) []*securityv1.AuthorizationPolicy { return l.Items }),
+	owned.Proto("RequestAuthentication", func(o *securityv1.RequestAuthentication) proto.Message { return &o.Spec },
+		func(l *securityv1.RequestAuthenticationList) []*securityv1.RequestAuthentication { return l.Items }),
+	owned.Struct("HTTPRoute", func(o *gatewayapiv1.HTTPRoute) *gatewayapiv1.HTTPRouteSpec { return &o.Spec },
+		func(dst, src *gatewayapiv1.HTTPRoute) { dst.Spec = *src.Spec.DeepCopy() },
+		func(l *gatewayapiv1.HTTPRouteList) []*gatewayapiv1.HTTPRoute { return pointers(l.Items) }),
+}
+
+// istioKinds are the kinds of written that are Istio's.
+var istioKinds = written[:3]
+
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
+}
+
+// listed is the kinds the controller looks for its objects in: HTTPRoutes
+// only while the Gateway API is installed.
+func (r *Reconciler) listed() owned.Table {
+	if r.GatewayAPI {
+		return written
+	}
+	return istioKinds
+}
+
+// writer is the write path of the APIRules' objects: create-first, updates
+// at the resourceVersion whose ownership was checked, deletions with UID
+// preconditions and tombstones, every write counted and seen by the
+// controller's own-write filter.
+func (r *Reconciler) writer() *owned.Writer {
+	r.objectsOnce.Do(func() {
+		r.objects = &owned.Writer{
+			Client: r.Client, Reader: r.Reader, Kinds: written, FieldOwner: FieldManager, Observer: &r.written,
+			Written: func(_ client.Object, kind, operation string) { metrics.Written(controllerName, kind, operation) },
+		}
+	})
+	return r.objects
+}
+
+func kindOf(obj client.Object) string { return written.Name(obj) }
+
+// objectID identifies an object among the APIRule's of every kind.
+func objectID(obj client.Object) string { return written.ID(obj) }
+
+func upToDate(desired, live client.Object) bool {
+	return owned.UpToDate(written.Of(desired), desired, live)
 }

@@ -70,9 +70,9 @@ func ConfigureCache(opts *cache.Options, serviceEntries, workloadEntries, gatewa
 		opts.ByObject = map[client.Object]cache.ByObject{}
 	}
 	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{plan.LabelManagedBy: plan.ManagedBy})}
-	opts.ByObject[&networkingv1.VirtualService{}] = managed
-	opts.ByObject[&securityv1.AuthorizationPolicy{}] = managed
-	opts.ByObject[&securityv1.RequestAuthentication{}] = managed
+	for _, k := range istioKinds {
+		opts.ByObject[k.New()] = managed
+	}
 	opts.ByObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Transform: stripEndpointSlice}
 	opts.ByObject[&corev1.Service{}] = cache.ByObject{Transform: stripService}
 	if serviceEntries {
@@ -354,16 +354,16 @@ func (r *Reconciler) indexes() []fieldIndex {
 			}
 			return nil
 		})},
-		{&networkingv1.VirtualService{}, ownerIndex, ownerKey},
-		{&securityv1.AuthorizationPolicy{}, ownerIndex, ownerKey},
-		{&securityv1.RequestAuthentication{}, ownerIndex, ownerKey},
 		{&discoveryv1.EndpointSlice{}, endpointSliceIndex, endpointSliceKey},
+	}
+	for _, k := range r.listed() {
+		out = append(out, fieldIndex{k.New(), ownerIndex, ownerKey})
 	}
 	if r.CheckServiceEntries {
 		out = append(out, fieldIndex{&networkingv1.ServiceEntry{}, serviceEntryHostIndex, serviceEntryHostKeys})
 	}
 	if r.GatewayAPI {
-		out = append(out, fieldIndex{&gatewayapiv1.HTTPRoute{}, ownerIndex, ownerKey}, fieldIndex{&gatewayapiv1.HTTPRoute{}, routeHostIndex, routeHostKeys})
+		out = append(out, fieldIndex{&gatewayapiv1.HTTPRoute{}, routeHostIndex, routeHostKeys})
 	}
 	return out
 }
