@@ -116,9 +116,7 @@ func (r *Reconciler) applyGatewayAPI(ctx context.Context, gw *operatorv1alpha1.A
 	if live != nil {
 		liveObj = live
 	}
-	if err := r.applyObject(ctx, gw, "Gateway API Gateway", liveObj, desired, func(live client.Object) bool {
-		return equality.Semantic.DeepEqual(live.(*gatewayapiv1.Gateway).Spec, desired.Spec)
-	}, func(live client.Object) { live.(*gatewayapiv1.Gateway).Spec = *desired.Spec.DeepCopy() }); err != nil {
+	if err := r.write(ctx, gw, "Gateway API Gateway", desired, liveObj); err != nil {
 		return "", "", "", err
 	}
 	if err := r.applyRedirect(ctx, gw, c); err != nil {
@@ -166,35 +164,7 @@ func (r *Reconciler) applyRedirect(ctx context.Context, gw *operatorv1alpha1.API
 	case !metav1.IsControlledBy(live, gw):
 		return &notOwnedError{"HTTPRoute", c.Namespace + "/" + RedirectRoute}
 	}
-	return r.applyObject(ctx, gw, "HTTPRoute", live, desired, func(live client.Object) bool {
-		return equality.Semantic.DeepEqual(live.(*gatewayapiv1.HTTPRoute).Spec, desired.Spec)
-	}, func(live client.Object) { live.(*gatewayapiv1.HTTPRoute).Spec = *desired.Spec.DeepCopy() })
-}
-
-// applyObject creates desired when live is nil (a same-named object that
-// appeared meanwhile is not ours), or updates live's spec, labels and owner
-// when same says they differ.
-func (r *Reconciler) applyObject(ctx context.Context, gw *operatorv1alpha1.APIGateway, kind string, live, desired client.Object, same func(client.Object) bool, setSpec func(client.Object)) error {
-	if live == nil {
-		err := r.create(ctx, desired)
-		if apierrors.IsAlreadyExists(err) {
-			return &notOwnedError{kind, desired.GetNamespace() + "/" + desired.GetName()}
-		}
-		return err
-	}
-	lm, dm := metaOf(live), metaOf(desired)
-	if same(live) && sameMeta(lm, dm) {
-		return nil
-	}
-	updated := live.DeepCopyObject().(client.Object)
-	setSpec(updated)
-	updated.SetLabels(desired.GetLabels())
-	updated.SetOwnerReferences(desired.GetOwnerReferences())
-	return r.update(ctx, updated)
-}
-
-func metaOf(o client.Object) *metav1.ObjectMeta {
-	return &metav1.ObjectMeta{Labels: o.GetLabels(), OwnerReferences: o.GetOwnerReferences()}
+	return r.write(ctx, gw, "HTTPRoute", desired, live)
 }
 
 // removeIstioMode deletes the Istio Gateway and health VirtualService the
