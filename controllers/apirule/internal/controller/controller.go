@@ -23,9 +23,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
@@ -122,7 +122,7 @@ type Reconciler struct {
 
 // Reconcile converges one APIRule's Istio objects.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	rule := &gatewayv1alpha1.APIRule{}
+	rule := &porticov1alpha1.APIRule{}
 	if err := r.Client.Get(ctx, req.NamespacedName, rule); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -135,7 +135,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	before := rule.DeepCopy()
 	// parent is the Gateway API Gateway of an APIRule in HTTPRoute mode
 	// (its parentRef, or the default gateway when that is one).
-	var parent *gatewayv1alpha1.ParentReference
+	var parent *porticov1alpha1.ParentReference
 	// awaitingAnswer: the status waits for the Gateway's answer (apply).
 	var awaitingAnswer bool
 	defer func() {
@@ -150,11 +150,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	// resolution and the host grants.
 	apiGateway, err := r.apiGateway(ctx)
 	if err != nil {
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
+		setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	if h := reservedHost(rule, apiGateway); h != "" {
-		return r.refuse(ctx, rule, gatewayv1alpha1.ReasonHostReserved, fmt.Sprintf(
+		return r.refuse(ctx, rule, porticov1alpha1.ReasonHostReserved, fmt.Sprintf(
 			"host %s is the default gateway's own health check, reserved on every gateway; use another name; the APIRule's Istio objects were removed", h))
 	}
 	gateway, parent, reason, msg := gatewayOf(rule, apiGateway)
@@ -163,7 +163,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return r.refuse(ctx, rule, reason, msg)
 	}
 	if parent != nil && !r.GatewayAPI {
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonGatewayAPINotInstalled, fmt.Sprintf(
+		setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonGatewayAPINotInstalled, fmt.Sprintf(
 			"the APIRule's gateway is a Gateway API Gateway (its spec.parentRef, or the default gateway), but the Gateway API's CRDs %s and %s are not installed; it is applied once they are, its objects are left unchanged",
 			contract.HTTPRoutes, contract.ReferenceGrants))
 		return ctrl.Result{}, nil
@@ -174,14 +174,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	reason, msg, err = r.checkHosts(ctx, rule, grants)
 	if err != nil {
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
+		setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	if reason != "" {
 		return r.refuse(ctx, rule, reason, msg)
 	}
 	if msg := ungrantedAuthorizers(rule, grants); msg != "" {
-		return r.refuse(ctx, rule, gatewayv1alpha1.ReasonAuthorizerNotPermitted, msg)
+		return r.refuse(ctx, rule, porticov1alpha1.ReasonAuthorizerNotPermitted, msg)
 	}
 	selectors, reason, msg := r.checkReferences(ctx, rule, gateway, parent)
 	if reason != "" {
@@ -197,10 +197,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	if msg, err := r.checkAccess(ctx, rule, out); err != nil || msg != "" {
 		if err != nil {
-			setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
+			setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonApplyFailed, err.Error())
 			return ctrl.Result{}, err
 		}
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonAccessConflict, msg)
+		setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonAccessConflict, msg)
 		return ctrl.Result{}, nil
 	}
 	result, awaitingAnswer, retErr = r.apply(ctx, rule, out, parent)
@@ -214,15 +214,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 // yet, and that answer's event starts the reconcile that reports it, with
 // the APIRule's first status (Applied, RouteNotAccepted, and HostShared).
 // RoutePending is written only if no answer comes within routeAnswerWait.
-func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, out translate.Output, parent *gatewayv1alpha1.ParentReference) (_ ctrl.Result, awaitingAnswer bool, _ error) {
+func (r *Reconciler) apply(ctx context.Context, rule *porticov1alpha1.APIRule, out translate.Output, parent *porticov1alpha1.ParentReference) (_ ctrl.Result, awaitingAnswer bool, _ error) {
 	desired := desiredObjects(out)
 	// An APIRule found in Conflict looks for the object in the way past
 	// the cache before writing anything: the conflict most likely stays, and
 	// creating its other objects only to delete them again is churn.
-	pastCache := readyReason(rule) == gatewayv1alpha1.ReasonConflict
+	pastCache := readyReason(rule) == porticov1alpha1.ReasonConflict
 	live, conflicts, err := r.writer().Live(ctx, ownership(rule), desired, pastCache)
 	if err != nil {
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
+		setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, false, err
 	}
 	if len(conflicts) > 0 {
@@ -231,7 +231,7 @@ func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, o
 	}
 	// The route is the last object written; a live route that needs no
 	// write carries the Gateway's answer about the current version.
-	route, _ := live[len(live)-1].(*gatewayapiv1.HTTPRoute)
+	route, _ := live[len(live)-1].(*gwapiv1.HTTPRoute)
 	newRoute := out.HTTPRoute != nil && route == nil
 	if route != nil && !upToDate(desired[len(desired)-1], route) {
 		route = nil
@@ -246,14 +246,14 @@ func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, o
 			setReady(rule, metav1.ConditionFalse, reason, msg)
 			return ctrl.Result{}, false, nil
 		}
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
+		setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, false, err
 	}
 	if out.HTTPRoute != nil {
 		if newRoute && readyReason(rule) == "" {
 			return ctrl.Result{RequeueAfter: routeAnswerWait}, true, nil
 		}
-		reason, msg := gatewayv1alpha1.ReasonRoutePending, routeWritten(out.HTTPRoute, parent)
+		reason, msg := porticov1alpha1.ReasonRoutePending, routeWritten(out.HTTPRoute, parent)
 		if route != nil {
 			reason, msg = routeReadiness(route, parent)
 		}
@@ -263,7 +263,7 @@ func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, o
 			return ctrl.Result{}, false, nil
 		}
 	}
-	setReady(rule, metav1.ConditionTrue, gatewayv1alpha1.ReasonApplied, appliedMessage(desired))
+	setReady(rule, metav1.ConditionTrue, porticov1alpha1.ReasonApplied, appliedMessage(desired))
 	return ctrl.Result{}, false, nil
 }
 
@@ -271,11 +271,11 @@ func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, o
 // way was not cached) once the objects this pass created are deleted
 // again; the message names every object in the way, as a check before
 // writing would have.
-func (r *Reconciler) conflicted(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired []client.Object, conflict string, undoErr error) (ctrl.Result, error) {
+func (r *Reconciler) conflicted(ctx context.Context, rule *porticov1alpha1.APIRule, desired []client.Object, conflict string, undoErr error) (ctrl.Result, error) {
 	if undoErr != nil {
 		// Objects of this pass that could not be deleted: ApplyFailed,
 		// retried until they are gone or the conflict is.
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, undoErr.Error())
+		setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonApplyFailed, undoErr.Error())
 		return ctrl.Result{}, undoErr
 	}
 	conflicts := []string{conflict}
@@ -287,14 +287,14 @@ func (r *Reconciler) conflicted(ctx context.Context, rule *gatewayv1alpha1.APIRu
 }
 
 // setConflict reports the objects in the way of the APIRule.
-func setConflict(rule *gatewayv1alpha1.APIRule, conflicts []string) {
-	setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonConflict, strings.Join(conflicts, "; ")+
+func setConflict(rule *porticov1alpha1.APIRule, conflicts []string) {
+	setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonConflict, strings.Join(conflicts, "; ")+
 		" and was not created for this APIRule: it is left untouched, and nothing is written until it is removed or renamed")
 }
 
 // readyReason is the reason of the APIRule's Ready condition, or "".
-func readyReason(rule *gatewayv1alpha1.APIRule) string {
-	if c := meta.FindStatusCondition(rule.Status.Conditions, gatewayv1alpha1.ConditionReady); c != nil {
+func readyReason(rule *porticov1alpha1.APIRule) string {
+	if c := meta.FindStatusCondition(rule.Status.Conditions, porticov1alpha1.ConditionReady); c != nil {
 		return c.Reason
 	}
 	return ""
@@ -310,7 +310,7 @@ func invalidRoute(err error) (string, string, bool) {
 		status.Status().Details.Kind != "HTTPRoute" {
 		return "", "", false
 	}
-	return gatewayv1alpha1.ReasonInvalidRule, "the API server refused the APIRule's HTTPRoute: " + err.Error() +
+	return porticov1alpha1.ReasonInvalidRule, "the API server refused the APIRule's HTTPRoute: " + err.Error() +
 		"; change the APIRule so that its HTTPRoute is valid; the objects were left unchanged", true
 }
 
@@ -336,7 +336,7 @@ func desiredObjects(out translate.Output) []client.Object {
 // checkReferences returns the pod selector of every backend Service, or the
 // reason and message of a reference that cannot be followed: a Service, or
 // the Istio Gateway (as <namespace>/<name>) that serves the APIRule.
-func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.APIRule, gateway string, parent *gatewayv1alpha1.ParentReference) (map[types.NamespacedName]map[string]string, string, string) {
+func (r *Reconciler) checkReferences(ctx context.Context, rule *porticov1alpha1.APIRule, gateway string, parent *porticov1alpha1.ParentReference) (map[types.NamespacedName]map[string]string, string, string) {
 	selectors := map[types.NamespacedName]map[string]string{}
 	for _, ref := range plan.Backends(rule) {
 		svc := &corev1.Service{}
@@ -344,28 +344,28 @@ func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.
 		if ref.Namespace != rule.Namespace {
 			consents, how, cerr := r.consents(ctx, rule, parent, svc, err)
 			if cerr != nil {
-				return nil, gatewayv1alpha1.ReasonApplyFailed, cerr.Error()
+				return nil, porticov1alpha1.ReasonApplyFailed, cerr.Error()
 			}
 			if !consents {
 				// One message for both: the APIRule's author learns nothing
 				// about Services of other namespaces that do not consent.
-				return nil, gatewayv1alpha1.ReasonReferenceNotPermitted, fmt.Sprintf(
+				return nil, porticov1alpha1.ReasonReferenceNotPermitted, fmt.Sprintf(
 					"service %s does not exist or does not allow APIRules of namespace %s (%s); the APIRule's objects were removed", ref, rule.Namespace, how)
 			}
 		}
 		if apierrors.IsNotFound(err) {
-			return nil, gatewayv1alpha1.ReasonServiceNotFound,
+			return nil, porticov1alpha1.ReasonServiceNotFound,
 				fmt.Sprintf("service %s not found; the Istio objects were left unchanged", ref)
 		}
 		if err != nil {
-			return nil, gatewayv1alpha1.ReasonApplyFailed, fmt.Sprintf("read service %s: %v", ref, err)
+			return nil, porticov1alpha1.ReasonApplyFailed, fmt.Sprintf("read service %s: %v", ref, err)
 		}
 		alias, err := r.aliasOf(ctx, svc)
 		if err != nil {
-			return nil, gatewayv1alpha1.ReasonApplyFailed, err.Error()
+			return nil, porticov1alpha1.ReasonApplyFailed, err.Error()
 		}
 		if alias != "" {
-			return nil, gatewayv1alpha1.ReasonBackendNotPermitted, fmt.Sprintf(
+			return nil, porticov1alpha1.ReasonBackendNotPermitted, fmt.Sprintf(
 				"service %s %s, so traffic routed to it would not land on the pods the access rules protect; the APIRule's Istio objects were removed", ref, alias)
 		}
 		selectors[ref] = svc.Spec.Selector
@@ -381,7 +381,7 @@ func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.
 		gw := &metav1.PartialObjectMetadata{}
 		gw.SetGroupVersionKind(networkingv1.SchemeGroupVersion.WithKind("Gateway"))
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, gw); apierrors.IsNotFound(err) {
-			return nil, gatewayv1alpha1.ReasonGatewayNotFound,
+			return nil, porticov1alpha1.ReasonGatewayNotFound,
 				fmt.Sprintf("Istio gateway %s not found; the Istio objects were left unchanged", gateway)
 		}
 	}
@@ -390,7 +390,7 @@ func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.
 
 // permits reports whether a Service consents to APIRules of namespace ns.
 func permits(svc *corev1.Service, ns string) bool {
-	for _, allowed := range strings.Split(svc.Annotations[gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces], ",") {
+	for _, allowed := range strings.Split(svc.Annotations[porticov1alpha1.AnnotationAllowedAPIRuleNamespaces], ",") {
 		if allowed = strings.TrimSpace(allowed); allowed == "*" || allowed == ns {
 			return true
 		}
@@ -413,16 +413,16 @@ func splitGateway(ref string) (string, string) {
 // APIRule (by UID, so not a former APIRule of the same name). Labels are a
 // claim, never a proof: anyone who writes a namespace can copy them, so an
 // object elsewhere that names the APIRule is never the controller's.
-func owns(rule *gatewayv1alpha1.APIRule, obj client.Object) bool {
+func owns(rule *porticov1alpha1.APIRule, obj client.Object) bool {
 	return ownership(rule)(obj)
 }
 
-func ownership(rule *gatewayv1alpha1.APIRule) owned.Owns {
+func ownership(rule *porticov1alpha1.APIRule) owned.Owns {
 	return owned.ControlledBy(rule, rule.Namespace)
 }
 
 // labelledFor reports whether obj's labels name rule.
-func labelledFor(rule *gatewayv1alpha1.APIRule, obj client.Object) bool {
+func labelledFor(rule *porticov1alpha1.APIRule, obj client.Object) bool {
 	l := obj.GetLabels()
 	return l[plan.LabelManagedBy] == plan.ManagedBy && l[plan.LabelAPIRule] == rule.Name &&
 		l[plan.LabelAPIRuleNamespace] == rule.Namespace
@@ -439,7 +439,7 @@ func labelledFor(rule *gatewayv1alpha1.APIRule, obj client.Object) bool {
 // more is written (the route, last, never reaches pods without their
 // access control), the objects this pass created are deleted again, and
 // converge returns the conflict with the error of that deletion.
-func (r *Reconciler) converge(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired, live []client.Object) (string, error) {
+func (r *Reconciler) converge(ctx context.Context, rule *porticov1alpha1.APIRule, desired, live []client.Object) (string, error) {
 	if err := r.setFinalizer(ctx, rule, true); err != nil {
 		return "", err
 	}
@@ -475,7 +475,7 @@ func (r *Reconciler) converge(ctx context.Context, rule *gatewayv1alpha1.APIRule
 // deleteUnwanted deletes the objects of rule, read through reader, that
 // are not in keep. Objects that are not the APIRule's are never deleted,
 // whatever their labels.
-func (r *Reconciler) deleteUnwanted(ctx context.Context, rule *gatewayv1alpha1.APIRule, reader client.Reader, keep map[string]bool) error {
+func (r *Reconciler) deleteUnwanted(ctx context.Context, rule *porticov1alpha1.APIRule, reader client.Reader, keep map[string]bool) error {
 	var selector client.ListOption = client.MatchingLabels{plan.LabelManagedBy: plan.ManagedBy,
 		plan.LabelAPIRule: rule.Name, plan.LabelAPIRuleNamespace: rule.Namespace}
 	if r.cache != nil && reader == client.Reader(r.Client) {
@@ -492,7 +492,7 @@ func (r *Reconciler) deleteUnwanted(ctx context.Context, rule *gatewayv1alpha1.A
 }
 
 // finalize lets a deleted APIRule go once its objects are gone.
-func (r *Reconciler) finalize(ctx context.Context, rule *gatewayv1alpha1.APIRule) (ctrl.Result, error) {
+func (r *Reconciler) finalize(ctx context.Context, rule *porticov1alpha1.APIRule) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(rule, Finalizer) {
 		return ctrl.Result{}, nil // it wrote nothing (or owner references remove it)
 	}
@@ -507,7 +507,7 @@ func (r *Reconciler) finalize(ctx context.Context, rule *gatewayv1alpha1.APIRule
 // APIRule's labels (anywhere: another namespace's tenant can write them)
 // are never deleted or waited for, only reported: a tenant cannot hold
 // another's APIRule, and so its hosts, in deletion.
-func (r *Reconciler) release(ctx context.Context, rule *gatewayv1alpha1.APIRule) (ctrl.Result, error) {
+func (r *Reconciler) release(ctx context.Context, rule *porticov1alpha1.APIRule) (ctrl.Result, error) {
 	selector := client.MatchingLabels{plan.LabelManagedBy: plan.ManagedBy,
 		plan.LabelAPIRule: rule.Name, plan.LabelAPIRuleNamespace: rule.Namespace}
 	objs, err := r.listed().List(ctx, r.Reader, selector)
@@ -535,7 +535,7 @@ func (r *Reconciler) release(ctx context.Context, rule *gatewayv1alpha1.APIRule)
 }
 
 // ownedAmong counts the objects of rule among objs.
-func ownedAmong(rule *gatewayv1alpha1.APIRule, objs []client.Object) int {
+func ownedAmong(rule *porticov1alpha1.APIRule, objs []client.Object) int {
 	n := 0
 	for _, o := range objs {
 		if owns(rule, o) {
@@ -549,7 +549,7 @@ func ownedAmong(rule *gatewayv1alpha1.APIRule, objs []client.Object) int {
 // objs that carry its labels but that the controller did not write for it.
 // The Event counts them and names none: they may be in namespaces the
 // APIRule's owner must not learn of.
-func (r *Reconciler) reportLookAlikes(rule *gatewayv1alpha1.APIRule, objs []client.Object) {
+func (r *Reconciler) reportLookAlikes(rule *porticov1alpha1.APIRule, objs []client.Object) {
 	n := 0
 	for _, o := range objs {
 		if labelledFor(rule, o) && !owns(rule, o) {
@@ -559,11 +559,11 @@ func (r *Reconciler) reportLookAlikes(rule *gatewayv1alpha1.APIRule, objs []clie
 	if n == 0 || r.Recorder == nil {
 		return
 	}
-	r.Recorder.Eventf(rule, nil, corev1.EventTypeWarning, gatewayv1alpha1.EventLookAlikeIgnored, "Release",
+	r.Recorder.Eventf(rule, nil, corev1.EventTypeWarning, porticov1alpha1.EventLookAlikeIgnored, "Release",
 		"%d object(s) carry this APIRule's labels but were not written by Portico for it: they were left alone and are not waited for", n)
 }
 
-func (r *Reconciler) setFinalizer(ctx context.Context, rule *gatewayv1alpha1.APIRule, present bool) error {
+func (r *Reconciler) setFinalizer(ctx context.Context, rule *porticov1alpha1.APIRule, present bool) error {
 	if controllerutil.ContainsFinalizer(rule, Finalizer) == present {
 		return nil
 	}
@@ -607,15 +607,15 @@ func appliedMessage(desired []client.Object) string {
 
 // setReady sets the Ready condition; its message is bounded, as a long
 // list of objects or errors would otherwise make the status write fail.
-func setReady(rule *gatewayv1alpha1.APIRule, status metav1.ConditionStatus, reason, msg string) {
+func setReady(rule *porticov1alpha1.APIRule, status metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&rule.Status.Conditions, metav1.Condition{
-		Type: gatewayv1alpha1.ConditionReady, Status: status, Reason: reason, Message: contract.Truncate(msg, contract.MessageMaxLength),
+		Type: porticov1alpha1.ConditionReady, Status: status, Reason: reason, Message: contract.Truncate(msg, contract.MessageMaxLength),
 		ObservedGeneration: rule.Generation,
 	})
 	rule.Status.ObservedGeneration = rule.Generation
 }
 
-func (r *Reconciler) writeStatus(ctx context.Context, before, after *gatewayv1alpha1.APIRule) error {
+func (r *Reconciler) writeStatus(ctx context.Context, before, after *porticov1alpha1.APIRule) error {
 	if equality.Semantic.DeepEqual(before.Status, after.Status) {
 		return nil
 	}
@@ -648,11 +648,11 @@ const retireWriters = 32
 // its next reconcile of each. What it cannot do in time (the process has a
 // few seconds to stop) it reports in one error, with the way to finish.
 func Retire(ctx context.Context, c client.Client) error {
-	var rules gatewayv1alpha1.APIRuleList
+	var rules porticov1alpha1.APIRuleList
 	if err := c.List(ctx, &rules); err != nil {
 		return fmt.Errorf("list APIRules: %w", err)
 	}
-	var held []*gatewayv1alpha1.APIRule
+	var held []*porticov1alpha1.APIRule
 	for i := range rules.Items {
 		if controllerutil.ContainsFinalizer(&rules.Items[i], Finalizer) {
 			held = append(held, &rules.Items[i])
@@ -693,9 +693,9 @@ var written = owned.Table{
 		func(l *securityv1.AuthorizationPolicyList) []*securityv1.AuthorizationPolicy { return l.Items }),
 	owned.Proto("RequestAuthentication", func(o *securityv1.RequestAuthentication) proto.Message { return &o.Spec },
 		func(l *securityv1.RequestAuthenticationList) []*securityv1.RequestAuthentication { return l.Items }),
-	owned.Struct("HTTPRoute", func(o *gatewayapiv1.HTTPRoute) *gatewayapiv1.HTTPRouteSpec { return &o.Spec },
-		func(dst, src *gatewayapiv1.HTTPRoute) { dst.Spec = *src.Spec.DeepCopy() },
-		func(l *gatewayapiv1.HTTPRouteList) []*gatewayapiv1.HTTPRoute { return pointers(l.Items) }),
+	owned.Struct("HTTPRoute", func(o *gwapiv1.HTTPRoute) *gwapiv1.HTTPRouteSpec { return &o.Spec },
+		func(dst, src *gwapiv1.HTTPRoute) { dst.Spec = *src.Spec.DeepCopy() },
+		func(l *gwapiv1.HTTPRouteList) []*gwapiv1.HTTPRoute { return pointers(l.Items) }),
 }
 
 // istioKinds are the kinds of written that are Istio's.

@@ -6,7 +6,7 @@ import (
 
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/access"
 	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
@@ -18,7 +18,7 @@ import (
 // "". An authorizer sees the requests it decides on, headers and tokens
 // included, and its answer lets them in: only the administrator, who
 // configures it in Istio, says which teams may use it.
-func ungrantedAuthorizers(rule *gatewayv1alpha1.APIRule, grants *operatorv1alpha1.APIRulesSpec) string {
+func ungrantedAuthorizers(rule *porticov1alpha1.APIRule, grants *operatorv1alpha1.APIRulesSpec) string {
 	var missing []string
 	for _, name := range plan.Authorizers(rule) {
 		if !grants.GrantsAuthorizer(name, rule.Namespace) {

@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 // APIRules with retries, request headers and cookies and rewrites become
@@ -23,15 +23,15 @@ import (
 func TestRequestModifiersAreApplied(t *testing.T) {
 	createService(t, "modifiers")
 	createGatewayAPIGateway(t, "modifiers-edge")
-	request := &gatewayv1alpha1.RequestModifier{
-		Headers: map[string]gatewayv1alpha1.RequestHeaderValue{"x-api-version": "2"},
-		Cookies: map[string]gatewayv1alpha1.CookieValue{"region": "eu"},
+	request := &porticov1alpha1.RequestModifier{
+		Headers: map[string]porticov1alpha1.RequestHeaderValue{"x-api-version": "2"},
+		Cookies: map[string]porticov1alpha1.CookieValue{"region": "eu"},
 	}
-	public := gatewayv1alpha1.Rule{Path: "/public/*", NoAuth: ptr.To(true), Request: request,
-		Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/v2/public/"}}
-	status := gatewayv1alpha1.Rule{Path: "/status", NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Path: "/health"}}
+	public := porticov1alpha1.Rule{Path: "/public/*", NoAuth: ptr.To(true), Request: request,
+		Rewrite: &porticov1alpha1.Rewrite{Prefix: "/v2/public/"}}
+	status := porticov1alpha1.Rule{Path: "/status", NoAuth: ptr.To(true), Rewrite: &porticov1alpha1.Rewrite{Path: "/health"}}
 	withRetries := public
-	withRetries.Retries = &gatewayv1alpha1.RetryPolicy{Attempts: 2, Codes: []int32{503}, PerTryTimeout: &metav1.Duration{Duration: time.Second}}
+	withRetries.Retries = &porticov1alpha1.RetryPolicy{Attempts: 2, Codes: []int32{503}, PerTryTimeout: &metav1.Duration{Duration: time.Second}}
 	createAPIRule(t, "modifiers", "modifiers", health, withRetries, status)
 	createRouteAPIRule(t, "modifiers-route", "modifiers", "modifiers-edge", health, public, status)
 	selectors := map[types.NamespacedName]map[string]string{{Namespace: ns, Name: "modifiers"}: {"app": "modifiers"}}
@@ -41,7 +41,7 @@ func TestRequestModifiersAreApplied(t *testing.T) {
 		g.Eventually(func(g Gomega) {
 			g.Expect(readyCondition(g, name).Status).To(Equal(metav1.ConditionTrue))
 		}, eventually).Should(Succeed(), name)
-		rule := &gatewayv1alpha1.APIRule{}
+		rule := &porticov1alpha1.APIRule{}
 		get(g, name, rule)
 		objs, _, err := Golden(rule, nil, selectors)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -64,9 +64,9 @@ func TestRequestModifiersAreApplied(t *testing.T) {
 	vs := &networkingv1.VirtualService{}
 	get(g, "modifiers", vs)
 	g.Expect(vs.Spec.Http).To(ContainElement(HaveField("Retries.RetryOn", "503")))
-	route := &gatewayapiv1.HTTPRoute{}
+	route := &gwapiv1.HTTPRoute{}
 	get(g, "modifiers-route", route)
-	g.Expect(route.Spec.Rules).To(ContainElement(HaveField("Filters", ContainElement(HaveField("Type", gatewayapiv1.HTTPRouteFilterURLRewrite)))))
+	g.Expect(route.Spec.Rules).To(ContainElement(HaveField("Filters", ContainElement(HaveField("Type", gwapiv1.HTTPRouteFilterURLRewrite)))))
 	ap := &securityv1.AuthorizationPolicy{}
 	get(g, "modifiers", ap)
 	var paths []string

@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 // APIRules with path templates become Ready in both modes, with live
@@ -22,8 +22,8 @@ import (
 func TestPathTemplatesAreApplied(t *testing.T) {
 	createService(t, "templates")
 	createGatewayAPIGateway(t, "templates-edge")
-	items := gatewayv1alpha1.Rule{Path: "/orders/{*}/items", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)}
-	files := gatewayv1alpha1.Rule{Path: "/files/{**}", NoAuth: ptr.To(true)}
+	items := porticov1alpha1.Rule{Path: "/orders/{*}/items", Methods: []porticov1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)}
+	files := porticov1alpha1.Rule{Path: "/files/{**}", NoAuth: ptr.To(true)}
 	createAPIRule(t, "templates", "templates", health, items, files)
 	createRouteAPIRule(t, "templates-route", "templates", "templates-edge", health, items, files)
 	selectors := map[types.NamespacedName]map[string]string{{Namespace: ns, Name: "templates"}: {"app": "templates"}}
@@ -34,7 +34,7 @@ func TestPathTemplatesAreApplied(t *testing.T) {
 			c := readyCondition(g, name)
 			g.Expect(c.Status).To(Equal(metav1.ConditionTrue), "%s: %s", c.Reason, c.Message)
 		}, eventually).Should(Succeed(), name)
-		rule := &gatewayv1alpha1.APIRule{}
+		rule := &porticov1alpha1.APIRule{}
 		get(g, name, rule)
 		objs, _, err := Golden(rule, nil, selectors)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -56,7 +56,7 @@ func TestPathTemplatesAreApplied(t *testing.T) {
 	vs := &networkingv1.VirtualService{}
 	get(g, "templates", vs)
 	g.Expect(vs.Spec.Http).To(ContainElement(HaveField("Match", ContainElement(HaveField("Uri.GetRegex()", `^/orders/[^/]+/items$`)))))
-	route := &gatewayapiv1.HTTPRoute{}
+	route := &gwapiv1.HTTPRoute{}
 	get(g, "templates-route", route)
 	g.Expect(route.Spec.Rules).To(ContainElement(HaveField("Matches", ContainElement(HaveField("Path.Value", ptr.To(`^/files/.*$`))))))
 	ap := &securityv1.AuthorizationPolicy{}

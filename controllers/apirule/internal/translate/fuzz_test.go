@@ -9,10 +9,10 @@ import (
 	securityv1beta1 "istio.io/api/security/v1beta1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 // The fuzzer builds APIRules from a small vocabulary, chosen so that random
@@ -23,8 +23,8 @@ var (
 	// fuzzTemplates come after the fuzzed path, so the seeds' bytes keep
 	// their meaning.
 	fuzzTemplates = []string{"/api/{*}", "/{*}/admin", "/api/{**}", "/{**}"}
-	fuzzMethods   = []gatewayv1alpha1.HTTPMethod{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
-	fuzzServices  = []*gatewayv1alpha1.ServiceReference{
+	fuzzMethods   = []porticov1alpha1.HTTPMethod{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+	fuzzServices  = []*porticov1alpha1.ServiceReference{
 		nil,                                // spec.service
 		{Name: "orders", Port: 8081},       // spec.service's pods, named explicitly
 		{Name: "orders-admin", Port: 8080}, // the same pods under another Service
@@ -33,7 +33,7 @@ var (
 		{Name: "external", Port: 80},                          // no selector
 	}
 	// fuzzRewrites aim at the vocabulary's guarded paths.
-	fuzzRewrites = []*gatewayv1alpha1.Rewrite{
+	fuzzRewrites = []*porticov1alpha1.Rewrite{
 		nil,
 		{Path: "/api/admin"},
 		{Prefix: "/api/"},
@@ -42,26 +42,26 @@ var (
 		{Prefix: "/api/admin/"},
 	}
 	// fuzzBackends are weighted splits between the vocabulary's Services.
-	fuzzBackends = [][]gatewayv1alpha1.WeightedBackend{
+	fuzzBackends = [][]porticov1alpha1.WeightedBackend{
 		nil,
-		{{Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 90}, {Service: gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 10}},
-		{{Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 50}, {Service: gatewayv1alpha1.ServiceReference{Name: "orders-admin", Port: 8080}, Weight: 50}},
-		{{Service: gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 100}, {Service: gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}}},
-		{{Service: gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 50}, {Service: gatewayv1alpha1.ServiceReference{Name: "external", Port: 80}, Weight: 50}},
-		{{Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8081}, Weight: 60}, {Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 40}},
+		{{Service: porticov1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 90}, {Service: porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 10}},
+		{{Service: porticov1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 50}, {Service: porticov1alpha1.ServiceReference{Name: "orders-admin", Port: 8080}, Weight: 50}},
+		{{Service: porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 100}, {Service: porticov1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}}},
+		{{Service: porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 50}, {Service: porticov1alpha1.ServiceReference{Name: "external", Port: 80}, Weight: 50}},
+		{{Service: porticov1alpha1.ServiceReference{Name: "orders", Port: 8081}, Weight: 60}, {Service: porticov1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 40}},
 	}
 	// fuzzMatches tell apart rules that share a path: they select routes,
 	// never access, so they must not change what the policies admit.
-	fuzzMatches = []*gatewayv1alpha1.RequestMatch{
+	fuzzMatches = []*porticov1alpha1.RequestMatch{
 		nil,
-		{Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-admin", Exact: "yes"}}},
-		{Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-admin", Prefix: "y"}, {Name: "x-beta", Regex: "1|2"}}},
-		{QueryParams: []gatewayv1alpha1.RuleQueryParamMatch{{Name: "debug", Exact: "1"}}},
-		{Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-beta", Regex: "(1"}}},
+		{Headers: []porticov1alpha1.RuleHeaderMatch{{Name: "x-admin", Exact: "yes"}}},
+		{Headers: []porticov1alpha1.RuleHeaderMatch{{Name: "x-admin", Prefix: "y"}, {Name: "x-beta", Regex: "1|2"}}},
+		{QueryParams: []porticov1alpha1.RuleQueryParamMatch{{Name: "debug", Exact: "1"}}},
+		{Headers: []porticov1alpha1.RuleHeaderMatch{{Name: "x-beta", Regex: "(1"}}},
 	}
 	// fuzzAuthorizers are the external authorizers extAuth rules name.
 	fuzzAuthorizers = []string{"one", "two"}
-	fuzzAuth        = []*gatewayv1alpha1.JWTAuthentication{
+	fuzzAuth        = []*porticov1alpha1.JWTAuthentication{
 		nil, // noAuth
 		{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"},
 		{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json", Audiences: []string{"shop"}},
@@ -69,16 +69,16 @@ var (
 		{Issuer: "https://idp.example.com/evil", JWKSURI: "https://evil.example.com/jwks.json"},
 		{Issuer: "https://idp.example.com", JWKSURI: "https://other.example.com/jwks.json"},
 		// The list form: several issuers, token locations, alternatives.
-		{Authentications: []gatewayv1alpha1.JWTIssuer{
+		{Authentications: []porticov1alpha1.JWTIssuer{
 			{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"},
 			{Issuer: "https://idp.example.com/evil", JWKSURI: "https://evil.example.com/jwks.json"},
 		}},
-		{Authentications: []gatewayv1alpha1.JWTIssuer{{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"}},
-			Authorizations: []gatewayv1alpha1.JWTAuthorization{{Audiences: []string{"shop"}}, {RequiredScopes: []string{"admin"}}}},
-		{Authentications: []gatewayv1alpha1.JWTIssuer{{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json",
-			FromHeaders: []gatewayv1alpha1.JWTHeader{{Name: "x-jwt", Prefix: "Bearer "}}, FromParams: []string{"token"}}}},
-		{Authentications: []gatewayv1alpha1.JWTIssuer{{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"}},
-			Authorizations: []gatewayv1alpha1.JWTAuthorization{{Audiences: []string{"shop", "admin"}, RequiredScopes: []string{"admin"}}}},
+		{Authentications: []porticov1alpha1.JWTIssuer{{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"}},
+			Authorizations: []porticov1alpha1.JWTAuthorization{{Audiences: []string{"shop"}}, {RequiredScopes: []string{"admin"}}}},
+		{Authentications: []porticov1alpha1.JWTIssuer{{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json",
+			FromHeaders: []porticov1alpha1.JWTHeader{{Name: "x-jwt", Prefix: "Bearer "}}, FromParams: []string{"token"}}}},
+		{Authentications: []porticov1alpha1.JWTIssuer{{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"}},
+			Authorizations: []porticov1alpha1.JWTAuthorization{{Audiences: []string{"shop", "admin"}, RequiredScopes: []string{"admin"}}}},
 	}
 	fuzzSelectors = map[types.NamespacedName]map[string]string{
 		{Namespace: "shop", Name: "orders"}:       {"app": "orders"},
@@ -95,7 +95,7 @@ var (
 // a rewrite, and divided by the number of services and rewrites a weighted
 // split that replaces the service (none for the seeds' small bytes); the
 // authentication byte divided by the number of authentications a match.
-func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
+func fuzzAPIRule(data []byte, path string) *porticov1alpha1.APIRule {
 	next := func() byte {
 		if len(data) == 0 {
 			return 0
@@ -110,7 +110,7 @@ func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
 	}
 	r.Spec.Rules = nil
 	for n := int(next()%8) + 1; n > 0; n-- {
-		rule := gatewayv1alpha1.Rule{}
+		rule := porticov1alpha1.Rule{}
 		switch i := int(next()) % (len(fuzzPaths) + 1 + len(fuzzTemplates)); {
 		case i < len(fuzzPaths):
 			rule.Path = fuzzPaths[i]
@@ -141,7 +141,7 @@ func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
 		case auth&0x80 != 0:
 			// The high bit hands the rule to an authorizer, "one" or
 			// (with bit 6) "two"; a jwt becomes its restrictions.
-			rule.ExtAuth = &gatewayv1alpha1.ExtAuth{Authorizers: []string{fuzzAuthorizers[auth>>6&1]}}
+			rule.ExtAuth = &porticov1alpha1.ExtAuth{Authorizers: []string{fuzzAuthorizers[auth>>6&1]}}
 			if a != nil {
 				rule.ExtAuth.Restrictions = a.DeepCopy()
 			}
@@ -219,10 +219,10 @@ func FuzzTranslate(f *testing.F) {
 // the access control must be exactly Istio mode's (so every guarantee holds
 // in both modes), and the HTTPRoute must route every rule, and only it, to
 // its Service.
-func checkHTTPRouteMode(t *testing.T, r *gatewayv1alpha1.APIRule, istio Output) {
+func checkHTTPRouteMode(t *testing.T, r *porticov1alpha1.APIRule, istio Output) {
 	t.Helper()
 	onGateway := r.DeepCopy()
-	onGateway.Spec.Gateway, onGateway.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "edge"}
+	onGateway.Spec.Gateway, onGateway.Spec.ParentRef = "", &porticov1alpha1.ParentReference{Name: "edge"}
 	out, err := Translate(Input{APIRule: onGateway, Selectors: fuzzSelectors, Parent: Parent(onGateway)})
 	if err != nil {
 		if out.HTTPRoute != nil || out.Workloads != nil {
@@ -241,7 +241,7 @@ func checkHTTPRouteMode(t *testing.T, r *gatewayv1alpha1.APIRule, istio Output) 
 	}
 	names := map[string]bool{}
 	for _, rule := range r.Spec.Rules {
-		name := gatewayv1alpha1.HTTPRouteRuleName(r.Namespace, r.Name, rule)
+		name := porticov1alpha1.HTTPRouteRuleName(r.Namespace, r.Name, rule)
 		names[name] = true
 		var found bool
 		for _, hr := range route.Spec.Rules {
@@ -265,11 +265,11 @@ func checkHTTPRouteMode(t *testing.T, r *gatewayv1alpha1.APIRule, istio Output) 
 
 // checkBackendRefs: a rule routes to its one Service with weight 1, or to
 // each of its weighted backends with its weight.
-func checkBackendRefs(t *testing.T, r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule, refs []gatewayapiv1.HTTPBackendRef) {
+func checkBackendRefs(t *testing.T, r *porticov1alpha1.APIRule, rule porticov1alpha1.Rule, refs []gwapiv1.HTTPBackendRef) {
 	t.Helper()
 	want := rule.Backends
 	if len(want) == 0 {
-		want = []gatewayv1alpha1.WeightedBackend{{Service: serviceOf(r, rule), Weight: 1}}
+		want = []porticov1alpha1.WeightedBackend{{Service: serviceOf(r, rule), Weight: 1}}
 	}
 	if len(refs) != len(want) {
 		t.Fatalf("rule %s routes to %+v, want %+v", rule.Path, refs, want)
@@ -295,7 +295,7 @@ func workloadOf(out Output, backend types.NamespacedName) *Workload {
 	return nil
 }
 
-func checkEveryBackendHasAccessControl(t *testing.T, r *gatewayv1alpha1.APIRule, out Output) {
+func checkEveryBackendHasAccessControl(t *testing.T, r *porticov1alpha1.APIRule, out Output) {
 	t.Helper()
 	seen := map[string]bool{}
 	for _, obj := range out.Objects() {
@@ -330,7 +330,7 @@ func checkEveryBackendHasAccessControl(t *testing.T, r *gatewayv1alpha1.APIRule,
 	}
 }
 
-func checkEveryRuleIsEnforced(t *testing.T, r *gatewayv1alpha1.APIRule, out Output) {
+func checkEveryRuleIsEnforced(t *testing.T, r *porticov1alpha1.APIRule, out Output) {
 	t.Helper()
 	for rule, b := range ruleBackends(r) {
 		w := workloadOf(out, b)
@@ -371,7 +371,7 @@ func checkEveryRuleIsEnforced(t *testing.T, r *gatewayv1alpha1.APIRule, out Outp
 // checkNoRuleAdmitsLess: Istio allows a request that any ALLOW rule on the
 // pods matches, so every ALLOW rule that matches a request of a JWT rule,
 // on any policy that may apply to its pods, must demand at least as much.
-func checkNoRuleAdmitsLess(t *testing.T, r *gatewayv1alpha1.APIRule, out Output) {
+func checkNoRuleAdmitsLess(t *testing.T, r *porticov1alpha1.APIRule, out Output) {
 	t.Helper()
 	for rule, b := range ruleBackends(r) {
 		token := rule.TokenRequirement()
@@ -400,10 +400,10 @@ func checkNoRuleAdmitsLess(t *testing.T, r *gatewayv1alpha1.APIRule, out Output)
 // ruleBackends yields every rule with every Service it routes to, written
 // independently of backendsOf: the rule's weighted backends (at any
 // weight), else its service or spec.service.
-func ruleBackends(r *gatewayv1alpha1.APIRule) iter.Seq2[gatewayv1alpha1.Rule, types.NamespacedName] {
-	return func(yield func(gatewayv1alpha1.Rule, types.NamespacedName) bool) {
+func ruleBackends(r *porticov1alpha1.APIRule) iter.Seq2[porticov1alpha1.Rule, types.NamespacedName] {
+	return func(yield func(porticov1alpha1.Rule, types.NamespacedName) bool) {
 		for _, rule := range r.Spec.Rules {
-			refs := []gatewayv1alpha1.ServiceReference{}
+			refs := []porticov1alpha1.ServiceReference{}
 			for _, b := range rule.Backends {
 				refs = append(refs, b.Service)
 			}
@@ -431,7 +431,7 @@ func ruleBackends(r *gatewayv1alpha1.APIRule) iter.Seq2[gatewayv1alpha1.Rule, ty
 // authorizer on its backend, and every ALLOW rule on pods it may share
 // that meets its requests must be another rule's of the same authorizer,
 // itself handed to it with that very operation.
-func checkAuthorizersDecide(t *testing.T, r *gatewayv1alpha1.APIRule, out Output) {
+func checkAuthorizersDecide(t *testing.T, r *porticov1alpha1.APIRule, out Output) {
 	t.Helper()
 	for rule, b := range ruleBackends(r) {
 		authorizer := rule.Authorizer()
@@ -536,19 +536,19 @@ func methodsMeet(a, b []string) bool {
 
 // fuzzIssuers and fuzzAlternatives read a jwt rule's issuers and
 // authorization alternatives in either form, independently of accessOf.
-func fuzzIssuers(jwt *gatewayv1alpha1.JWTAuthentication) []gatewayv1alpha1.JWTIssuer {
+func fuzzIssuers(jwt *porticov1alpha1.JWTAuthentication) []porticov1alpha1.JWTIssuer {
 	if jwt.Issuer != "" {
-		return []gatewayv1alpha1.JWTIssuer{{Issuer: jwt.Issuer, JWKSURI: jwt.JWKSURI}}
+		return []porticov1alpha1.JWTIssuer{{Issuer: jwt.Issuer, JWKSURI: jwt.JWKSURI}}
 	}
 	return jwt.Authentications
 }
 
-func fuzzAlternatives(jwt *gatewayv1alpha1.JWTAuthentication) []gatewayv1alpha1.JWTAuthorization {
+func fuzzAlternatives(jwt *porticov1alpha1.JWTAuthentication) []porticov1alpha1.JWTAuthorization {
 	if jwt.Issuer != "" {
 		if len(jwt.Audiences)+len(jwt.RequiredScopes) == 0 {
 			return nil
 		}
-		return []gatewayv1alpha1.JWTAuthorization{{Audiences: jwt.Audiences, RequiredScopes: jwt.RequiredScopes}}
+		return []porticov1alpha1.JWTAuthorization{{Audiences: jwt.Audiences, RequiredScopes: jwt.RequiredScopes}}
 	}
 	return jwt.Authorizations
 }
@@ -556,7 +556,7 @@ func fuzzAlternatives(jwt *gatewayv1alpha1.JWTAuthentication) []gatewayv1alpha1.
 // atLeast reports whether an ALLOW rule admits only tokens of the JWT's
 // issuers that satisfy one of its alternatives: one of (a subset of) its
 // audiences and all its scopes.
-func atLeast(allow *securityv1beta1.Rule, jwt *gatewayv1alpha1.JWTAuthentication) bool {
+func atLeast(allow *securityv1beta1.Rule, jwt *porticov1alpha1.JWTAuthentication) bool {
 	var issuers, principals []string
 	for _, iss := range fuzzIssuers(jwt) {
 		issuers, principals = append(issuers, iss.Issuer), append(principals, iss.Issuer+"/*")
@@ -581,7 +581,7 @@ func atLeast(allow *securityv1beta1.Rule, jwt *gatewayv1alpha1.JWTAuthentication
 	if len(alternatives) == 0 {
 		return true
 	}
-	return slices.ContainsFunc(alternatives, func(alt gatewayv1alpha1.JWTAuthorization) bool {
+	return slices.ContainsFunc(alternatives, func(alt porticov1alpha1.JWTAuthorization) bool {
 		if len(alt.Audiences) > 0 && !slices.ContainsFunc(conditions["request.auth.claims[aud]"], subsetOf(alt.Audiences)) {
 			return false
 		}
@@ -609,7 +609,7 @@ func demands(allow *securityv1beta1.Rule) string {
 
 // demanded lists what the ALLOW rules of a rule demand, one entry per
 // alternative.
-func demanded(rule gatewayv1alpha1.Rule) []string {
+func demanded(rule porticov1alpha1.Rule) []string {
 	token := rule.TokenRequirement()
 	if token == nil {
 		return []string{""}

@@ -4,7 +4,7 @@ import (
 	securityv1beta1 "istio.io/api/security/v1beta1"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/access"
 	"github.com/portico-dev/portico/controllers/apirule/internal/paths"
 	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
@@ -39,22 +39,22 @@ var (
 )
 
 // planRule is one rule of a one-rule APIRule's plan.
-func planRule(rule gatewayv1alpha1.Rule) *plan.Rule {
+func planRule(rule porticov1alpha1.Rule) *plan.Rule {
 	r := newAPIRule(withRules(rule))
 	return plan.New(Input{APIRule: r}).Rules[0]
 }
 
-func pathMatches(rule gatewayv1alpha1.Rule) []gwapiv1.HTTPRouteMatch {
+func pathMatches(rule porticov1alpha1.Rule) []gwapiv1.HTTPRouteMatch {
 	return gatewayapi.PathMatches(planRule(rule))
 }
 
-func sameAuthentication(a, b gatewayv1alpha1.Rule) bool { return plan.SameAuthentication(a, b) }
+func sameAuthentication(a, b porticov1alpha1.Rule) bool { return plan.SameAuthentication(a, b) }
 
-func authentication(rule gatewayv1alpha1.Rule) string { return plan.Authentication(rule) }
+func authentication(rule porticov1alpha1.Rule) string { return plan.Authentication(rule) }
 
 func callerOf(r *securityv1beta1.Rule) string { return access.CallerOf(r) }
 
-func withNamespace(s gatewayv1alpha1.ServiceReference, ns string) gatewayv1alpha1.ServiceReference {
+func withNamespace(s porticov1alpha1.ServiceReference, ns string) porticov1alpha1.ServiceReference {
 	if s.Namespace == "" {
 		s.Namespace = ns
 	}

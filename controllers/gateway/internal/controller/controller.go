@@ -19,9 +19,9 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/gateway/internal/certs"
 	"github.com/portico-dev/portico/controllers/internal/owned"
@@ -128,7 +128,7 @@ func (r *Reconciler) enabled(ctx context.Context, gw *operatorv1alpha1.APIGatewa
 		return st, Resync, nil
 	}
 	if c.GatewayAPI && !r.GatewayAPI {
-		st.State, st.Reason = operatorv1alpha1.GatewayError, operatorv1alpha1.ReasonGatewayApplyFailed
+		st.State, st.Reason = operatorv1alpha1.GatewayError, operatorv1alpha1.ReasonApplyFailed
 		st.Message = fmt.Sprintf("spec.gateway.gatewayAPI is set but the Gateway API's CRDs %s and %s are not installed", contract.GatewayAPIGateways, contract.HTTPRoutes)
 		return st, 0, nil
 	}
@@ -245,7 +245,7 @@ func requeueAt(now, next time.Time) time.Duration {
 }
 
 func failed(st operatorv1alpha1.GatewayStatus, err error) operatorv1alpha1.GatewayStatus {
-	st.State, st.Reason = operatorv1alpha1.GatewayError, operatorv1alpha1.ReasonGatewayApplyFailed
+	st.State, st.Reason = operatorv1alpha1.GatewayError, operatorv1alpha1.ReasonApplyFailed
 	var notOwned *notOwnedError
 	switch {
 	case errors.As(err, &notOwned):
@@ -612,7 +612,7 @@ func (r *Reconciler) ownedGateways(ctx context.Context, gw *operatorv1alpha1.API
 	if !r.GatewayAPI {
 		return out, nil
 	}
-	api := &gatewayapiv1.GatewayList{}
+	api := &gwapiv1.GatewayList{}
 	if err := r.Client.List(ctx, api, client.MatchingLabels{LabelManagedBy: ManagedBy}); err != nil {
 		return nil, err
 	}
@@ -636,7 +636,7 @@ func (r *Reconciler) users(ctx context.Context, ref string, withDefault bool) ([
 	if !r.APIRules {
 		return nil, nil
 	}
-	list := &gatewayv1alpha1.APIRuleList{}
+	list := &porticov1alpha1.APIRuleList{}
 	if err := r.Client.List(ctx, list); err != nil {
 		return nil, fmt.Errorf("list APIRules: %w", err)
 	}
@@ -682,7 +682,7 @@ func (r *Reconciler) disabled(ctx context.Context, gw *operatorv1alpha1.APIGatew
 	if err := errors.Join(errs...); err != nil {
 		return failed(operatorv1alpha1.GatewayStatus{}, err), err
 	}
-	return operatorv1alpha1.GatewayStatus{State: operatorv1alpha1.GatewayDisabled, Reason: operatorv1alpha1.ReasonGatewayNotConfigured,
+	return operatorv1alpha1.GatewayStatus{State: operatorv1alpha1.GatewayDisabled, Reason: operatorv1alpha1.ReasonNotConfigured,
 		Message: "no default gateway: spec.gateway is not set or not enabled"}, nil
 }
 

@@ -4,7 +4,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/portico-dev/portico/controllers/internal/owned"
 )
@@ -17,12 +17,12 @@ var written = owned.Table{
 		func(l *networkingv1.GatewayList) []*networkingv1.Gateway { return l.Items }),
 	owned.Proto("VirtualService", func(o *networkingv1.VirtualService) proto.Message { return &o.Spec },
 		func(l *networkingv1.VirtualServiceList) []*networkingv1.VirtualService { return l.Items }),
-	owned.Struct("Gateway API Gateway", func(o *gatewayapiv1.Gateway) *gatewayapiv1.GatewaySpec { return &o.Spec },
-		func(dst, src *gatewayapiv1.Gateway) { dst.Spec = *src.Spec.DeepCopy() },
-		func(l *gatewayapiv1.GatewayList) []*gatewayapiv1.Gateway { return pointers(l.Items) }),
-	owned.Struct("HTTPRoute", func(o *gatewayapiv1.HTTPRoute) *gatewayapiv1.HTTPRouteSpec { return &o.Spec },
-		func(dst, src *gatewayapiv1.HTTPRoute) { dst.Spec = *src.Spec.DeepCopy() },
-		func(l *gatewayapiv1.HTTPRouteList) []*gatewayapiv1.HTTPRoute { return pointers(l.Items) }),
+	owned.Struct("Gateway API Gateway", func(o *gwapiv1.Gateway) *gwapiv1.GatewaySpec { return &o.Spec },
+		func(dst, src *gwapiv1.Gateway) { dst.Spec = *src.Spec.DeepCopy() },
+		func(l *gwapiv1.GatewayList) []*gwapiv1.Gateway { return pointers(l.Items) }),
+	owned.Struct("HTTPRoute", func(o *gwapiv1.HTTPRoute) *gwapiv1.HTTPRouteSpec { return &o.Spec },
+		func(dst, src *gwapiv1.HTTPRoute) { dst.Spec = *src.Spec.DeepCopy() },
+		func(l *gwapiv1.HTTPRouteList) []*gwapiv1.HTTPRoute { return pointers(l.Items) }),
 }
 
 func pointers[T any](items []T) []*T {
