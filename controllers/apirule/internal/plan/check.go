@@ -16,6 +16,17 @@ import (
 	"github.com/portico-dev/portico/controllers/apirule/internal/paths"
 )
 
+// Bounds the CRD sets too (the controller does not rely on admission);
+// TestBoundsMatchTheCRD ties each to its marker.
+const (
+	minWeightedBackends = 2
+	minRetryAttempts    = 1
+	maxRetryAttempts    = 10
+	minRetryCode        = 400
+	maxRetryCode        = 599
+	maxRewriteLength    = 256
+)
+
 // Check refuses what the plan's APIRule cannot be enforced as: every
 // refusal of the translation is here, in the order they are reported (the
 // first one wins). Renderers may assume a checked plan.
@@ -249,7 +260,7 @@ func checkBackends(r *porticov1alpha1.APIRule) error {
 		if rule.Service != nil {
 			return fmt.Errorf("rule %s has both service and backends; set one", rule.Path)
 		}
-		if n := len(rule.Backends); n < 2 || n > porticov1alpha1.MaxWeightedBackends {
+		if n := len(rule.Backends); n < minWeightedBackends || n > porticov1alpha1.MaxWeightedBackends {
 			return fmt.Errorf("rule %s has %d backends; a rule splits its requests between 2 and %d", rule.Path, n, porticov1alpha1.MaxWeightedBackends)
 		}
 		var sum int32
@@ -466,8 +477,8 @@ func checkRetries(r *porticov1alpha1.APIRule, rule porticov1alpha1.Rule) error {
 	if p == nil {
 		return nil
 	}
-	if p.Attempts < 1 || p.Attempts > 10 {
-		return fmt.Errorf("rule %s: retries.attempts must be from 1 to 10, not %d", rule.Path, p.Attempts)
+	if p.Attempts < minRetryAttempts || p.Attempts > maxRetryAttempts {
+		return fmt.Errorf("rule %s: retries.attempts must be from %d to %d, not %d", rule.Path, minRetryAttempts, maxRetryAttempts, p.Attempts)
 	}
 	if len(p.Codes) == 0 && len(p.RetryOn) == 0 {
 		return fmt.Errorf("rule %s: retries needs codes, retryOn or both", rule.Path)
@@ -478,8 +489,8 @@ func checkRetries(r *porticov1alpha1.APIRule, rule porticov1alpha1.Rule) error {
 		}
 	}
 	for _, c := range p.Codes {
-		if c < 400 || c > 599 {
-			return fmt.Errorf("rule %s: retry code %d is not from 400 to 599", rule.Path, c)
+		if c < minRetryCode || c > maxRetryCode {
+			return fmt.Errorf("rule %s: retry code %d is not from %d to %d", rule.Path, c, minRetryCode, maxRetryCode)
 		}
 	}
 	timeout := rule.Timeout
@@ -608,7 +619,7 @@ func checkRewrite(rule porticov1alpha1.Rule) error {
 		return fmt.Errorf("rule %s: rewrite needs exactly one of path or prefix", rule.Path)
 	}
 	target := string(rw.Path + rw.Prefix)
-	if len(target) > 256 || !rewritePath.MatchString(target) ||
+	if len(target) > maxRewriteLength || !rewritePath.MatchString(target) ||
 		strings.Contains(target, "//") || strings.Contains(target, "/./") || strings.Contains(target, "/../") ||
 		strings.HasSuffix(target, "/.") || strings.HasSuffix(target, "/..") {
 		return fmt.Errorf("rule %s: rewrite %s must be a path of URL path characters without '*', '%%' or dot segments", rule.Path, target)
