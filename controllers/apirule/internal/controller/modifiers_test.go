@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
@@ -38,28 +37,7 @@ func TestRequestModifiersAreApplied(t *testing.T) {
 	g := NewWithT(t)
 	g.Eventually(func(g Gomega) { answer(g, "modifiers-route", metav1.ConditionTrue, "Accepted") }, eventually).Should(Succeed())
 	for _, name := range []string{"modifiers", "modifiers-route"} {
-		g.Eventually(func(g Gomega) {
-			g.Expect(readyCondition(g, name).Status).To(Equal(metav1.ConditionTrue))
-		}, eventually).Should(Succeed(), name)
-		rule := &porticov1alpha1.APIRule{}
-		get(g, name, rule)
-		objs, _, err := Golden(rule, nil, selectors)
-		g.Expect(err).NotTo(HaveOccurred())
-		versions := map[string]string{}
-		for _, want := range objs {
-			live := want.DeepCopyObject().(client.Object)
-			get(g, want.GetName(), live)
-			g.Expect(upToDate(want, live)).To(BeTrue(), "%T %s has the desired spec", want, want.GetName())
-			versions[objectID(live)] = live.GetResourceVersion()
-		}
-		// Nothing is written again once Ready.
-		g.Consistently(func(g Gomega) {
-			for _, want := range objs {
-				live := want.DeepCopyObject().(client.Object)
-				get(g, want.GetName(), live)
-				g.Expect(live.GetResourceVersion()).To(Equal(versions[objectID(live)]), "%T %s", want, want.GetName())
-			}
-		}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
+		convergedAndQuiet(g, name, selectors)
 	}
 	vs := &networkingv1.VirtualService{}
 	get(g, "modifiers", vs)

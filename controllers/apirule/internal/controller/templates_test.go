@@ -2,7 +2,6 @@ package controller
 
 import (
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
@@ -10,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
@@ -30,28 +28,7 @@ func TestPathTemplatesAreApplied(t *testing.T) {
 	g := NewWithT(t)
 	g.Eventually(func(g Gomega) { answer(g, "templates-route", metav1.ConditionTrue, "Accepted") }, eventually).Should(Succeed())
 	for _, name := range []string{"templates", "templates-route"} {
-		g.Eventually(func(g Gomega) {
-			c := readyCondition(g, name)
-			g.Expect(c.Status).To(Equal(metav1.ConditionTrue), "%s: %s", c.Reason, c.Message)
-		}, eventually).Should(Succeed(), name)
-		rule := &porticov1alpha1.APIRule{}
-		get(g, name, rule)
-		objs, _, err := Golden(rule, nil, selectors)
-		g.Expect(err).NotTo(HaveOccurred())
-		versions := map[string]string{}
-		for _, want := range objs {
-			live := want.DeepCopyObject().(client.Object)
-			get(g, want.GetName(), live)
-			g.Expect(upToDate(want, live)).To(BeTrue(), "%T %s has the desired spec", want, want.GetName())
-			versions[objectID(live)] = live.GetResourceVersion()
-		}
-		g.Consistently(func(g Gomega) {
-			for _, want := range objs {
-				live := want.DeepCopyObject().(client.Object)
-				get(g, want.GetName(), live)
-				g.Expect(live.GetResourceVersion()).To(Equal(versions[objectID(live)]), "%T %s", want, want.GetName())
-			}
-		}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
+		convergedAndQuiet(g, name, selectors)
 	}
 	vs := &networkingv1.VirtualService{}
 	get(g, "templates", vs)

@@ -8,7 +8,6 @@ import (
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
@@ -35,18 +34,7 @@ func TestWeightedBackendsAreApplied(t *testing.T) {
 	g := NewWithT(t)
 	g.Eventually(func(g Gomega) { answer(g, "split-route", metav1.ConditionTrue, "Accepted") }, eventually).Should(Succeed())
 	for _, name := range []string{"split", "split-route"} {
-		g.Eventually(func(g Gomega) {
-			g.Expect(readyCondition(g, name).Status).To(Equal(metav1.ConditionTrue))
-		}, eventually).Should(Succeed(), name)
-		rule := &porticov1alpha1.APIRule{}
-		get(g, name, rule)
-		objs, _, err := Golden(rule, nil, selectors)
-		g.Expect(err).NotTo(HaveOccurred())
-		for _, want := range objs {
-			live := want.DeepCopyObject().(client.Object)
-			get(g, want.GetName(), live)
-			g.Expect(upToDate(want, live)).To(BeTrue(), "%T %s has the desired spec", want, want.GetName())
-		}
+		convergedAndQuiet(g, name, selectors)
 		for backend, policy := range map[string]string{"split-stable": name, "split-canary": name + "-split-canary"} {
 			ap := &securityv1.AuthorizationPolicy{}
 			get(g, policy, ap)
