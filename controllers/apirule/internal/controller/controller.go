@@ -8,9 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
-	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -686,28 +684,10 @@ func Retire(ctx context.Context, c client.Client) error {
 
 // written is every kind the controller writes for APIRules, in the order
 // they are listed: the one place that names them.
-var written = owned.Table{
-	owned.Proto("VirtualService", func(o *networkingv1.VirtualService) proto.Message { return &o.Spec },
-		func(l *networkingv1.VirtualServiceList) []*networkingv1.VirtualService { return l.Items }),
-	owned.Proto("AuthorizationPolicy", func(o *securityv1.AuthorizationPolicy) proto.Message { return &o.Spec },
-		func(l *securityv1.AuthorizationPolicyList) []*securityv1.AuthorizationPolicy { return l.Items }),
-	owned.Proto("RequestAuthentication", func(o *securityv1.RequestAuthentication) proto.Message { return &o.Spec },
-		func(l *securityv1.RequestAuthenticationList) []*securityv1.RequestAuthentication { return l.Items }),
-	owned.Struct("HTTPRoute", func(o *gwapiv1.HTTPRoute) *gwapiv1.HTTPRouteSpec { return &o.Spec },
-		func(dst, src *gwapiv1.HTTPRoute) { dst.Spec = *src.Spec.DeepCopy() },
-		func(l *gwapiv1.HTTPRouteList) []*gwapiv1.HTTPRoute { return pointers(l.Items) }),
-}
+var written = owned.Table{owned.VirtualServices, owned.AuthorizationPolicies, owned.RequestAuthentications, owned.HTTPRoutes}
 
 // istioKinds are the kinds of written that are Istio's.
 var istioKinds = written[:3]
-
-func pointers[T any](items []T) []*T {
-	out := make([]*T, len(items))
-	for i := range items {
-		out[i] = &items[i]
-	}
-	return out
-}
 
 // listed is the kinds the controller looks for its objects in: HTTPRoutes
 // only while the Gateway API is installed.

@@ -153,28 +153,15 @@ func checkDuplicates(r *porticov1alpha1.APIRule) error {
 // checks this for rules naming the same service; here it is checked for
 // every pair, including rules whose Services differ but select common pods.
 func checkCoveredRules(r *porticov1alpha1.APIRule, selectors map[types.NamespacedName]map[string]string) error {
-	for i, a := range r.Spec.Rules {
-		if !paths.IsPrefix(a.Path) {
-			continue
-		}
-		for j, b := range r.Spec.Rules {
-			if i == j {
-				continue
-			}
-			if !strings.HasPrefix(b.Path, strings.TrimSuffix(a.Path, "*")) || !methodsOverlap(a.Methods, b.Methods) ||
-				SameAuthentication(a, b) {
-				continue
-			}
-			wb, shared := sharedWorkload(r, a, b, selectors)
-			if !shared {
-				continue
-			}
-			return fmt.Errorf("rule %s (%s) covers rule %s (%s) on the pods of service %s, which Istio would open to the callers of %s: "+
-				"give both the same authentication, disjoint methods, or disjoint paths",
-				a.Path, Authentication(a), b.Path, Authentication(b), wb, a.Path)
-		}
+	a, b, wb, found := unguardedPair(r, selectors, false, func(a, b porticov1alpha1.Rule) bool {
+		return paths.IsPrefix(a.Path) && strings.HasPrefix(b.Path, strings.TrimSuffix(a.Path, "*"))
+	})
+	if !found {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("rule %s (%s) covers rule %s (%s) on the pods of service %s, which Istio would open to the callers of %s: "+
+		"give both the same authentication, disjoint methods, or disjoint paths",
+		a.Path, Authentication(a), b.Path, Authentication(b), wb, a.Path)
 }
 
 // MayShareWorkload reports whether two Services may select common pods:
@@ -428,21 +415,35 @@ func checkRegex(path, what, regex string) error {
 // checkCoveredRules has already refused the covering prefixes; this adds
 // the rules that share a path, which only matches make possible.
 func checkSharedRequests(r *porticov1alpha1.APIRule, selectors map[types.NamespacedName]map[string]string) error {
+	a, b, wb, found := unguardedPair(r, selectors, true, func(a, b porticov1alpha1.Rule) bool {
+		return paths.PatternsMeet(a.Path, b.Path)
+	})
+	if !found {
+		return nil
+	}
+	return fmt.Errorf("rules %s%s (%s) and %s%s (%s) can match the same request on the pods of service %s with different authentication: "+
+		"a match selects a route, not access (the access policy cannot see headers the client chooses), so both need the same authentication",
+		a.Path, matchText(a), Authentication(a), b.Path, matchText(b), Authentication(b), wb)
+}
+
+// unguardedPair finds the first two rules a and b (every a in order, then
+// every other b, or only those after a when laterOnly) whose requests meet
+// (meet), with a method in common, on pods both may reach (wb is b's
+// backend there), with other authentication: Istio adds up the ALLOW rules
+// of a workload, so the callers of one would reach what the other guards.
+func unguardedPair(r *porticov1alpha1.APIRule, selectors map[types.NamespacedName]map[string]string, laterOnly bool,
+	meet func(a, b porticov1alpha1.Rule) bool) (a, b porticov1alpha1.Rule, wb types.NamespacedName, found bool) {
 	for i, a := range r.Spec.Rules {
-		for _, b := range r.Spec.Rules[i+1:] {
-			if !paths.PatternsMeet(a.Path, b.Path) || !methodsOverlap(a.Methods, b.Methods) || SameAuthentication(a, b) {
+		for j, b := range r.Spec.Rules {
+			if i == j || (laterOnly && j < i) || !meet(a, b) || !methodsOverlap(a.Methods, b.Methods) || SameAuthentication(a, b) {
 				continue
 			}
-			wb, shared := sharedWorkload(r, a, b, selectors)
-			if !shared {
-				continue
+			if wb, shared := sharedWorkload(r, a, b, selectors); shared {
+				return a, b, wb, true
 			}
-			return fmt.Errorf("rules %s%s (%s) and %s%s (%s) can match the same request on the pods of service %s with different authentication: "+
-				"a match selects a route, not access (the access policy cannot see headers the client chooses), so both need the same authentication",
-				a.Path, matchText(a), Authentication(a), b.Path, matchText(b), Authentication(b), wb)
 		}
 	}
-	return nil
+	return a, b, wb, false
 }
 
 func matchText(rule porticov1alpha1.Rule) string {
@@ -637,25 +638,16 @@ func checkRewrite(rule porticov1alpha1.Rule) error {
 // open the "/admin/*" a jwt rule guards, to anyone, whichever route the
 // request took. Rules without rewrites are checkCoveredRules's.
 func checkRewriteTargets(r *porticov1alpha1.APIRule, selectors map[types.NamespacedName]map[string]string) error {
-	for i, a := range r.Spec.Rules {
-		if a.Rewrite == nil {
-			continue
-		}
-		for j, b := range r.Spec.Rules {
-			if i == j || !paths.PatternsMeet(BackendPath(a), BackendPath(b)) || !methodsOverlap(a.Methods, b.Methods) || SameAuthentication(a, b) {
-				continue
-			}
-			wb, shared := sharedWorkload(r, a, b, selectors)
-			if !shared {
-				continue
-			}
-			return fmt.Errorf("rule %s (%s) rewrites to %s, which meets %s that rule %s (%s) allows on the pods of service %s: "+
-				"the backend's access policy sees the rewritten path, so the callers of %s would reach it; "+
-				"give both the same authentication, disjoint methods, or rewrite elsewhere",
-				a.Path, Authentication(a), BackendPath(a), BackendPath(b), b.Path, Authentication(b), wb, a.Path)
-		}
+	a, b, wb, found := unguardedPair(r, selectors, false, func(a, b porticov1alpha1.Rule) bool {
+		return a.Rewrite != nil && paths.PatternsMeet(BackendPath(a), BackendPath(b))
+	})
+	if !found {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("rule %s (%s) rewrites to %s, which meets %s that rule %s (%s) allows on the pods of service %s: "+
+		"the backend's access policy sees the rewritten path, so the callers of %s would reach it; "+
+		"give both the same authentication, disjoint methods, or rewrite elsewhere",
+		a.Path, Authentication(a), BackendPath(a), BackendPath(b), b.Path, Authentication(b), wb, a.Path)
 }
 
 // checkTemplateOverlaps refuses a template rule whose path meets another
@@ -664,24 +656,15 @@ func checkRewriteTargets(r *porticov1alpha1.APIRule, selectors map[types.Namespa
 // would open the "/orders/admin" a jwt rule guards. checkCoveredRules
 // covers prefix rules; the API server cannot compare templates.
 func checkTemplateOverlaps(r *porticov1alpha1.APIRule, selectors map[types.NamespacedName]map[string]string) error {
-	for i, a := range r.Spec.Rules {
-		if !paths.IsTemplate(a.Path) {
-			continue
-		}
-		for j, b := range r.Spec.Rules {
-			if i == j || !paths.Meet(a.Path, b.Path) || !methodsOverlap(a.Methods, b.Methods) || SameAuthentication(a, b) {
-				continue
-			}
-			wb, shared := sharedWorkload(r, a, b, selectors)
-			if !shared {
-				continue
-			}
-			return fmt.Errorf("rule %s (%s) meets rule %s (%s) on the pods of service %s: a path both match would be open to the callers of either, "+
-				"since Istio adds up access rules: give both the same authentication, disjoint methods, or disjoint paths",
-				a.Path, Authentication(a), b.Path, Authentication(b), wb)
-		}
+	a, b, wb, found := unguardedPair(r, selectors, false, func(a, b porticov1alpha1.Rule) bool {
+		return paths.IsTemplate(a.Path) && paths.Meet(a.Path, b.Path)
+	})
+	if !found {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("rule %s (%s) meets rule %s (%s) on the pods of service %s: a path both match would be open to the callers of either, "+
+		"since Istio adds up access rules: give both the same authentication, disjoint methods, or disjoint paths",
+		a.Path, Authentication(a), b.Path, Authentication(b), wb)
 }
 
 // checkTemplateRoutes refuses, in HTTPRoute mode, a template rule that

@@ -493,8 +493,14 @@ func (r *Reconciler) apply(ctx context.Context, gw *operatorv1alpha1.APIGateway,
 }
 
 func (r *Reconciler) applyHealth(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config) error {
-	desired := DesiredHealth(gw, c)
-	var live client.Object = &networkingv1.VirtualService{}
+	return r.applyNamed(ctx, gw, "VirtualService", DesiredHealth(gw, c))
+}
+
+// applyNamed writes desired after reading its name past the cache: a
+// same-named object the controller did not create is a notOwnedError, with
+// kind as the message names it.
+func (r *Reconciler) applyNamed(ctx context.Context, gw *operatorv1alpha1.APIGateway, kind string, desired client.Object) error {
+	live := written.Of(desired).New()
 	err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -502,9 +508,9 @@ func (r *Reconciler) applyHealth(ctx context.Context, gw *operatorv1alpha1.APIGa
 	case err != nil:
 		return err
 	case !metav1.IsControlledBy(live, gw):
-		return &notOwnedError{"VirtualService", c.Namespace + "/" + desired.Name}
+		return &notOwnedError{kind, desired.GetNamespace() + "/" + desired.GetName()}
 	}
-	return r.write(ctx, gw, "VirtualService", desired, live)
+	return r.write(ctx, gw, kind, desired, live)
 }
 
 // write creates desired when live is nil, or updates live, which the

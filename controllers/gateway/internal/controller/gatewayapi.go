@@ -153,18 +153,7 @@ func notProgrammedYet(c Config) string {
 }
 
 func (r *Reconciler) applyRedirect(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config) error {
-	desired := DesiredRedirectRoute(gw, c)
-	var live client.Object = &gwapiv1.HTTPRoute{}
-	err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
-	switch {
-	case apierrors.IsNotFound(err):
-		live = nil
-	case err != nil:
-		return err
-	case !metav1.IsControlledBy(live, gw):
-		return &notOwnedError{"HTTPRoute", c.Namespace + "/" + RedirectRoute}
-	}
-	return r.write(ctx, gw, "HTTPRoute", desired, live)
+	return r.applyNamed(ctx, gw, "HTTPRoute", DesiredRedirectRoute(gw, c))
 }
 
 // removeIstioMode deletes the Istio Gateway and health VirtualService the

@@ -23,13 +23,8 @@ import (
 // condition here: the client chooses them, so requiring them would guard
 // nothing (the checks make such rules agree instead).
 func AuthorizationPolicy(p *plan.Plan, w plan.Workload) *securityv1.AuthorizationPolicy {
-	ap := &securityv1.AuthorizationPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "security.istio.io/v1", Kind: "AuthorizationPolicy"},
-		ObjectMeta: p.ObjectMeta(w.Service.Namespace, w.PolicyName),
-	}
+	ap := policy(p, w, w.PolicyName, securityv1beta1.AuthorizationPolicy_ALLOW)
 	spec := &ap.Spec
-	spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(w.Selector)}
-	spec.Action = securityv1beta1.AuthorizationPolicy_ALLOW
 	for _, exposed := range p.Routes {
 		if !exposed.Serves(w.Service) {
 			continue
@@ -67,15 +62,21 @@ func CustomPolicy(p *plan.Plan, w plan.Workload) *securityv1.AuthorizationPolicy
 	if len(rules) == 0 {
 		return nil
 	}
-	ap := &securityv1.AuthorizationPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "security.istio.io/v1", Kind: "AuthorizationPolicy"},
-		ObjectMeta: p.ObjectMeta(w.Service.Namespace, w.CustomPolicyName),
-	}
+	ap := policy(p, w, w.CustomPolicyName, securityv1beta1.AuthorizationPolicy_CUSTOM)
 	spec := &ap.Spec
-	spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(w.Selector)}
-	spec.Action = securityv1beta1.AuthorizationPolicy_CUSTOM
 	spec.ActionDetail = &securityv1beta1.AuthorizationPolicy_Provider{Provider: &securityv1beta1.AuthorizationPolicy_ExtensionProvider{Name: provider}}
 	spec.Rules = rules
+	return ap
+}
+
+// policy is an AuthorizationPolicy on a workload's pods, without rules.
+func policy(p *plan.Plan, w plan.Workload, name string, action securityv1beta1.AuthorizationPolicy_Action) *securityv1.AuthorizationPolicy {
+	ap := &securityv1.AuthorizationPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "security.istio.io/v1", Kind: "AuthorizationPolicy"},
+		ObjectMeta: p.ObjectMeta(w.Service.Namespace, name),
+	}
+	ap.Spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: maps.Clone(w.Selector)}
+	ap.Spec.Action = action
 	return ap
 }
 
