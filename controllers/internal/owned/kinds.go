@@ -85,10 +85,13 @@ func (t Table) Of(obj client.Object) *Kind {
 	return nil
 }
 
-// Name names obj's kind: its table name, else its Go type.
+// Name names obj's kind: its table name, else its Go type's ("Secret").
 func (t Table) Name(obj client.Object) string {
 	if k := t.Of(obj); k != nil {
 		return k.Name
+	}
+	if typ := reflect.TypeOf(obj); typ.Kind() == reflect.Pointer {
+		return typ.Elem().Name()
 	}
 	return fmt.Sprintf("%T", obj)
 }

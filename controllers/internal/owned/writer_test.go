@@ -138,3 +138,11 @@ func TestOwnershipNeedsTheNamespaceAndTheController(t *testing.T) {
 	g.Expect(owned.ControlledBy(owner, "ns")(configMap("cm", false, "x"))).To(BeFalse(), "labels prove nothing")
 	g.Expect(owned.ControlledBy(owner, "ns")(configMap("cm", true, "x"))).To(BeTrue())
 }
+
+func TestTableNames(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(configMaps.Name(configMap("cm", true, "x"))).To(Equal("ConfigMap"))
+	g.Expect(configMaps.ID(configMap("cm", true, "x"))).To(Equal("ConfigMap ns/cm"))
+	g.Expect(configMaps.Name(&corev1.Secret{})).To(Equal("Secret"), "a kind outside the table is named by its type")
+	g.Expect(configMaps.Of(&corev1.Secret{})).To(BeNil())
+}
