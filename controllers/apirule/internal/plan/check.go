@@ -40,12 +40,12 @@ func Check(p *Plan) error {
 		func() error { return checkIssuers(r) },
 		func() error { return checkMatches(r) },
 		func() error { return checkDuplicates(r) },
-		func() error { return checkCoveredRules(r, p.Selectors) },
-		func() error { return checkTemplateOverlaps(r, p.Selectors) },
+		func() error { return checkCoveredRules(p) },
+		func() error { return checkTemplateOverlaps(p) },
 		func() error { return checkRequestModifiers(r) },
-		func() error { return checkRewriteTargets(r, p.Selectors) },
-		func() error { return checkSharedRequests(r, p.Selectors) },
-		func() error { return checkAuthorizers(r, p.Selectors) },
+		func() error { return checkRewriteTargets(p) },
+		func() error { return checkSharedRequests(p) },
+		func() error { return checkAuthorizers(p) },
 		func() error { return checkMode(p) },
 		func() error { return checkPolicyNames(p) },
 	} {
@@ -152,8 +152,8 @@ func checkDuplicates(r *porticov1alpha1.APIRule) error {
 // path (a noAuth "/api/*" would open a JWT "/api/admin"). The API server
 // checks this for rules naming the same service; here it is checked for
 // every pair, including rules whose Services differ but select common pods.
-func checkCoveredRules(r *porticov1alpha1.APIRule, selectors map[types.NamespacedName]map[string]string) error {
-	a, b, wb, found := unguardedPair(r, selectors, false, func(a, b porticov1alpha1.Rule) bool {
+func checkCoveredRules(p *Plan) error {
+	a, b, wb, found := unguardedPair(p, false, func(a, b *Rule) bool {
 		return paths.IsPrefix(a.Path) && strings.HasPrefix(b.Path, strings.TrimSuffix(a.Path, "*"))
 	})
 	if !found {
@@ -194,40 +194,38 @@ func methodsOverlap(a, b []porticov1alpha1.HTTPMethod) bool {
 	return false
 }
 
-func SameAuthentication(a, b porticov1alpha1.Rule) bool {
-	if a.Authorizer() != b.Authorizer() {
+func SameAuthentication(a, b *Rule) bool {
+	if a.Authorizer != b.Authorizer {
 		return false
 	}
-	ta, tb := a.TokenRequirement(), b.TokenRequirement()
-	if ta == nil || tb == nil {
-		return ta == nil && tb == nil
+	if a.Access == nil || b.Access == nil {
+		return a.Access == nil && b.Access == nil
 	}
-	return access.OfJWT(ta).Equal(access.OfJWT(tb))
+	return a.Access.Equal(*b.Access)
 }
 
 // Authentication describes what a rule demands of a caller; two rules
 // demanding the same have the same description.
-func Authentication(rule porticov1alpha1.Rule) string {
-	token := rule.TokenRequirement()
-	if authorizer := rule.Authorizer(); authorizer != "" {
-		if token == nil {
-			return "extAuth " + authorizer
+func Authentication(rule *Rule) string {
+	if rule.Authorizer != "" {
+		if rule.Access == nil {
+			return "extAuth " + rule.Authorizer
 		}
-		return "extAuth " + authorizer + " then " + access.OfJWT(token).String()
+		return "extAuth " + rule.Authorizer + " then " + rule.Access.String()
 	}
-	if token == nil {
+	if rule.Access == nil {
 		return "noAuth"
 	}
-	return access.OfJWT(token).String()
+	return rule.Access.String()
 }
 
 // sharedWorkload returns a backend of rule b that may share pods with a
 // backend of rule a: a rule with backends serves every one of them, so two
 // rules meet on the pods of any pair.
-func sharedWorkload(r *porticov1alpha1.APIRule, a, b porticov1alpha1.Rule, selectors map[types.NamespacedName]map[string]string) (types.NamespacedName, bool) {
-	for _, wb := range backendsOf(r, b) {
-		for _, wa := range backendsOf(r, a) {
-			if MayShareWorkload(wa, selectors[wa], wb, selectors[wb]) {
+func sharedWorkload(p *Plan, a, b *Rule) (types.NamespacedName, bool) {
+	for _, wb := range b.Backends {
+		for _, wa := range a.Backends {
+			if MayShareWorkload(wa, p.Selectors[wa], wb, p.Selectors[wb]) {
 				return wb, true
 			}
 		}
@@ -414,8 +412,8 @@ func checkRegex(path, what, regex string) error {
 // would open the path to every caller, with or without the header.
 // checkCoveredRules has already refused the covering prefixes; this adds
 // the rules that share a path, which only matches make possible.
-func checkSharedRequests(r *porticov1alpha1.APIRule, selectors map[types.NamespacedName]map[string]string) error {
-	a, b, wb, found := unguardedPair(r, selectors, true, func(a, b porticov1alpha1.Rule) bool {
+func checkSharedRequests(p *Plan) error {
+	a, b, wb, found := unguardedPair(p, true, func(a, b *Rule) bool {
 		return paths.PatternsMeet(a.Path, b.Path)
 	})
 	if !found {
@@ -423,7 +421,7 @@ func checkSharedRequests(r *porticov1alpha1.APIRule, selectors map[types.Namespa
 	}
 	return fmt.Errorf("rules %s%s (%s) and %s%s (%s) can match the same request on the pods of service %s with different authentication: "+
 		"a match selects a route, not access (the access policy cannot see headers the client chooses), so both need the same authentication",
-		a.Path, matchText(a), Authentication(a), b.Path, matchText(b), Authentication(b), wb)
+		a.Path, matchText(a.Spec), Authentication(a), b.Path, matchText(b.Spec), Authentication(b), wb)
 }
 
 // unguardedPair finds the first two rules a and b (every a in order, then
@@ -431,19 +429,18 @@ func checkSharedRequests(r *porticov1alpha1.APIRule, selectors map[types.Namespa
 // (meet), with a method in common, on pods both may reach (wb is b's
 // backend there), with other authentication: Istio adds up the ALLOW rules
 // of a workload, so the callers of one would reach what the other guards.
-func unguardedPair(r *porticov1alpha1.APIRule, selectors map[types.NamespacedName]map[string]string, laterOnly bool,
-	meet func(a, b porticov1alpha1.Rule) bool) (a, b porticov1alpha1.Rule, wb types.NamespacedName, found bool) {
-	for i, a := range r.Spec.Rules {
-		for j, b := range r.Spec.Rules {
-			if i == j || (laterOnly && j < i) || !meet(a, b) || !methodsOverlap(a.Methods, b.Methods) || SameAuthentication(a, b) {
+func unguardedPair(p *Plan, laterOnly bool, meet func(a, b *Rule) bool) (a, b *Rule, wb types.NamespacedName, found bool) {
+	for i, a := range p.Rules {
+		for j, b := range p.Rules {
+			if i == j || (laterOnly && j < i) || !meet(a, b) || !methodsOverlap(a.Spec.Methods, b.Spec.Methods) || SameAuthentication(a, b) {
 				continue
 			}
-			if wb, shared := sharedWorkload(r, a, b, selectors); shared {
+			if wb, shared := sharedWorkload(p, a, b); shared {
 				return a, b, wb, true
 			}
 		}
 	}
-	return a, b, wb, false
+	return nil, nil, wb, false
 }
 
 func matchText(rule porticov1alpha1.Rule) string {
@@ -637,9 +634,9 @@ func checkRewrite(rule porticov1alpha1.Rule) error {
 // adds up ALLOW rules: a noAuth "/public/*" rewritten to "/admin/" would
 // open the "/admin/*" a jwt rule guards, to anyone, whichever route the
 // request took. Rules without rewrites are checkCoveredRules's.
-func checkRewriteTargets(r *porticov1alpha1.APIRule, selectors map[types.NamespacedName]map[string]string) error {
-	a, b, wb, found := unguardedPair(r, selectors, false, func(a, b porticov1alpha1.Rule) bool {
-		return a.Rewrite != nil && paths.PatternsMeet(BackendPath(a), BackendPath(b))
+func checkRewriteTargets(p *Plan) error {
+	a, b, wb, found := unguardedPair(p, false, func(a, b *Rule) bool {
+		return a.Rewrite != nil && paths.PatternsMeet(a.BackendPath, b.BackendPath)
 	})
 	if !found {
 		return nil
@@ -647,7 +644,7 @@ func checkRewriteTargets(r *porticov1alpha1.APIRule, selectors map[types.Namespa
 	return fmt.Errorf("rule %s (%s) rewrites to %s, which meets %s that rule %s (%s) allows on the pods of service %s: "+
 		"the backend's access policy sees the rewritten path, so the callers of %s would reach it; "+
 		"give both the same authentication, disjoint methods, or rewrite elsewhere",
-		a.Path, Authentication(a), BackendPath(a), BackendPath(b), b.Path, Authentication(b), wb, a.Path)
+		a.Path, Authentication(a), a.BackendPath, b.BackendPath, b.Path, Authentication(b), wb, a.Path)
 }
 
 // checkTemplateOverlaps refuses a template rule whose path meets another
@@ -655,8 +652,8 @@ func checkRewriteTargets(r *porticov1alpha1.APIRule, selectors map[types.Namespa
 // authentication: Istio adds up ALLOW rules, so a noAuth "/orders/{*}"
 // would open the "/orders/admin" a jwt rule guards. checkCoveredRules
 // covers prefix rules; the API server cannot compare templates.
-func checkTemplateOverlaps(r *porticov1alpha1.APIRule, selectors map[types.NamespacedName]map[string]string) error {
-	a, b, wb, found := unguardedPair(r, selectors, false, func(a, b porticov1alpha1.Rule) bool {
+func checkTemplateOverlaps(p *Plan) error {
+	a, b, wb, found := unguardedPair(p, false, func(a, b *Rule) bool {
 		return paths.IsTemplate(a.Path) && paths.Meet(a.Path, b.Path)
 	})
 	if !found {
@@ -695,27 +692,28 @@ func checkTemplateRoutes(r *porticov1alpha1.APIRule) error {
 // provider per workload for CUSTOM policies), and an extAuth rule routed
 // to another namespace's Service, where the APIRule writes no access
 // policy, so the authorizer would never be asked.
-func checkAuthorizers(r *porticov1alpha1.APIRule, selectors map[types.NamespacedName]map[string]string) error {
-	for i, a := range r.Spec.Rules {
-		if a.Authorizer() == "" {
+func checkAuthorizers(p *Plan) error {
+	ns := p.APIRule.Namespace
+	for i, a := range p.Rules {
+		if a.Authorizer == "" {
 			continue
 		}
-		for _, wa := range backendsOf(r, a) {
-			if wa.Namespace == r.Namespace {
+		for _, wa := range a.Backends {
+			if wa.Namespace == ns {
 				continue
 			}
 			return fmt.Errorf("rule %s hands its requests to authorizer %s, but routes to service %s of another namespace, "+
 				"where the APIRule writes no access policy: the authorizer would never be asked; route to a Service of namespace %s, "+
-				"or let the Service's own namespace set its access policies", a.Path, a.Authorizer(), wa, r.Namespace)
+				"or let the Service's own namespace set its access policies", a.Path, a.Authorizer, wa, ns)
 		}
-		for _, b := range r.Spec.Rules[i+1:] {
-			if b.Authorizer() == "" || b.Authorizer() == a.Authorizer() {
+		for _, b := range p.Rules[i+1:] {
+			if b.Authorizer == "" || b.Authorizer == a.Authorizer {
 				continue
 			}
-			if wb, shared := sharedWorkload(r, a, b, selectors); shared {
+			if wb, shared := sharedWorkload(p, a, b); shared {
 				return fmt.Errorf("rules %s and %s hand requests to authorizers %s and %s on pods they may share (those of service %s): "+
 					"Istio calls one external authorizer per workload; use the same authorizer for both",
-					a.Path, b.Path, a.Authorizer(), b.Authorizer(), wb)
+					a.Path, b.Path, a.Authorizer, b.Authorizer, wb)
 			}
 		}
 	}

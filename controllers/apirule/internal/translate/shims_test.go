@@ -48,9 +48,12 @@ func pathMatches(rule porticov1alpha1.Rule) []gwapiv1.HTTPRouteMatch {
 	return gatewayapi.PathMatches(planRule(rule))
 }
 
-func sameAuthentication(a, b porticov1alpha1.Rule) bool { return plan.SameAuthentication(a, b) }
+func sameAuthentication(a, b porticov1alpha1.Rule) bool {
+	rules := plan.New(Input{APIRule: newAPIRule(withRules(a, b))}).Rules
+	return plan.SameAuthentication(rules[0], rules[1])
+}
 
-func authentication(rule porticov1alpha1.Rule) string { return plan.Authentication(rule) }
+func authentication(rule porticov1alpha1.Rule) string { return plan.Authentication(planRule(rule)) }
 
 func callerOf(r *securityv1beta1.Rule) string { return access.CallerOf(r) }
 
