@@ -1,7 +1,9 @@
 package docs
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -204,4 +206,85 @@ func withoutParentheses(text string) string {
 		}
 	}
 	return b.String()
+}
+
+// anchors returns the anchors of a document's headings as GitHub makes
+// them (lower case, punctuation dropped, spaces as hyphens, repeats with
+// -1, -2, …), and those of explicit <a id|name="…"> tags; fenced code
+// blocks are left out.
+func anchors(d doc) map[string]bool {
+	out := map[string]bool{}
+	seen := map[string]int{}
+	drop := regexp.MustCompile(`[^\p{L}\p{N} _-]`)
+	explicit := regexp.MustCompile(`<a\s+(?:id|name)="([^"]+)"`)
+	fenced := false
+	for _, line := range strings.Split(d.text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced {
+			continue
+		}
+		for _, m := range explicit.FindAllStringSubmatch(line, -1) {
+			out[m[1]] = true
+		}
+		l := headingLevel(line)
+		if l == 0 {
+			continue
+		}
+		slug := strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(strings.TrimSpace(line[l:])), ""), " ", "-")
+		if n := seen[slug]; n > 0 {
+			out[fmt.Sprintf("%s-%d", slug, n)] = true
+		} else {
+			out[slug] = true
+		}
+		seen[slug]++
+	}
+	return out
+}
+
+// Every "#section" link of the docs resolves: to a heading (or explicit
+// anchor) of the same page, or of the docs/*.md page it names.
+func TestIntraDocAnchorsResolve(t *testing.T) {
+	pages, err := filepath.Glob("*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no docs: %v", err)
+	}
+	docs := map[string]doc{}
+	for _, p := range pages {
+		docs[p] = readDoc(t, p)
+	}
+	link := regexp.MustCompile(`\]\(([A-Za-z0-9_.-]*\.md)?#([^)\s]+)\)`)
+	checked := 0
+	for _, p := range pages {
+		d := docs[p]
+		fenced := false
+		for i, line := range strings.Split(d.text, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				fenced = !fenced
+				continue
+			}
+			if fenced {
+				continue
+			}
+			for _, m := range link.FindAllStringSubmatch(line, -1) {
+				target := p
+				if m[1] != "" {
+					target = m[1]
+				}
+				to, ok := docs[target]
+				if !ok {
+					continue // a page outside docs/ (README.md, a file of the tree)
+				}
+				checked++
+				if !anchors(to)[m[2]] {
+					t.Errorf("%s:%d links to %s#%s, which has no such section", d.name, i+1, target, m[2])
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("found no anchor link to check")
+	}
 }

@@ -18,10 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/controller"
 	"github.com/portico-dev/portico/controllers/internal/runner"
 	"github.com/portico-dev/portico/internal/contract"
@@ -35,8 +35,8 @@ func main() {
 			controller.ConfigureCache(opts, env.HasOptional(contract.ServiceEntries), env.HasOptional(contract.WorkloadEntries), gatewayAPI(env))
 		},
 		AddToScheme: []func(*runtime.Scheme) error{
-			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme, discoveryv1.AddToScheme,
-			gatewayapiv1.Install, gatewayapiv1beta1.Install,
+			porticov1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme, discoveryv1.AddToScheme,
+			gwapiv1.Install, gwapiv1beta1.Install,
 		},
 		Setup: func(mgr ctrl.Manager, env runner.Environment) error {
 			r := &controller.Reconciler{

@@ -15,9 +15,9 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/gateway/internal/controller"
 	"github.com/portico-dev/portico/controllers/internal/runner"
 	"github.com/portico-dev/portico/internal/contract"
@@ -28,7 +28,7 @@ func main() {
 		Contract: contract.Gateway,
 		Short:    "Runs the default gateway: an Istio Gateway for *.<domain> with its TLS certificate",
 		AddToScheme: []func(*runtime.Scheme) error{
-			gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, cmv1.AddToScheme, gatewayapiv1.Install,
+			porticov1alpha1.AddToScheme, networkingv1.AddToScheme, cmv1.AddToScheme, gwapiv1.Install,
 		},
 		Cache: func(opts *cache.Options, env runner.Environment) {
 			controller.ConfigureCache(opts, env.HasOptional(contract.Certificates), gatewayAPI(env))

@@ -229,8 +229,8 @@ const (
 
 // Reasons of the default gateway's state, in GatewayStatus.Reason.
 const (
-	// ReasonGatewayNotConfigured (Disabled): spec.gateway is not set or disabled.
-	ReasonGatewayNotConfigured = "NotConfigured"
+	// ReasonNotConfigured (Disabled): spec.gateway is not set or disabled.
+	ReasonNotConfigured = "NotConfigured"
 	// ReasonGatewayReady (Ready): the Gateway and a valid certificate are in place.
 	ReasonGatewayReady = "GatewayReady"
 	// ReasonGatewayInUse (Warning): the gateway is disabled but APIRules
@@ -252,14 +252,23 @@ const (
 	// ReasonNamespaceNotFound (Error): spec.gateway.namespace does not exist
 	// (yet); the controller looks again every two minutes.
 	ReasonNamespaceNotFound = "NamespaceNotFound"
-	// ReasonGatewayApplyFailed (Error): the API server refused a write; the
-	// message has its error.
-	ReasonGatewayApplyFailed = "ApplyFailed"
+	// ReasonApplyFailed (Error), the constant of the Ready condition's
+	// reason of the same name: the API server refused a write; the message
+	// has its error.
 	// ReasonGatewayNotProgrammed (Pending): spec.gateway.gatewayAPI: the
 	// Gateway API Gateway is written, and its controller has not (yet)
 	// reported it Programmed for its current generation; the message has
 	// what it said.
 	ReasonGatewayNotProgrammed = "GatewayNotProgrammed"
+)
+
+// Names kept for callers of the former names (a reason constant is named
+// after its value).
+const (
+	// Deprecated: use ReasonNotConfigured.
+	ReasonGatewayNotConfigured = ReasonNotConfigured
+	// Deprecated: use ReasonApplyFailed.
+	ReasonGatewayApplyFailed = ReasonApplyFailed
 )
 
 // GatewayStatus is the observed state of the default gateway, written by the

@@ -4,7 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/controller"
 )
@@ -22,17 +22,17 @@ type Writes struct {
 	// controller writes a new route's first status once the Gateway's
 	// controller answered (RoutePending only when no answer came within
 	// its wait).
-	Statuses []gatewayv1alpha1.APIRuleStatus
+	Statuses []porticov1alpha1.APIRuleStatus
 }
 
 // Final is the status the controller ends with.
-func (w Writes) Final() gatewayv1alpha1.APIRuleStatus { return w.Statuses[len(w.Statuses)-1] }
+func (w Writes) Final() porticov1alpha1.APIRuleStatus { return w.Statuses[len(w.Statuses)-1] }
 
 // For returns the writes of rule, whose backends have the pod selectors
 // given; apiGateway (nil: none) resolves an APIRule that names no gateway.
 // It fails where the controller would refuse the APIRule as written
 // (InvalidRule, NoDefaultGateway, HostNotOnGateway).
-func For(rule *gatewayv1alpha1.APIRule, apiGateway *operatorv1alpha1.APIGateway, selectors map[types.NamespacedName]map[string]string) (Writes, error) {
+func For(rule *porticov1alpha1.APIRule, apiGateway *operatorv1alpha1.APIGateway, selectors map[types.NamespacedName]map[string]string) (Writes, error) {
 	objs, statuses, err := controller.Golden(rule, apiGateway, selectors)
 	if err != nil {
 		return Writes{}, err

@@ -12,21 +12,21 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
-type ruleOption func(*gatewayv1alpha1.APIRule)
+type ruleOption func(*porticov1alpha1.APIRule)
 
-func newAPIRule(opts ...ruleOption) *gatewayv1alpha1.APIRule {
-	r := &gatewayv1alpha1.APIRule{
+func newAPIRule(opts ...ruleOption) *porticov1alpha1.APIRule {
+	r := &porticov1alpha1.APIRule{
 		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop", UID: "uid-orders", Generation: 3},
-		Spec: gatewayv1alpha1.APIRuleSpec{
-			Hosts:   []gatewayv1alpha1.Hostname{"orders.example.com"},
+		Spec: porticov1alpha1.APIRuleSpec{
+			Hosts:   []porticov1alpha1.Hostname{"orders.example.com"},
 			Gateway: "istio-system/public",
-			Service: &gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080},
-			Rules:   []gatewayv1alpha1.Rule{{Path: "/health", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)}},
+			Service: &porticov1alpha1.ServiceReference{Name: "orders", Port: 8080},
+			Rules:   []porticov1alpha1.Rule{{Path: "/health", Methods: []porticov1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)}},
 		},
 	}
 	for _, o := range opts {
@@ -35,14 +35,14 @@ func newAPIRule(opts ...ruleOption) *gatewayv1alpha1.APIRule {
 	return r
 }
 
-func withJWT(r *gatewayv1alpha1.APIRule) {
-	r.Spec.Rules = append(r.Spec.Rules, gatewayv1alpha1.Rule{Path: "/orders/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"},
-		JWT: &gatewayv1alpha1.JWTAuthentication{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"}})
+func withJWT(r *porticov1alpha1.APIRule) {
+	r.Spec.Rules = append(r.Spec.Rules, porticov1alpha1.Rule{Path: "/orders/*", Methods: []porticov1alpha1.HTTPMethod{"GET"},
+		JWT: &porticov1alpha1.JWTAuthentication{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"}})
 }
 
-func onGatewayAPI(r *gatewayv1alpha1.APIRule) {
+func onGatewayAPI(r *porticov1alpha1.APIRule) {
 	r.Spec.Gateway = ""
-	r.Spec.ParentRef = &gatewayv1alpha1.ParentReference{Namespace: "istio-system", Name: "edge"}
+	r.Spec.ParentRef = &porticov1alpha1.ParentReference{Namespace: "istio-system", Name: "edge"}
 }
 
 func kinds(objs []client.Object) []string {
@@ -55,7 +55,7 @@ func kinds(objs []client.Object) []string {
 			out = append(out, "AuthorizationPolicy")
 		case *networkingv1.VirtualService:
 			out = append(out, "VirtualService")
-		case *gatewayapiv1.HTTPRoute:
+		case *gwapiv1.HTTPRoute:
 			out = append(out, "HTTPRoute")
 		default:
 			out = append(out, fmt.Sprintf("%T", o))
@@ -67,7 +67,7 @@ func kinds(objs []client.Object) []string {
 func TestFor(t *testing.T) {
 	selectors := map[types.NamespacedName]map[string]string{{Namespace: "shop", Name: "orders"}: {"app": "orders"}}
 	for name, tc := range map[string]struct {
-		rule *gatewayv1alpha1.APIRule
+		rule *porticov1alpha1.APIRule
 		// kinds of the objects in the order written; reasons of the
 		// statuses in the order patched.
 		kinds, reasons []string
@@ -78,19 +78,19 @@ func TestFor(t *testing.T) {
 	}{
 		"Istio mode": {
 			rule:  newAPIRule(),
-			kinds: []string{"AuthorizationPolicy", "VirtualService"}, reasons: []string{gatewayv1alpha1.ReasonApplied},
+			kinds: []string{"AuthorizationPolicy", "VirtualService"}, reasons: []string{porticov1alpha1.ReasonApplied},
 			message: "AuthorizationPolicy shop/orders; VirtualService shop/orders applied",
 		},
 		"Istio mode with a JWT rule": {
 			rule:    newAPIRule(withJWT),
 			kinds:   []string{"RequestAuthentication", "AuthorizationPolicy", "VirtualService"},
-			reasons: []string{gatewayv1alpha1.ReasonApplied},
+			reasons: []string{porticov1alpha1.ReasonApplied},
 			message: "RequestAuthentication shop/orders; AuthorizationPolicy shop/orders; VirtualService shop/orders applied",
 		},
 		"HTTPRoute mode: one status, once the Gateway answered": {
 			rule:    newAPIRule(withJWT, onGatewayAPI),
 			kinds:   []string{"RequestAuthentication", "AuthorizationPolicy", "HTTPRoute"},
-			reasons: []string{gatewayv1alpha1.ReasonApplied},
+			reasons: []string{porticov1alpha1.ReasonApplied},
 			message: "RequestAuthentication shop/orders; AuthorizationPolicy shop/orders; HTTPRoute shop/orders applied", hostShared: true,
 		},
 	} {
@@ -104,15 +104,15 @@ func TestFor(t *testing.T) {
 			}
 			var reasons []string
 			for _, s := range w.Statuses {
-				c := meta.FindStatusCondition(s.Conditions, gatewayv1alpha1.ConditionReady)
+				c := meta.FindStatusCondition(s.Conditions, porticov1alpha1.ConditionReady)
 				g.Expect(c).NotTo(BeNil())
 				g.Expect(c.ObservedGeneration).To(Equal(tc.rule.Generation))
 				g.Expect(s.ObservedGeneration).To(Equal(tc.rule.Generation))
-				g.Expect(meta.FindStatusCondition(s.Conditions, gatewayv1alpha1.ConditionHostShared) != nil).To(Equal(tc.hostShared))
+				g.Expect(meta.FindStatusCondition(s.Conditions, porticov1alpha1.ConditionHostShared) != nil).To(Equal(tc.hostShared))
 				reasons = append(reasons, c.Reason)
 			}
 			g.Expect(reasons).To(Equal(tc.reasons))
-			final := meta.FindStatusCondition(w.Final().Conditions, gatewayv1alpha1.ConditionReady)
+			final := meta.FindStatusCondition(w.Final().Conditions, porticov1alpha1.ConditionReady)
 			g.Expect(final.Status).To(Equal(metav1.ConditionTrue))
 			g.Expect(final.Message).To(Equal(tc.message))
 			g.Expect(tc.rule.Status.Conditions).To(BeEmpty(), "the APIRule passed in is left as it was")
@@ -121,9 +121,9 @@ func TestFor(t *testing.T) {
 }
 
 func TestForRefusesWhatTheControllerRefuses(t *testing.T) {
-	for name, rule := range map[string]*gatewayv1alpha1.APIRule{
-		"no gateway and no default gateway": newAPIRule(func(r *gatewayv1alpha1.APIRule) { r.Spec.Gateway = "" }),
-		"a path Istio cannot match":         newAPIRule(func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[0].Path = "/a/*/b" }),
+	for name, rule := range map[string]*porticov1alpha1.APIRule{
+		"no gateway and no default gateway": newAPIRule(func(r *porticov1alpha1.APIRule) { r.Spec.Gateway = "" }),
+		"a path Istio cannot match":         newAPIRule(func(r *porticov1alpha1.APIRule) { r.Spec.Rules[0].Path = "/a/*/b" }),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := For(rule, nil, nil)

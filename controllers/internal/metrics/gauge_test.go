@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 func TestReadyLabels(t *testing.T) {
@@ -107,8 +107,8 @@ func (c *fakeCache) List(ctx context.Context, list client.ObjectList, opts ...cl
 	return c.list.List(ctx, list, opts...)
 }
 
-func apiRule(name string, status metav1.ConditionStatus, reason string) *gatewayv1alpha1.APIRule {
-	r := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"}}
+func apiRule(name string, status metav1.ConditionStatus, reason string) *porticov1alpha1.APIRule {
+	r := &porticov1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"}}
 	if reason != "" {
 		r.Status.Conditions = []metav1.Condition{{Type: ConditionReady, Status: status, Reason: reason, LastTransitionTime: metav1.Now()}}
 	}
@@ -118,7 +118,7 @@ func apiRule(name string, status metav1.ConditionStatus, reason string) *gateway
 func testScheme(t testing.TB) *runtime.Scheme {
 	t.Helper()
 	s := runtime.NewScheme()
-	if err := gatewayv1alpha1.AddToScheme(s); err != nil {
+	if err := porticov1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -126,8 +126,8 @@ func testScheme(t testing.TB) *runtime.Scheme {
 
 func newTestReadyGauge() *CacheGauge {
 	vec := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "test_apirules", Help: "APIRules by Ready condition."}, []string{"ready", "reason"})
-	return NewReadyGauge(vec, &gatewayv1alpha1.APIRuleList{}, func(o runtime.Object) []metav1.Condition {
-		if r, ok := o.(*gatewayv1alpha1.APIRule); ok {
+	return NewReadyGauge(vec, &porticov1alpha1.APIRuleList{}, func(o runtime.Object) []metav1.Condition {
+		if r, ok := o.(*porticov1alpha1.APIRule); ok {
 			return r.Status.Conditions
 		}
 		return nil
@@ -140,7 +140,7 @@ const readyHelp = "# HELP test_apirules APIRules by Ready condition.\n# TYPE tes
 // manager it serves is elected and running, whichever way the cache holds
 // them.
 func TestReadyGaugeLeaderOnly(t *testing.T) {
-	rules := []*gatewayv1alpha1.APIRule{
+	rules := []*porticov1alpha1.APIRule{
 		apiRule("a", metav1.ConditionTrue, "Applied"), apiRule("b", metav1.ConditionTrue, "Applied"),
 		apiRule("c", metav1.ConditionFalse, "HostOccupied"), apiRule("d", "", ""),
 	}

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 // clock is a settable time.
@@ -121,9 +121,9 @@ func TestSpecToReadyNil(t *testing.T) {
 func TestSpecToReadyPredicate(t *testing.T) {
 	g := NewWithT(t)
 	s, h, c := newTimer(MaxSightings)
-	ready := func(o *gatewayv1alpha1.APIRule) bool { return ReadyAt(o.Status.Conditions, o.Generation) }
-	p := s.Predicate(func(o client.Object) bool { return ready(o.(*gatewayv1alpha1.APIRule)) })
-	rule := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{UID: "r", Generation: 1}}
+	ready := func(o *porticov1alpha1.APIRule) bool { return ReadyAt(o.Status.Conditions, o.Generation) }
+	p := s.Predicate(func(o client.Object) bool { return ready(o.(*porticov1alpha1.APIRule)) })
+	rule := &porticov1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{UID: "r", Generation: 1}}
 	g.Expect(p.Create(event.CreateEvent{Object: rule})).To(BeTrue())
 	c.advance(time.Second)
 	applied := rule.DeepCopy()

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/test/testenv"
 )
 
@@ -80,7 +80,7 @@ func withoutSpecSchema(crd *apiextensionsv1.CustomResourceDefinition) {
 const safety = 2 * time.Minute
 
 var (
-	apiRuleGVK        = gatewayv1alpha1.GroupVersion.WithKind("APIRule")
+	apiRuleGVK        = porticov1alpha1.GroupVersion.WithKind("APIRule")
 	gatewayGVK        = networkingv1.SchemeGroupVersion.WithKind("Gateway")
 	virtualServiceGVK = networkingv1.SchemeGroupVersion.WithKind("VirtualService")
 )
@@ -118,14 +118,14 @@ func (tn tenant) patch(gvk schema.GroupVersionKind, name, patch string, status b
 	NewWithT(tn.t).Expect(err).NotTo(HaveOccurred(), "%s %s: %s", gvk.Kind, name, patch)
 }
 
-func newAPIRule(name string) *gatewayv1alpha1.APIRule {
-	return &gatewayv1alpha1.APIRule{
+func newAPIRule(name string) *porticov1alpha1.APIRule {
+	return &porticov1alpha1.APIRule{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: gatewayv1alpha1.APIRuleSpec{
-			Hosts:   []gatewayv1alpha1.Hostname{gatewayv1alpha1.Hostname(name + ".example.com")},
+		Spec: porticov1alpha1.APIRuleSpec{
+			Hosts:   []porticov1alpha1.Hostname{porticov1alpha1.Hostname(name + ".example.com")},
 			Gateway: "istio-system/public",
-			Service: &gatewayv1alpha1.ServiceReference{Name: "backend", Port: 8080},
-			Rules:   []gatewayv1alpha1.Rule{{Path: "/*", NoAuth: ptr.To(true)}},
+			Service: &porticov1alpha1.ServiceReference{Name: "backend", Port: 8080},
+			Rules:   []porticov1alpha1.Rule{{Path: "/*", NoAuth: ptr.To(true)}},
 		},
 	}
 }
@@ -196,8 +196,8 @@ func setUpTenant(t *testing.T, ctx context.Context, cfg *rest.Config) tenant {
 }
 
 // lists lists the three kinds in the tenant's namespace.
-func lists(ctx context.Context, c client.Reader, ns string) (*gatewayv1alpha1.APIRuleList, *networkingv1.GatewayList, *networkingv1.VirtualServiceList, error) {
-	rules, gws, vss := &gatewayv1alpha1.APIRuleList{}, &networkingv1.GatewayList{}, &networkingv1.VirtualServiceList{}
+func lists(ctx context.Context, c client.Reader, ns string) (*porticov1alpha1.APIRuleList, *networkingv1.GatewayList, *networkingv1.VirtualServiceList, error) {
+	rules, gws, vss := &porticov1alpha1.APIRuleList{}, &networkingv1.GatewayList{}, &networkingv1.VirtualServiceList{}
 	for _, l := range []client.ObjectList{rules, gws, vss} {
 		if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
 			return nil, nil, nil, err
@@ -207,7 +207,7 @@ func lists(ctx context.Context, c client.Reader, ns string) (*gatewayv1alpha1.AP
 }
 
 // hasStatus maps the names listed to whether they kept their status.
-func hasStatus(rules *gatewayv1alpha1.APIRuleList, gws *networkingv1.GatewayList, vss *networkingv1.VirtualServiceList) map[string]bool {
+func hasStatus(rules *porticov1alpha1.APIRuleList, gws *networkingv1.GatewayList, vss *networkingv1.VirtualServiceList) map[string]bool {
 	seen := map[string]bool{}
 	for _, r := range rules.Items {
 		seen[r.Name] = len(r.Status.Conditions) > 0
@@ -237,7 +237,7 @@ func TestUndecodableObjectsDoNotStopClients(t *testing.T) {
 	}
 
 	// Without the guard, the typed List of each kind fails.
-	for _, l := range []client.ObjectList{&gatewayv1alpha1.APIRuleList{}, &networkingv1.GatewayList{}, &networkingv1.VirtualServiceList{}} {
+	for _, l := range []client.ObjectList{&porticov1alpha1.APIRuleList{}, &networkingv1.GatewayList{}, &networkingv1.VirtualServiceList{}} {
 		g.Expect(tn.raw.List(ctx, l, client.InNamespace(tn.ns))).NotTo(Succeed(), "%T", l)
 	}
 
@@ -276,7 +276,7 @@ func TestUndecodableObjectsDoNotStopClients(t *testing.T) {
 	// A single GET of the bad spec fails for that object only; the bad status
 	// is read without it.
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: "broken-vs"}, &networkingv1.VirtualService{})).NotTo(Succeed())
-	rule := &gatewayv1alpha1.APIRule{}
+	rule := &porticov1alpha1.APIRule{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: "bad-rule"}, rule)).To(Succeed())
 	g.Expect(rule.Status.Conditions).To(BeEmpty())
 
@@ -335,7 +335,7 @@ func testCacheSyncsAndFollows(t *testing.T, ctx context.Context, cfg *rest.Confi
 	g.Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue()) // returns once the cache runs
 
 	ruleEvents, vsEvents := make(events, 100), make(events, 100)
-	for obj, ev := range map[client.Object]events{&gatewayv1alpha1.APIRule{}: ruleEvents, &networkingv1.VirtualService{}: vsEvents} {
+	for obj, ev := range map[client.Object]events{&porticov1alpha1.APIRule{}: ruleEvents, &networkingv1.VirtualService{}: vsEvents} {
 		informer, err := mgr.GetCache().GetInformer(ctx, obj) // waits for the sync
 		g.Expect(err).NotTo(HaveOccurred())
 		_, err = informer.AddEventHandler(ev.handler())

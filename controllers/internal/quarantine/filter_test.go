@@ -11,13 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/test/testenv"
 )
 
 // kinds are the types of the tests' scheme beyond those testenv.Scheme
 // always has.
-var kinds = []func(*runtime.Scheme) error{gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme}
+var kinds = []func(*runtime.Scheme) error{porticov1alpha1.AddToScheme, networkingv1.AddToScheme}
 
 // testScheme is the unit tests' scheme; the envtest test's is env.Scheme,
 // the same.
@@ -190,7 +190,7 @@ func checkObjects(t *testing.T, obj runtime.Object, items, noStatus []string) {
 	status := map[string]bool{}
 	visit := func(o runtime.Object) {
 		switch o := o.(type) {
-		case *gatewayv1alpha1.APIRule:
+		case *porticov1alpha1.APIRule:
 			names = append(names, o.Name)
 			status[o.Name] = len(o.Status.Conditions) > 0
 		case *networkingv1.Gateway:
@@ -207,7 +207,7 @@ func checkObjects(t *testing.T, obj runtime.Object, items, noStatus []string) {
 		}
 	}
 	switch l := obj.(type) {
-	case *gatewayv1alpha1.APIRuleList:
+	case *porticov1alpha1.APIRuleList:
 		for i := range l.Items {
 			visit(&l.Items[i])
 		}
@@ -324,7 +324,7 @@ func statusless(name string) func(t *testing.T, obj runtime.Object) {
 func metadataOnly(name string) func(t *testing.T, obj runtime.Object) {
 	return func(t *testing.T, obj runtime.Object) {
 		t.Helper()
-		r, ok := obj.(*gatewayv1alpha1.APIRule)
+		r, ok := obj.(*porticov1alpha1.APIRule)
 		if !ok {
 			t.Fatalf("got %T", obj)
 		}

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
 )
 
@@ -35,32 +35,32 @@ func TestRunQuarantinesUndecodableObjects(t *testing.T) {
 	ns := fmt.Sprintf("quarantine-%d", time.Now().UnixNano())
 	g.Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 	for _, name := range []string{"good", "bad"} {
-		g.Expect(k8sClient.Create(ctx, &gatewayv1alpha1.APIRule{
+		g.Expect(k8sClient.Create(ctx, &porticov1alpha1.APIRule{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: gatewayv1alpha1.APIRuleSpec{
-				Hosts:   []gatewayv1alpha1.Hostname{gatewayv1alpha1.Hostname(name + "." + ns + ".example.com")},
+			Spec: porticov1alpha1.APIRuleSpec{
+				Hosts:   []porticov1alpha1.Hostname{porticov1alpha1.Hostname(name + "." + ns + ".example.com")},
 				Gateway: "istio-system/public",
-				Service: &gatewayv1alpha1.ServiceReference{Name: "backend", Port: 8080},
-				Rules:   []gatewayv1alpha1.Rule{{Path: "/*", NoAuth: ptr.To(true)}},
+				Service: &porticov1alpha1.ServiceReference{Name: "backend", Port: 8080},
+				Rules:   []porticov1alpha1.Rule{{Path: "/*", NoAuth: ptr.To(true)}},
 			},
 		})).To(Succeed())
 	}
 	bad := &unstructured.Unstructured{}
-	bad.SetGroupVersionKind(gatewayv1alpha1.GroupVersion.WithKind("APIRule"))
+	bad.SetGroupVersionKind(porticov1alpha1.GroupVersion.WithKind("APIRule"))
 	bad.SetNamespace(ns)
 	bad.SetName("bad")
 	g.Expect(k8sClient.Status().Patch(ctx, bad, client.RawPatch(types.MergePatchType, []byte(
 		`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Applied","message":"",`+
 			`"lastTransitionTime":"2026-01-01T00:00:00z"}]}}`)))).To(Succeed())
-	g.Expect(k8sClient.List(ctx, &gatewayv1alpha1.APIRuleList{}, client.InNamespace(ns))).NotTo(Succeed(),
+	g.Expect(k8sClient.List(ctx, &porticov1alpha1.APIRuleList{}, client.InNamespace(ns))).NotTo(Succeed(),
 		"without the guard the typed list fails")
 
 	reconciled := make(chan string, 100)
 	controller := Controller{
 		Contract:    contract.Controller{Name: "quarantinetest", Required: []contract.CRD{contract.APIRules}},
-		AddToScheme: []func(*runtime.Scheme) error{gatewayv1alpha1.AddToScheme},
+		AddToScheme: []func(*runtime.Scheme) error{porticov1alpha1.AddToScheme},
 		Setup: func(mgr ctrl.Manager, _ Environment) error {
-			return ctrl.NewControllerManagedBy(mgr).Named("quarantinetest").For(&gatewayv1alpha1.APIRule{}).
+			return ctrl.NewControllerManagedBy(mgr).Named("quarantinetest").For(&porticov1alpha1.APIRule{}).
 				Complete(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
 					if req.Namespace == ns {
 						reconciled <- req.Name

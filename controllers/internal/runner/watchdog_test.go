@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/test/testenv"
 )
@@ -35,7 +35,7 @@ var (
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, testenv.RunInput{
-		AddToScheme: []func(*runtime.Scheme) error{gatewayv1alpha1.AddToScheme},
+		AddToScheme: []func(*runtime.Scheme) error{porticov1alpha1.AddToScheme},
 		Setup: func(_ context.Context, env *testenv.Env) error {
 			testCfg, k8sClient = env.Config, env.Client
 			return nil
@@ -103,9 +103,9 @@ func TestWatchdogFollowsTheRequiredCRD(t *testing.T) {
 	var reconciled atomic.Int64
 	controller := Controller{
 		Contract:    contract.Controller{Name: "watchdogtest", Required: []contract.CRD{contract.RateLimits}},
-		AddToScheme: []func(*runtime.Scheme) error{gatewayv1alpha1.AddToScheme},
+		AddToScheme: []func(*runtime.Scheme) error{porticov1alpha1.AddToScheme},
 		Setup: func(mgr ctrl.Manager, _ Environment) error {
-			return ctrl.NewControllerManagedBy(mgr).Named("watchdogtest").For(&gatewayv1alpha1.RateLimit{}).
+			return ctrl.NewControllerManagedBy(mgr).Named("watchdogtest").For(&porticov1alpha1.RateLimit{}).
 				Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
 					reconciled.Add(1)
 					return reconcile.Result{}, nil
@@ -144,12 +144,12 @@ func TestWatchdogFollowsTheRequiredCRD(t *testing.T) {
 	g.Expect(exited).NotTo(Receive())
 	g.Expect(logs.String()).To(ContainSubstring(`"missing":["ratelimits.gateway.portico.dev/v1alpha1"]`))
 
-	limit := func(name string) *gatewayv1alpha1.RateLimit {
-		return &gatewayv1alpha1.RateLimit{
+	limit := func(name string) *porticov1alpha1.RateLimit {
+		return &porticov1alpha1.RateLimit{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-			Spec: gatewayv1alpha1.RateLimitSpec{
-				TargetRef: gatewayv1alpha1.TargetReference{Kind: gatewayv1alpha1.TargetGateway, Name: "public"},
-				Local: &gatewayv1alpha1.TokenBucket{MaxTokens: 10, TokensPerFill: 1, FillInterval: metav1.Duration{Duration: time.Second}},
+			Spec: porticov1alpha1.RateLimitSpec{
+				TargetRef: porticov1alpha1.TargetReference{Kind: porticov1alpha1.TargetGateway, Name: "public"},
+				Local: &porticov1alpha1.TokenBucket{MaxTokens: 10, TokensPerFill: 1, FillInterval: metav1.Duration{Duration: time.Second}},
 			},
 		}
 	}

@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
-	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 )
 
 // indexedClient reads as the manager's cache does, from stores with the
@@ -42,7 +42,7 @@ type indexedClient struct {
 
 func newIndexedClient(scheme *runtime.Scheme, indexes []fieldIndex, objs ...client.Object) *indexedClient {
 	c := &indexedClient{scheme: scheme, stores: map[schema.GroupVersionKind]toolscache.Indexer{}}
-	builder := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&gatewayv1alpha1.APIRule{}, &gatewayapiv1.HTTPRoute{})
+	builder := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&porticov1alpha1.APIRule{}, &gwapiv1.HTTPRoute{})
 	for _, index := range indexes {
 		builder = builder.WithIndex(index.obj, index.name, index.keys)
 		store := c.store(index.obj)
@@ -192,26 +192,26 @@ func benchWorld(b *testing.B, n int, httpRoute bool) (*Reconciler, []ctrl.Reques
 	objs := []client.Object{&networkingv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "public", Namespace: "istio-system"},
 		Spec: networkingv1alpha3.Gateway{Selector: map[string]string{"istio": "ingressgateway"}}}}
 	if httpRoute {
-		all := gatewayapiv1.NamespacesFromAll
+		all := gwapiv1.NamespacesFromAll
 		for i := range benchGateways {
-			objs = append(objs, &gatewayapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("edge-%d", i), Namespace: "istio-system"},
-				Spec: gatewayapiv1.GatewaySpec{GatewayClassName: "bench", Listeners: []gatewayapiv1.Listener{{
-					Name: "http", Port: 80, Protocol: gatewayapiv1.HTTPProtocolType,
-					AllowedRoutes: &gatewayapiv1.AllowedRoutes{Namespaces: &gatewayapiv1.RouteNamespaces{From: &all}},
+			objs = append(objs, &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("edge-%d", i), Namespace: "istio-system"},
+				Spec: gwapiv1.GatewaySpec{GatewayClassName: "bench", Listeners: []gwapiv1.Listener{{
+					Name: "http", Port: 80, Protocol: gwapiv1.HTTPProtocolType,
+					AllowedRoutes: &gwapiv1.AllowedRoutes{Namespaces: &gwapiv1.RouteNamespaces{From: &all}},
 				}}}})
 		}
 	}
 	var reqs []ctrl.Request
 	for i := range n {
 		ns, name := fmt.Sprintf("team-%d", i/20), fmt.Sprintf("api-%d", i)
-		rule := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(fmt.Sprintf("uid-%08d", i))}, Spec: gatewayv1alpha1.APIRuleSpec{
-			Hosts: []gatewayv1alpha1.Hostname{gatewayv1alpha1.Hostname(name + "." + ns + ".example.com")}, Gateway: "istio-system/public",
-			Service: &gatewayv1alpha1.ServiceReference{Name: name, Port: 8080},
-			Rules:   []gatewayv1alpha1.Rule{{Path: "/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)}},
+		rule := &porticov1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(fmt.Sprintf("uid-%08d", i))}, Spec: porticov1alpha1.APIRuleSpec{
+			Hosts: []porticov1alpha1.Hostname{porticov1alpha1.Hostname(name + "." + ns + ".example.com")}, Gateway: "istio-system/public",
+			Service: &porticov1alpha1.ServiceReference{Name: name, Port: 8080},
+			Rules:   []porticov1alpha1.Rule{{Path: "/*", Methods: []porticov1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)}},
 		}}
 		if httpRoute {
 			rule.Spec.Gateway = ""
-			rule.Spec.ParentRef = &gatewayv1alpha1.ParentReference{Name: fmt.Sprintf("edge-%d", i%benchGateways), Namespace: "istio-system"}
+			rule.Spec.ParentRef = &porticov1alpha1.ParentReference{Name: fmt.Sprintf("edge-%d", i%benchGateways), Namespace: "istio-system"}
 		}
 		objs = append(objs,
 			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{
@@ -247,11 +247,11 @@ func converge(b *testing.B, r *Reconciler, c *indexedClient, reqs []ctrl.Request
 			}
 		}
 	}
-	rule := &gatewayv1alpha1.APIRule{}
+	rule := &porticov1alpha1.APIRule{}
 	if err := c.Get(ctx, reqs[0].NamespacedName, rule); err != nil {
 		b.Fatal(err)
 	}
-	if ready := meta.FindStatusCondition(rule.Status.Conditions, gatewayv1alpha1.ConditionReady); ready == nil || ready.Status != metav1.ConditionTrue {
+	if ready := meta.FindStatusCondition(rule.Status.Conditions, porticov1alpha1.ConditionReady); ready == nil || ready.Status != metav1.ConditionTrue {
 		b.Fatalf("%s is not Ready after converging: %+v", reqs[0], ready)
 	}
 }
@@ -261,15 +261,15 @@ func converge(b *testing.B, r *Reconciler, c *indexedClient, reqs []ctrl.Request
 func answerRoute(b *testing.B, c *indexedClient, req ctrl.Request) {
 	b.Helper()
 	ctx := context.Background()
-	var routes gatewayapiv1.HTTPRouteList
-	if err := c.List(ctx, &routes, client.InNamespace(req.Namespace), client.MatchingLabels{translate.LabelAPIRule: req.Name}); err != nil || len(routes.Items) != 1 {
+	var routes gwapiv1.HTTPRouteList
+	if err := c.List(ctx, &routes, client.InNamespace(req.Namespace), client.MatchingLabels{plan.LabelAPIRule: req.Name}); err != nil || len(routes.Items) != 1 {
 		b.Fatalf("the HTTPRoute of %s: %d routes, %v", req, len(routes.Items), err)
 	}
 	route := &routes.Items[0]
 	cond := func(t, reason string) metav1.Condition {
 		return metav1.Condition{Type: t, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: route.Generation, LastTransitionTime: metav1.Now()}
 	}
-	route.Status.Parents = []gatewayapiv1.RouteParentStatus{{ParentRef: route.Spec.ParentRefs[0], ControllerName: "example.com/bench",
+	route.Status.Parents = []gwapiv1.RouteParentStatus{{ParentRef: route.Spec.ParentRefs[0], ControllerName: "example.com/bench",
 		Conditions: []metav1.Condition{cond("Accepted", "Accepted"), cond("ResolvedRefs", "ResolvedRefs")}}}
 	if err := c.Status().Update(ctx, route); err != nil {
 		b.Fatal(err)

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
-	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,12 +21,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
 	"github.com/portico-dev/portico/controllers/internal/metrics"
+	"github.com/portico-dev/portico/controllers/internal/owned"
 	"github.com/portico-dev/portico/internal/contract"
 )
 
@@ -106,10 +105,11 @@ type Reconciler struct {
 	// cache is the manager's cache, with the indexes of SetupWithManager,
 	// that Client reads.
 	cache client.Reader
-	// deleted remembers the objects the controller deleted until the cache
-	// shows them gone: a cached copy of one is read again past the cache,
-	// so a status never says Applied for an object that is gone.
-	deleted tombstones
+	// objects writes and removes the APIRules' objects (see writer); its
+	// tombstones keep a cached copy of an object it deleted from counting
+	// as live, so a status never says Applied for an object that is gone.
+	objects     *owned.Writer
+	objectsOnce sync.Once
 	// written remembers the versions the controller wrote, whose watch
 	// events start no reconcile of the APIRule that wrote them.
 	written ownWrites
@@ -120,7 +120,7 @@ type Reconciler struct {
 
 // Reconcile converges one APIRule's Istio objects.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	rule := &gatewayv1alpha1.APIRule{}
+	rule := &porticov1alpha1.APIRule{}
 	if err := r.Client.Get(ctx, req.NamespacedName, rule); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -133,7 +133,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	before := rule.DeepCopy()
 	// parent is the Gateway API Gateway of an APIRule in HTTPRoute mode
 	// (its parentRef, or the default gateway when that is one).
-	var parent *gatewayv1alpha1.ParentReference
+	var parent *porticov1alpha1.ParentReference
 	// awaitingAnswer: the status waits for the Gateway's answer (apply).
 	var awaitingAnswer bool
 	defer func() {
@@ -148,11 +148,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	// resolution and the host grants.
 	apiGateway, err := r.apiGateway(ctx)
 	if err != nil {
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
+		setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	if h := reservedHost(rule, apiGateway); h != "" {
-		return r.refuse(ctx, rule, gatewayv1alpha1.ReasonHostReserved, fmt.Sprintf(
+		return r.refuse(ctx, rule, porticov1alpha1.ReasonHostReserved, fmt.Sprintf(
 			"host %s is the default gateway's own health check, reserved on every gateway; use another name; the APIRule's Istio objects were removed", h))
 	}
 	gateway, parent, reason, msg := gatewayOf(rule, apiGateway)
@@ -161,7 +161,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return r.refuse(ctx, rule, reason, msg)
 	}
 	if parent != nil && !r.GatewayAPI {
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonGatewayAPINotInstalled, fmt.Sprintf(
+		setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonGatewayAPINotInstalled, fmt.Sprintf(
 			"the APIRule's gateway is a Gateway API Gateway (its spec.parentRef, or the default gateway), but the Gateway API's CRDs %s and %s are not installed; it is applied once they are, its objects are left unchanged",
 			contract.HTTPRoutes, contract.ReferenceGrants))
 		return ctrl.Result{}, nil
@@ -172,14 +172,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	reason, msg, err = r.checkHosts(ctx, rule, grants)
 	if err != nil {
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
+		setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	if reason != "" {
 		return r.refuse(ctx, rule, reason, msg)
 	}
 	if msg := ungrantedAuthorizers(rule, grants); msg != "" {
-		return r.refuse(ctx, rule, gatewayv1alpha1.ReasonAuthorizerNotPermitted, msg)
+		return r.refuse(ctx, rule, porticov1alpha1.ReasonAuthorizerNotPermitted, msg)
 	}
 	selectors, reason, msg := r.checkReferences(ctx, rule, gateway, parent)
 	if reason != "" {
@@ -195,10 +195,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	if msg, err := r.checkAccess(ctx, rule, out); err != nil || msg != "" {
 		if err != nil {
-			setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
+			setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonApplyFailed, err.Error())
 			return ctrl.Result{}, err
 		}
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonAccessConflict, msg)
+		setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonAccessConflict, msg)
 		return ctrl.Result{}, nil
 	}
 	result, awaitingAnswer, retErr = r.apply(ctx, rule, out, parent)
@@ -212,15 +212,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 // yet, and that answer's event starts the reconcile that reports it, with
 // the APIRule's first status (Applied, RouteNotAccepted, and HostShared).
 // RoutePending is written only if no answer comes within routeAnswerWait.
-func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, out translate.Output, parent *gatewayv1alpha1.ParentReference) (_ ctrl.Result, awaitingAnswer bool, _ error) {
+func (r *Reconciler) apply(ctx context.Context, rule *porticov1alpha1.APIRule, out translate.Output, parent *porticov1alpha1.ParentReference) (_ ctrl.Result, awaitingAnswer bool, _ error) {
 	desired := desiredObjects(out)
 	// An APIRule found in Conflict looks for the object in the way past
 	// the cache before writing anything: the conflict most likely stays, and
 	// creating its other objects only to delete them again is churn.
-	pastCache := readyReason(rule) == gatewayv1alpha1.ReasonConflict
-	live, conflicts, err := r.liveObjects(ctx, rule, desired, pastCache)
+	pastCache := readyReason(rule) == porticov1alpha1.ReasonConflict
+	live, conflicts, err := r.writer().Live(ctx, ownership(rule), desired, pastCache)
 	if err != nil {
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
+		setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, false, err
 	}
 	if len(conflicts) > 0 {
@@ -229,7 +229,7 @@ func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, o
 	}
 	// The route is the last object written; a live route that needs no
 	// write carries the Gateway's answer about the current version.
-	route, _ := live[len(live)-1].(*gatewayapiv1.HTTPRoute)
+	route, _ := live[len(live)-1].(*gwapiv1.HTTPRoute)
 	newRoute := out.HTTPRoute != nil && route == nil
 	if route != nil && !upToDate(desired[len(desired)-1], route) {
 		route = nil
@@ -244,14 +244,14 @@ func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, o
 			setReady(rule, metav1.ConditionFalse, reason, msg)
 			return ctrl.Result{}, false, nil
 		}
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, err.Error())
+		setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, false, err
 	}
 	if out.HTTPRoute != nil {
 		if newRoute && readyReason(rule) == "" {
 			return ctrl.Result{RequeueAfter: routeAnswerWait}, true, nil
 		}
-		reason, msg := gatewayv1alpha1.ReasonRoutePending, routeWritten(out.HTTPRoute, parent)
+		reason, msg := porticov1alpha1.ReasonRoutePending, routeWritten(out.HTTPRoute, parent)
 		if route != nil {
 			reason, msg = routeReadiness(route, parent)
 		}
@@ -261,7 +261,7 @@ func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, o
 			return ctrl.Result{}, false, nil
 		}
 	}
-	setReady(rule, metav1.ConditionTrue, gatewayv1alpha1.ReasonApplied, appliedMessage(desired))
+	setReady(rule, metav1.ConditionTrue, porticov1alpha1.ReasonApplied, appliedMessage(desired))
 	return ctrl.Result{}, false, nil
 }
 
@@ -269,15 +269,15 @@ func (r *Reconciler) apply(ctx context.Context, rule *gatewayv1alpha1.APIRule, o
 // way was not cached) once the objects this pass created are deleted
 // again; the message names every object in the way, as a check before
 // writing would have.
-func (r *Reconciler) conflicted(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired []client.Object, conflict string, undoErr error) (ctrl.Result, error) {
+func (r *Reconciler) conflicted(ctx context.Context, rule *porticov1alpha1.APIRule, desired []client.Object, conflict string, undoErr error) (ctrl.Result, error) {
 	if undoErr != nil {
 		// Objects of this pass that could not be deleted: ApplyFailed,
 		// retried until they are gone or the conflict is.
-		setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, undoErr.Error())
+		setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonApplyFailed, undoErr.Error())
 		return ctrl.Result{}, undoErr
 	}
 	conflicts := []string{conflict}
-	if _, all, err := r.liveObjects(ctx, rule, desired, true); err == nil && len(all) > 0 {
+	if _, all, err := r.writer().Live(ctx, ownership(rule), desired, true); err == nil && len(all) > 0 {
 		conflicts = all
 	}
 	setConflict(rule, conflicts)
@@ -285,14 +285,14 @@ func (r *Reconciler) conflicted(ctx context.Context, rule *gatewayv1alpha1.APIRu
 }
 
 // setConflict reports the objects in the way of the APIRule.
-func setConflict(rule *gatewayv1alpha1.APIRule, conflicts []string) {
-	setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonConflict, strings.Join(conflicts, "; ")+
+func setConflict(rule *porticov1alpha1.APIRule, conflicts []string) {
+	setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonConflict, strings.Join(conflicts, "; ")+
 		" and was not created for this APIRule: it is left untouched, and nothing is written until it is removed or renamed")
 }
 
 // readyReason is the reason of the APIRule's Ready condition, or "".
-func readyReason(rule *gatewayv1alpha1.APIRule) string {
-	if c := meta.FindStatusCondition(rule.Status.Conditions, gatewayv1alpha1.ConditionReady); c != nil {
+func readyReason(rule *porticov1alpha1.APIRule) string {
+	if c := meta.FindStatusCondition(rule.Status.Conditions, porticov1alpha1.ConditionReady); c != nil {
 		return c.Reason
 	}
 	return ""
@@ -308,7 +308,7 @@ func invalidRoute(err error) (string, string, bool) {
 		status.Status().Details.Kind != "HTTPRoute" {
 		return "", "", false
 	}
-	return gatewayv1alpha1.ReasonInvalidRule, "the API server refused the APIRule's HTTPRoute: " + err.Error() +
+	return porticov1alpha1.ReasonInvalidRule, "the API server refused the APIRule's HTTPRoute: " + err.Error() +
 		"; change the APIRule so that its HTTPRoute is valid; the objects were left unchanged", true
 }
 
@@ -334,36 +334,36 @@ func desiredObjects(out translate.Output) []client.Object {
 // checkReferences returns the pod selector of every backend Service, or the
 // reason and message of a reference that cannot be followed: a Service, or
 // the Istio Gateway (as <namespace>/<name>) that serves the APIRule.
-func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.APIRule, gateway string, parent *gatewayv1alpha1.ParentReference) (map[types.NamespacedName]map[string]string, string, string) {
+func (r *Reconciler) checkReferences(ctx context.Context, rule *porticov1alpha1.APIRule, gateway string, parent *porticov1alpha1.ParentReference) (map[types.NamespacedName]map[string]string, string, string) {
 	selectors := map[types.NamespacedName]map[string]string{}
-	for _, ref := range translate.Backends(rule) {
+	for _, ref := range plan.Backends(rule) {
 		svc := &corev1.Service{}
 		err := r.Client.Get(ctx, ref, svc)
 		if ref.Namespace != rule.Namespace {
 			consents, how, cerr := r.consents(ctx, rule, parent, svc, err)
 			if cerr != nil {
-				return nil, gatewayv1alpha1.ReasonApplyFailed, cerr.Error()
+				return nil, porticov1alpha1.ReasonApplyFailed, cerr.Error()
 			}
 			if !consents {
 				// One message for both: the APIRule's author learns nothing
 				// about Services of other namespaces that do not consent.
-				return nil, gatewayv1alpha1.ReasonReferenceNotPermitted, fmt.Sprintf(
+				return nil, porticov1alpha1.ReasonReferenceNotPermitted, fmt.Sprintf(
 					"service %s does not exist or does not allow APIRules of namespace %s (%s); the APIRule's objects were removed", ref, rule.Namespace, how)
 			}
 		}
 		if apierrors.IsNotFound(err) {
-			return nil, gatewayv1alpha1.ReasonServiceNotFound,
+			return nil, porticov1alpha1.ReasonServiceNotFound,
 				fmt.Sprintf("service %s not found; the Istio objects were left unchanged", ref)
 		}
 		if err != nil {
-			return nil, gatewayv1alpha1.ReasonApplyFailed, fmt.Sprintf("read service %s: %v", ref, err)
+			return nil, porticov1alpha1.ReasonApplyFailed, fmt.Sprintf("read service %s: %v", ref, err)
 		}
 		alias, err := r.aliasOf(ctx, svc)
 		if err != nil {
-			return nil, gatewayv1alpha1.ReasonApplyFailed, err.Error()
+			return nil, porticov1alpha1.ReasonApplyFailed, err.Error()
 		}
 		if alias != "" {
-			return nil, gatewayv1alpha1.ReasonBackendNotPermitted, fmt.Sprintf(
+			return nil, porticov1alpha1.ReasonBackendNotPermitted, fmt.Sprintf(
 				"service %s %s, so traffic routed to it would not land on the pods the access rules protect; the APIRule's Istio objects were removed", ref, alias)
 		}
 		selectors[ref] = svc.Spec.Selector
@@ -379,7 +379,7 @@ func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.
 		gw := &metav1.PartialObjectMetadata{}
 		gw.SetGroupVersionKind(networkingv1.SchemeGroupVersion.WithKind("Gateway"))
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, gw); apierrors.IsNotFound(err) {
-			return nil, gatewayv1alpha1.ReasonGatewayNotFound,
+			return nil, porticov1alpha1.ReasonGatewayNotFound,
 				fmt.Sprintf("Istio gateway %s not found; the Istio objects were left unchanged", gateway)
 		}
 	}
@@ -388,7 +388,7 @@ func (r *Reconciler) checkReferences(ctx context.Context, rule *gatewayv1alpha1.
 
 // permits reports whether a Service consents to APIRules of namespace ns.
 func permits(svc *corev1.Service, ns string) bool {
-	for _, allowed := range strings.Split(svc.Annotations[gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces], ",") {
+	for _, allowed := range strings.Split(svc.Annotations[porticov1alpha1.AnnotationAllowedAPIRuleNamespaces], ",") {
 		if allowed = strings.TrimSpace(allowed); allowed == "*" || allowed == ns {
 			return true
 		}
@@ -411,54 +411,19 @@ func splitGateway(ref string) (string, string) {
 // APIRule (by UID, so not a former APIRule of the same name). Labels are a
 // claim, never a proof: anyone who writes a namespace can copy them, so an
 // object elsewhere that names the APIRule is never the controller's.
-func owns(rule *gatewayv1alpha1.APIRule, obj client.Object) bool {
-	return obj.GetNamespace() == rule.Namespace && metav1.IsControlledBy(obj, rule)
+func owns(rule *porticov1alpha1.APIRule, obj client.Object) bool {
+	return ownership(rule)(obj)
+}
+
+func ownership(rule *porticov1alpha1.APIRule) owned.Owns {
+	return owned.ControlledBy(rule, rule.Namespace)
 }
 
 // labelledFor reports whether obj's labels name rule.
-func labelledFor(rule *gatewayv1alpha1.APIRule, obj client.Object) bool {
+func labelledFor(rule *porticov1alpha1.APIRule, obj client.Object) bool {
 	l := obj.GetLabels()
-	return l[translate.LabelManagedBy] == translate.ManagedBy && l[translate.LabelAPIRule] == rule.Name &&
-		l[translate.LabelAPIRuleNamespace] == rule.Namespace
-}
-
-// liveObjects reads the live counterpart of every desired object from the
-// cache. An object the cache lacks is taken as missing (write creates it
-// and finds out otherwise), unless pastCache asks the API server, which
-// also has the objects the cache does not hold (those not labelled as the
-// controller's). It returns nil for an object that does not exist yet, and
-// names every object found that is not this APIRule's.
-func (r *Reconciler) liveObjects(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired []client.Object, pastCache bool) ([]client.Object, []string, error) {
-	live := make([]client.Object, len(desired))
-	var conflicts []string
-	for i, d := range desired {
-		obj := emptyLike(d)
-		key := client.ObjectKeyFromObject(d)
-		err := r.Client.Get(ctx, key, obj)
-		if (pastCache && apierrors.IsNotFound(err)) || (err == nil && r.deleted.has(obj.GetUID())) {
-			// Asked to, or a copy of an object the controller deleted that
-			// the cache has not yet seen go: ask the API server.
-			err = r.Reader.Get(ctx, key, obj)
-		}
-		switch {
-		case apierrors.IsNotFound(err):
-			continue
-		case err != nil:
-			return nil, nil, fmt.Errorf("read %s %s: %w", kindOf(d), key, err)
-		case !owns(rule, obj):
-			conflicts = append(conflicts, fmt.Sprintf("%s %s exists", kindOf(d), key))
-			continue
-		}
-		live[i] = obj
-	}
-	return live, conflicts, nil
-}
-
-// emptyLike returns an empty object of obj's kind to read into: decoding
-// into a copy of a desired object would keep desired fields the live
-// object lacks (owner references).
-func emptyLike(obj client.Object) client.Object {
-	return reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
+	return l[plan.LabelManagedBy] == plan.ManagedBy && l[plan.LabelAPIRule] == rule.Name &&
+		l[plan.LabelAPIRuleNamespace] == rule.Namespace
 }
 
 // converge writes the desired objects and deletes this APIRule's objects
@@ -472,7 +437,7 @@ func emptyLike(obj client.Object) client.Object {
 // more is written (the route, last, never reaches pods without their
 // access control), the objects this pass created are deleted again, and
 // converge returns the conflict with the error of that deletion.
-func (r *Reconciler) converge(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired, live []client.Object) (string, error) {
+func (r *Reconciler) converge(ctx context.Context, rule *porticov1alpha1.APIRule, desired, live []client.Object) (string, error) {
 	if err := r.setFinalizer(ctx, rule, true); err != nil {
 		return "", err
 	}
@@ -483,12 +448,12 @@ func (r *Reconciler) converge(ctx context.Context, rule *gatewayv1alpha1.APIRule
 			// Never route to pods whose access control could not be written.
 			break
 		}
-		obj, conflict, err := r.write(ctx, rule, d, live[i])
+		obj, conflict, err := r.writer().Write(ctx, ownership(rule), d, live[i])
 		if obj != nil {
 			created = append(created, obj)
 		}
 		if conflict != "" {
-			_, err := r.deleteObjects(ctx, rule, created, nil)
+			_, err := r.writer().Delete(ctx, ownership(rule), created, nil)
 			return conflict, err
 		}
 		if err != nil {
@@ -505,194 +470,27 @@ func (r *Reconciler) converge(ctx context.Context, rule *gatewayv1alpha1.APIRule
 	return "", r.deleteUnwanted(ctx, rule, r.Client, keep)
 }
 
-// write creates an object the cache does not show, or updates one of ours
-// that differs. It returns the object it created, or the conflict when
-// another's object holds the name. Created objects are assumed missing
-// from the API server too: a create that meets an existing object reads
-// it there, and updates it if it is ours (the cache had not seen it yet).
-func (r *Reconciler) write(ctx context.Context, rule *gatewayv1alpha1.APIRule, desired, live client.Object) (client.Object, string, error) {
-	if live != nil {
-		return nil, "", r.update(ctx, desired, live)
-	}
-	key := client.ObjectKeyFromObject(desired)
-	obj := desired.DeepCopyObject().(client.Object)
-	r.written.begin(obj)
-	err := r.Client.Create(ctx, obj, client.FieldOwner(FieldManager))
-	r.written.end(obj, err == nil)
-	if err == nil {
-		metrics.Written(controllerName, kindOf(desired), metrics.Create)
-		ctrl.LoggerFrom(ctx).V(1).Info("Created", "kind", kindOf(desired), "object", klog.KObj(desired))
-		return obj, "", nil
-	}
-	if !apierrors.IsAlreadyExists(err) {
-		return nil, "", fmt.Errorf("create %s %s: %w", kindOf(desired), key, err)
-	}
-	live = emptyLike(desired)
-	if err := r.Reader.Get(ctx, key, live); err != nil {
-		// Gone again (NotFound) or unreadable: the retry looks again.
-		return nil, "", fmt.Errorf("read %s %s, which exists: %w", kindOf(desired), key, err)
-	}
-	if !owns(rule, live) {
-		return nil, fmt.Sprintf("%s %s exists", kindOf(desired), key), nil
-	}
-	return nil, "", r.update(ctx, desired, live)
-}
-
-// update updates an object of ours that differs from the desired one. It
-// carries the resourceVersion of the object whose ownership was checked,
-// so it fails rather than overwrite an object that replaced it meanwhile;
-// server-side apply with force would take it over instead.
-func (r *Reconciler) update(ctx context.Context, desired, live client.Object) error {
-	if upToDate(desired, live) {
-		return nil
-	}
-	updated := live.DeepCopyObject().(client.Object)
-	labels := updated.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	for k, v := range desired.GetLabels() {
-		labels[k] = v
-	}
-	updated.SetLabels(labels)
-	for _, ref := range desired.GetOwnerReferences() {
-		refs := updated.GetOwnerReferences()
-		for i := range refs {
-			if refs[i].UID == ref.UID {
-				refs = append(refs[:i], refs[i+1:]...)
-				break
-			}
-		}
-		updated.SetOwnerReferences(append(refs, ref))
-	}
-	setSpec(updated, desired)
-	r.written.begin(updated)
-	err := r.Client.Update(ctx, updated, client.FieldOwner(FieldManager))
-	r.written.end(updated, err == nil)
-	if err != nil {
-		return fmt.Errorf("update %s %s: %w", kindOf(desired), client.ObjectKeyFromObject(desired), err)
-	}
-	metrics.Written(controllerName, kindOf(desired), metrics.Update)
-	ctrl.LoggerFrom(ctx).V(1).Info("Updated", "kind", kindOf(desired), "object", klog.KObj(desired))
-	return nil
-}
-
-func upToDate(desired, live client.Object) bool {
-	for k, v := range desired.GetLabels() {
-		if live.GetLabels()[k] != v {
-			return false
-		}
-	}
-	for _, want := range desired.GetOwnerReferences() {
-		found := false
-		for _, got := range live.GetOwnerReferences() {
-			found = found || equality.Semantic.DeepEqual(want, got)
-		}
-		if !found {
-			return false
-		}
-	}
-	if d, ok := desired.(*gatewayapiv1.HTTPRoute); ok {
-		l, ok := live.(*gatewayapiv1.HTTPRoute)
-		return ok && equality.Semantic.DeepEqual(d.Spec, l.Spec)
-	}
-	return proto.Equal(specOf(desired), specOf(live))
-}
-
-// setSpec makes dst's spec a copy of src's.
-func setSpec(dst, src client.Object) {
-	if d, ok := dst.(*gatewayapiv1.HTTPRoute); ok {
-		d.Spec = *src.(*gatewayapiv1.HTTPRoute).Spec.DeepCopy()
-		return
-	}
-	proto.Reset(specOf(dst))
-	proto.Merge(specOf(dst), specOf(src))
-}
-
 // deleteUnwanted deletes the objects of rule, read through reader, that
 // are not in keep. Objects that are not the APIRule's are never deleted,
 // whatever their labels.
-func (r *Reconciler) deleteUnwanted(ctx context.Context, rule *gatewayv1alpha1.APIRule, reader client.Reader, keep map[string]bool) error {
-	var selector client.ListOption = client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy,
-		translate.LabelAPIRule: rule.Name, translate.LabelAPIRuleNamespace: rule.Namespace}
+func (r *Reconciler) deleteUnwanted(ctx context.Context, rule *porticov1alpha1.APIRule, reader client.Reader, keep map[string]bool) error {
+	var selector client.ListOption = client.MatchingLabels{plan.LabelManagedBy: plan.ManagedBy,
+		plan.LabelAPIRule: rule.Name, plan.LabelAPIRuleNamespace: rule.Namespace}
 	if r.cache != nil && reader == client.Reader(r.Client) {
 		// The same objects, from the cache's index rather than by matching
 		// the labels of every object the controller wrote.
 		reader, selector = r.cache, client.MatchingFields{ownerIndex: ownedBy(rule)}
 	}
-	objs, err := r.objectsOf(ctx, reader, selector)
+	objs, err := r.listed().List(ctx, reader, selector)
 	if err != nil {
 		return err
 	}
-	_, err = r.deleteObjects(ctx, rule, objs, keep)
+	_, err = r.writer().Delete(ctx, ownership(rule), objs, keep)
 	return err
 }
 
-// deleteObjects deletes the objects of rule among objs that are not in
-// keep, and returns how many of them remain (being deleted: another's
-// finalizer holds them). Objects that are not the APIRule's are never
-// deleted, whatever their labels.
-func (r *Reconciler) deleteObjects(ctx context.Context, rule *gatewayv1alpha1.APIRule, objs []client.Object, keep map[string]bool) (int, error) {
-	var errs []error
-	remaining := 0
-	for _, obj := range objs {
-		if keep[objectID(obj)] || !owns(rule, obj) {
-			continue
-		}
-		if !obj.GetDeletionTimestamp().IsZero() {
-			remaining++
-			continue
-		}
-		uid := obj.GetUID()
-		err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid})
-		if client.IgnoreNotFound(err) != nil {
-			errs = append(errs, fmt.Errorf("delete %s %s: %w", kindOf(obj), client.ObjectKeyFromObject(obj), err))
-			continue
-		}
-		if err == nil {
-			metrics.Written(controllerName, kindOf(obj), metrics.Delete)
-		}
-		r.deleted.add(uid)
-		ctrl.LoggerFrom(ctx).V(1).Info("Deleted", "kind", kindOf(obj), "object", klog.KObj(obj))
-	}
-	return remaining, errors.Join(errs...)
-}
-
-// objectsOf lists the Istio objects of the kinds the controller writes
-// that selector picks (owns still decides which are the APIRule's).
-func (r *Reconciler) objectsOf(ctx context.Context, reader client.Reader, selector client.ListOption) ([]client.Object, error) {
-	var objs []client.Object
-	vs := &networkingv1.VirtualServiceList{}
-	ap := &securityv1.AuthorizationPolicyList{}
-	ra := &securityv1.RequestAuthenticationList{}
-	for _, list := range []client.ObjectList{vs, ap, ra} {
-		if err := reader.List(ctx, list, selector); err != nil {
-			return nil, fmt.Errorf("list the Istio objects of the APIRule: %w", err)
-		}
-	}
-	for _, o := range vs.Items {
-		objs = append(objs, o)
-	}
-	for _, o := range ap.Items {
-		objs = append(objs, o)
-	}
-	for _, o := range ra.Items {
-		objs = append(objs, o)
-	}
-	if r.GatewayAPI {
-		routes := &gatewayapiv1.HTTPRouteList{}
-		if err := reader.List(ctx, routes, selector); err != nil {
-			return nil, fmt.Errorf("list the HTTPRoutes of the APIRule: %w", err)
-		}
-		for i := range routes.Items {
-			objs = append(objs, &routes.Items[i])
-		}
-	}
-	return objs, nil
-}
-
 // finalize lets a deleted APIRule go once its objects are gone.
-func (r *Reconciler) finalize(ctx context.Context, rule *gatewayv1alpha1.APIRule) (ctrl.Result, error) {
+func (r *Reconciler) finalize(ctx context.Context, rule *porticov1alpha1.APIRule) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(rule, Finalizer) {
 		return ctrl.Result{}, nil // it wrote nothing (or owner references remove it)
 	}
@@ -707,22 +505,22 @@ func (r *Reconciler) finalize(ctx context.Context, rule *gatewayv1alpha1.APIRule
 // APIRule's labels (anywhere: another namespace's tenant can write them)
 // are never deleted or waited for, only reported: a tenant cannot hold
 // another's APIRule, and so its hosts, in deletion.
-func (r *Reconciler) release(ctx context.Context, rule *gatewayv1alpha1.APIRule) (ctrl.Result, error) {
-	selector := client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy,
-		translate.LabelAPIRule: rule.Name, translate.LabelAPIRuleNamespace: rule.Namespace}
-	objs, err := r.objectsOf(ctx, r.Reader, selector)
+func (r *Reconciler) release(ctx context.Context, rule *porticov1alpha1.APIRule) (ctrl.Result, error) {
+	selector := client.MatchingLabels{plan.LabelManagedBy: plan.ManagedBy,
+		plan.LabelAPIRule: rule.Name, plan.LabelAPIRuleNamespace: rule.Namespace}
+	objs, err := r.listed().List(ctx, r.Reader, selector)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	r.reportLookAlikes(rule, objs)
-	if _, err := r.deleteObjects(ctx, rule, objs, nil); err != nil {
+	if _, err := r.writer().Delete(ctx, ownership(rule), objs, nil); err != nil {
 		return ctrl.Result{}, err
 	}
 	remaining := ownedAmong(rule, objs)
 	if remaining > 0 {
 		// Deleted just now, or being deleted: gone, unless another's
 		// finalizer holds one.
-		if objs, err = r.objectsOf(ctx, r.Reader, selector); err != nil {
+		if objs, err = r.listed().List(ctx, r.Reader, selector); err != nil {
 			return ctrl.Result{}, err
 		}
 		remaining = ownedAmong(rule, objs)
@@ -735,7 +533,7 @@ func (r *Reconciler) release(ctx context.Context, rule *gatewayv1alpha1.APIRule)
 }
 
 // ownedAmong counts the objects of rule among objs.
-func ownedAmong(rule *gatewayv1alpha1.APIRule, objs []client.Object) int {
+func ownedAmong(rule *porticov1alpha1.APIRule, objs []client.Object) int {
 	n := 0
 	for _, o := range objs {
 		if owns(rule, o) {
@@ -749,7 +547,7 @@ func ownedAmong(rule *gatewayv1alpha1.APIRule, objs []client.Object) int {
 // objs that carry its labels but that the controller did not write for it.
 // The Event counts them and names none: they may be in namespaces the
 // APIRule's owner must not learn of.
-func (r *Reconciler) reportLookAlikes(rule *gatewayv1alpha1.APIRule, objs []client.Object) {
+func (r *Reconciler) reportLookAlikes(rule *porticov1alpha1.APIRule, objs []client.Object) {
 	n := 0
 	for _, o := range objs {
 		if labelledFor(rule, o) && !owns(rule, o) {
@@ -759,11 +557,11 @@ func (r *Reconciler) reportLookAlikes(rule *gatewayv1alpha1.APIRule, objs []clie
 	if n == 0 || r.Recorder == nil {
 		return
 	}
-	r.Recorder.Eventf(rule, nil, corev1.EventTypeWarning, gatewayv1alpha1.EventLookAlikeIgnored, "Release",
+	r.Recorder.Eventf(rule, nil, corev1.EventTypeWarning, porticov1alpha1.EventLookAlikeIgnored, "Release",
 		"%d object(s) carry this APIRule's labels but were not written by Portico for it: they were left alone and are not waited for", n)
 }
 
-func (r *Reconciler) setFinalizer(ctx context.Context, rule *gatewayv1alpha1.APIRule, present bool) error {
+func (r *Reconciler) setFinalizer(ctx context.Context, rule *porticov1alpha1.APIRule, present bool) error {
 	if controllerutil.ContainsFinalizer(rule, Finalizer) == present {
 		return nil
 	}
@@ -783,37 +581,6 @@ func (r *Reconciler) setFinalizer(ctx context.Context, rule *gatewayv1alpha1.API
 		return fmt.Errorf("update the finalizers of the APIRule: %w", err)
 	}
 	rule.Finalizers, rule.ResourceVersion = updated.Finalizers, updated.ResourceVersion
-	return nil
-}
-
-// objectID identifies an object among the APIRule's of every kind.
-func objectID(obj client.Object) string {
-	return kindOf(obj) + " " + obj.GetNamespace() + "/" + obj.GetName()
-}
-
-func kindOf(obj client.Object) string {
-	switch obj.(type) {
-	case *networkingv1.VirtualService:
-		return "VirtualService"
-	case *securityv1.AuthorizationPolicy:
-		return "AuthorizationPolicy"
-	case *securityv1.RequestAuthentication:
-		return "RequestAuthentication"
-	case *gatewayapiv1.HTTPRoute:
-		return "HTTPRoute"
-	}
-	return fmt.Sprintf("%T", obj)
-}
-
-func specOf(obj client.Object) proto.Message {
-	switch o := obj.(type) {
-	case *networkingv1.VirtualService:
-		return &o.Spec
-	case *securityv1.AuthorizationPolicy:
-		return &o.Spec
-	case *securityv1.RequestAuthentication:
-		return &o.Spec
-	}
 	return nil
 }
 
@@ -838,15 +605,15 @@ func appliedMessage(desired []client.Object) string {
 
 // setReady sets the Ready condition; its message is bounded, as a long
 // list of objects or errors would otherwise make the status write fail.
-func setReady(rule *gatewayv1alpha1.APIRule, status metav1.ConditionStatus, reason, msg string) {
+func setReady(rule *porticov1alpha1.APIRule, status metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&rule.Status.Conditions, metav1.Condition{
-		Type: gatewayv1alpha1.ConditionReady, Status: status, Reason: reason, Message: contract.Truncate(msg, contract.MessageMaxLength),
+		Type: porticov1alpha1.ConditionReady, Status: status, Reason: reason, Message: contract.Truncate(msg, contract.MessageMaxLength),
 		ObservedGeneration: rule.Generation,
 	})
 	rule.Status.ObservedGeneration = rule.Generation
 }
 
-func (r *Reconciler) writeStatus(ctx context.Context, before, after *gatewayv1alpha1.APIRule) error {
+func (r *Reconciler) writeStatus(ctx context.Context, before, after *porticov1alpha1.APIRule) error {
 	if equality.Semantic.DeepEqual(before.Status, after.Status) {
 		return nil
 	}
@@ -867,40 +634,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, after *gatewayv1al
 	return nil
 }
 
-// tombstones are the UIDs of objects the controller deleted, for a while.
-type tombstones struct {
-	mu   sync.Mutex
-	uids map[types.UID]time.Time
-}
-
-// tombstoneTTL is how long a deleted object is remembered: far longer than
-// a watch takes to report the deletion.
-const tombstoneTTL = 5 * time.Minute
-
-func (t *tombstones) add(uid types.UID) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := time.Now()
-	if t.uids == nil {
-		t.uids = map[types.UID]time.Time{}
-	}
-	if len(t.uids) >= 1024 {
-		for u, at := range t.uids {
-			if now.Sub(at) > tombstoneTTL {
-				delete(t.uids, u)
-			}
-		}
-	}
-	t.uids[uid] = now
-}
-
-func (t *tombstones) has(uid types.UID) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	at, ok := t.uids[uid]
-	return ok && time.Since(at) <= tombstoneTTL
-}
-
 // retireWriters is how many finalizers Retire removes at once.
 const retireWriters = 32
 
@@ -913,11 +646,11 @@ const retireWriters = 32
 // its next reconcile of each. What it cannot do in time (the process has a
 // few seconds to stop) it reports in one error, with the way to finish.
 func Retire(ctx context.Context, c client.Client) error {
-	var rules gatewayv1alpha1.APIRuleList
+	var rules porticov1alpha1.APIRuleList
 	if err := c.List(ctx, &rules); err != nil {
 		return fmt.Errorf("list APIRules: %w", err)
 	}
-	var held []*gatewayv1alpha1.APIRule
+	var held []*porticov1alpha1.APIRule
 	for i := range rules.Items {
 		if controllerutil.ContainsFinalizer(&rules.Items[i], Finalizer) {
 			held = append(held, &rules.Items[i])
@@ -947,4 +680,43 @@ func Retire(ctx context.Context, c client.Client) error {
 			failed, len(held), Finalizer, firstErr)
 	}
 	return nil
+}
+
+// written is every kind the controller writes for APIRules, in the order
+// they are listed: the one place that names them.
+var written = owned.Table{owned.VirtualServices, owned.AuthorizationPolicies, owned.RequestAuthentications, owned.HTTPRoutes}
+
+// istioKinds are the kinds of written that are Istio's.
+var istioKinds = written[:3]
+
+// listed is the kinds the controller looks for its objects in: HTTPRoutes
+// only while the Gateway API is installed.
+func (r *Reconciler) listed() owned.Table {
+	if r.GatewayAPI {
+		return written
+	}
+	return istioKinds
+}
+
+// writer is the write path of the APIRules' objects: create-first, updates
+// at the resourceVersion whose ownership was checked, deletions with UID
+// preconditions and tombstones, every write counted and seen by the
+// controller's own-write filter.
+func (r *Reconciler) writer() *owned.Writer {
+	r.objectsOnce.Do(func() {
+		r.objects = &owned.Writer{
+			Client: r.Client, Reader: r.Reader, Kinds: written, FieldOwner: FieldManager, Observer: &r.written,
+			Written: func(_ client.Object, kind, operation string) { metrics.Written(controllerName, kind, operation) },
+		}
+	})
+	return r.objects
+}
+
+func kindOf(obj client.Object) string { return written.Name(obj) }
+
+// objectID identifies an object among the APIRule's of every kind.
+func objectID(obj client.Object) string { return written.ID(obj) }
+
+func upToDate(desired, live client.Object) bool {
+	return owned.UpToDate(written.Of(desired), desired, live)
 }

@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/test/testenv"
 )
@@ -43,8 +43,8 @@ var k8sClient client.Client
 // kinds are the apirule controller's types (controllers/apirule/main.go)
 // beyond those testenv.Scheme always has.
 var kinds = []func(*runtime.Scheme) error{
-	discoveryv1.AddToScheme, gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme,
-	gatewayapiv1.Install, gatewayapiv1beta1.Install,
+	discoveryv1.AddToScheme, porticov1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme,
+	gwapiv1.Install, gwapiv1beta1.Install,
 }
 
 func TestMain(m *testing.M) {
@@ -108,14 +108,14 @@ func createServiceIn(t *testing.T, namespace, name string, annotations map[strin
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), svc) })
 }
 
-func createAPIRule(t *testing.T, name, service string, rules ...gatewayv1alpha1.Rule) *gatewayv1alpha1.APIRule {
+func createAPIRule(t *testing.T, name, service string, rules ...porticov1alpha1.Rule) *porticov1alpha1.APIRule {
 	t.Helper()
-	r := &gatewayv1alpha1.APIRule{
+	r := &porticov1alpha1.APIRule{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: gatewayv1alpha1.APIRuleSpec{
-			Hosts:   []gatewayv1alpha1.Hostname{gatewayv1alpha1.Hostname(name + ".example.com")},
+		Spec: porticov1alpha1.APIRuleSpec{
+			Hosts:   []porticov1alpha1.Hostname{porticov1alpha1.Hostname(name + ".example.com")},
 			Gateway: "istio-system/public",
-			Service: &gatewayv1alpha1.ServiceReference{Name: service, Port: 8080},
+			Service: &porticov1alpha1.ServiceReference{Name: service, Port: 8080},
 			Rules:   rules,
 		},
 	}
@@ -124,10 +124,10 @@ func createAPIRule(t *testing.T, name, service string, rules ...gatewayv1alpha1.
 	return r
 }
 
-func updateAPIRule(t *testing.T, name string, mutate func(*gatewayv1alpha1.APIRule)) {
+func updateAPIRule(t *testing.T, name string, mutate func(*porticov1alpha1.APIRule)) {
 	t.Helper()
 	NewWithT(t).Eventually(func() error {
-		r := &gatewayv1alpha1.APIRule{}
+		r := &porticov1alpha1.APIRule{}
 		if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, r); err != nil {
 			return err
 		}
@@ -137,9 +137,9 @@ func updateAPIRule(t *testing.T, name string, mutate func(*gatewayv1alpha1.APIRu
 }
 
 func readyCondition(g Gomega, name string) *metav1.Condition {
-	r := &gatewayv1alpha1.APIRule{}
+	r := &porticov1alpha1.APIRule{}
 	g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, r)).To(Succeed())
-	c := meta.FindStatusCondition(r.Status.Conditions, gatewayv1alpha1.ConditionReady)
+	c := meta.FindStatusCondition(r.Status.Conditions, porticov1alpha1.ConditionReady)
 	g.Expect(c).NotTo(BeNil())
 	g.Expect(c.ObservedGeneration).To(Equal(r.Generation))
 	return c
@@ -164,8 +164,8 @@ func goneIn(namespace, name string, obj client.Object) func() bool {
 }
 
 var (
-	health = gatewayv1alpha1.Rule{Path: "/health", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)}
-	orders = gatewayv1alpha1.Rule{Path: "/orders/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, JWT: &gatewayv1alpha1.JWTAuthentication{
+	health = porticov1alpha1.Rule{Path: "/health", Methods: []porticov1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)}
+	orders = porticov1alpha1.Rule{Path: "/orders/*", Methods: []porticov1alpha1.HTTPMethod{"GET"}, JWT: &porticov1alpha1.JWTAuthentication{
 		Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json", Audiences: []string{"orders"},
 	}}
 )
@@ -192,13 +192,13 @@ func TestAPIRuleLifecycle(t *testing.T) {
 		g.Expect(ap.Spec.Rules[0].From).To(BeEmpty(), "noAuth admits every source")
 		c := readyCondition(g, "orders")
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonApplied))
+		g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonApplied))
 	}, eventually).Should(Succeed())
 	g.Expect(gone("orders", &securityv1.RequestAuthentication{})()).To(BeTrue(), "no JWT rule, no RequestAuthentication")
 
 	t.Run("a JWT rule adds a RequestAuthentication and a principal requirement", func(t *testing.T) {
 		g := NewWithT(t)
-		updateAPIRule(t, "orders", func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules = append(r.Spec.Rules, orders) })
+		updateAPIRule(t, "orders", func(r *porticov1alpha1.APIRule) { r.Spec.Rules = append(r.Spec.Rules, orders) })
 		g.Eventually(func(g Gomega) {
 			ra := &securityv1.RequestAuthentication{}
 			get(g, "orders", ra)
@@ -216,7 +216,7 @@ func TestAPIRuleLifecycle(t *testing.T) {
 
 	t.Run("a changed rule updates the VirtualService", func(t *testing.T) {
 		g := NewWithT(t)
-		updateAPIRule(t, "orders", func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules[0].Path = "/healthz" })
+		updateAPIRule(t, "orders", func(r *porticov1alpha1.APIRule) { r.Spec.Rules[0].Path = "/healthz" })
 		g.Eventually(func(g Gomega) {
 			vs := &networkingv1.VirtualService{}
 			get(g, "orders", vs)
@@ -230,7 +230,7 @@ func TestAPIRuleLifecycle(t *testing.T) {
 
 	t.Run("removing the last JWT rule deletes the RequestAuthentication", func(t *testing.T) {
 		g := NewWithT(t)
-		updateAPIRule(t, "orders", func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules = r.Spec.Rules[:1] })
+		updateAPIRule(t, "orders", func(r *porticov1alpha1.APIRule) { r.Spec.Rules = r.Spec.Rules[:1] })
 		g.Eventually(gone("orders", &securityv1.RequestAuthentication{}), eventually).Should(BeTrue())
 	})
 
@@ -270,7 +270,7 @@ func TestMissingServiceWritesNothing(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		c := readyCondition(g, "ghost")
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonServiceNotFound))
+		g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonServiceNotFound))
 		g.Expect(c.Message).To(ContainSubstring("service shop/ghost not found"))
 	}, eventually).Should(Succeed())
 	g.Expect(gone("ghost", &networkingv1.VirtualService{})()).To(BeTrue())
@@ -288,22 +288,22 @@ func TestMissingGatewayIsReported(t *testing.T) {
 	g := NewWithT(t)
 	createService(t, "lost")
 	r := createAPIRule(t, "lost", "lost", health)
-	updateAPIRule(t, r.Name, func(r *gatewayv1alpha1.APIRule) { r.Spec.Gateway = "istio-system/nowhere" })
+	updateAPIRule(t, r.Name, func(r *porticov1alpha1.APIRule) { r.Spec.Gateway = "istio-system/nowhere" })
 	g.Eventually(func(g Gomega) {
 		c := readyCondition(g, "lost")
-		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonGatewayNotFound))
+		g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonGatewayNotFound))
 		g.Expect(c.Message).To(ContainSubstring("istio-system/nowhere"))
 	}, eventually).Should(Succeed())
 }
 
 func TestInvalidAPIRuleIsRejectedByTheAPIServer(t *testing.T) {
 	g := NewWithT(t)
-	bad := &gatewayv1alpha1.APIRule{
+	bad := &porticov1alpha1.APIRule{
 		ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: ns},
-		Spec: gatewayv1alpha1.APIRuleSpec{
-			Hosts: []gatewayv1alpha1.Hostname{"bad.example.com"}, Gateway: "istio-system/public",
-			Service: &gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080},
-			Rules:   []gatewayv1alpha1.Rule{{Path: "/x", NoAuth: ptr.To(true), JWT: orders.JWT}},
+		Spec: porticov1alpha1.APIRuleSpec{
+			Hosts: []porticov1alpha1.Hostname{"bad.example.com"}, Gateway: "istio-system/public",
+			Service: &porticov1alpha1.ServiceReference{Name: "orders", Port: 8080},
+			Rules:   []porticov1alpha1.Rule{{Path: "/x", NoAuth: ptr.To(true), JWT: orders.JWT}},
 		},
 	}
 	g.Expect(k8sClient.Create(context.Background(), bad)).To(MatchError(ContainSubstring("each rule needs exactly one of noAuth: true, jwt or extAuth")))
@@ -313,9 +313,9 @@ func TestInvalidAPIRuleIsRejectedByTheAPIServer(t *testing.T) {
 // bound, so the status write that carries it cannot fail on its length.
 func TestReadyMessageIsBounded(t *testing.T) {
 	g := NewWithT(t)
-	rule := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
-	setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonApplyFailed, strings.Repeat("create VirtualService x: denied; ", 1000))
-	c := meta.FindStatusCondition(rule.Status.Conditions, gatewayv1alpha1.ConditionReady)
+	rule := &porticov1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+	setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonApplyFailed, strings.Repeat("create VirtualService x: denied; ", 1000))
+	c := meta.FindStatusCondition(rule.Status.Conditions, porticov1alpha1.ConditionReady)
 	g.Expect(c).NotTo(BeNil())
 	g.Expect(len(c.Message)).To(BeNumerically("<=", contract.MessageMaxLength))
 	g.Expect(c.Message).To(HaveSuffix(contract.TruncatedNote))

@@ -12,11 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	"github.com/portico-dev/portico/controllers/apirule/internal/access"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 )
 
 // grantAuthorizers creates the APIGateway with the authorizer grants.
@@ -29,8 +30,8 @@ func grantAuthorizers(t *testing.T, grants ...operatorv1alpha1.ExtAuthProviderGr
 	return gw
 }
 
-func extAuthRule(path, authorizer string) gatewayv1alpha1.Rule {
-	return gatewayv1alpha1.Rule{Path: path, ExtAuth: &gatewayv1alpha1.ExtAuth{Authorizers: []string{authorizer}}}
+func extAuthRule(path, authorizer string) porticov1alpha1.Rule {
+	return porticov1alpha1.Rule{Path: path, ExtAuth: &porticov1alpha1.ExtAuth{Authorizers: []string{authorizer}}}
 }
 
 // An extAuth rule writes a CUSTOM policy for its granted authorizer, in
@@ -49,7 +50,7 @@ func TestExtAuthNeedsAGrant(t *testing.T) {
 	g := NewWithT(t)
 	g.Eventually(func(g Gomega) { answer(g, "ext-route", metav1.ConditionTrue, "Accepted") }, eventually).Should(Succeed())
 	for _, name := range []string{"ext", "ext-route"} {
-		expectReason(t, ns, name, gatewayv1alpha1.ReasonApplied)
+		expectReason(t, ns, name, porticov1alpha1.ReasonApplied)
 		custom := &securityv1.AuthorizationPolicy{}
 		get(g, name+"-extauth", custom)
 		g.Expect(custom.Spec.Action).To(Equal(securityv1beta1.AuthorizationPolicy_CUSTOM))
@@ -59,7 +60,7 @@ func TestExtAuthNeedsAGrant(t *testing.T) {
 
 	t.Run("an authorizer granted to another namespace is refused, nothing written", func(t *testing.T) {
 		createAPIRule(t, "ext-borrowed", "ext", extAuthRule("/reports", "team-b-authz"))
-		c := expectReason(t, ns, "ext-borrowed", gatewayv1alpha1.ReasonAuthorizerNotPermitted)
+		c := expectReason(t, ns, "ext-borrowed", porticov1alpha1.ReasonAuthorizerNotPermitted)
 		NewWithT(t).Expect(c.Message).To(ContainSubstring("external authorizer team-b-authz is not granted to namespace " + ns))
 		NewWithT(t).Expect(gone("ext-borrowed", &networkingv1.VirtualService{})()).To(BeTrue())
 		NewWithT(t).Expect(gone("ext-borrowed-extauth", &securityv1.AuthorizationPolicy{})()).To(BeTrue())
@@ -67,8 +68,8 @@ func TestExtAuthNeedsAGrant(t *testing.T) {
 	})
 
 	t.Run("another APIRule on the same pods without the authorizer is an AccessConflict", func(t *testing.T) {
-		createAPIRule(t, "ext-bypass", "ext", gatewayv1alpha1.Rule{Path: "/orders/admin", NoAuth: ptr.To(true)})
-		c := expectReason(t, ns, "ext-bypass", gatewayv1alpha1.ReasonAccessConflict)
+		createAPIRule(t, "ext-bypass", "ext", porticov1alpha1.Rule{Path: "/orders/admin", NoAuth: ptr.To(true)})
+		c := expectReason(t, ns, "ext-bypass", porticov1alpha1.ReasonAccessConflict)
 		NewWithT(t).Expect(c.Message).To(ContainSubstring("to authorizer ext-authz"))
 		NewWithT(t).Expect(gone("ext-bypass", &securityv1.AuthorizationPolicy{})()).To(BeTrue())
 	})
@@ -84,12 +85,12 @@ func TestExtAuthNeedsAGrant(t *testing.T) {
 			return k8sClient.Update(ctx, live)
 		}, eventually).Should(Succeed())
 		for _, name := range []string{"ext", "ext-route"} {
-			expectReason(t, ns, name, gatewayv1alpha1.ReasonAuthorizerNotPermitted)
+			expectReason(t, ns, name, porticov1alpha1.ReasonAuthorizerNotPermitted)
 			g.Eventually(gone(name+"-extauth", &securityv1.AuthorizationPolicy{}), eventually).Should(BeTrue())
 			g.Eventually(gone(name, &securityv1.AuthorizationPolicy{}), eventually).Should(BeTrue())
 		}
 		g.Eventually(gone("ext", &networkingv1.VirtualService{}), eventually).Should(BeTrue())
-		g.Eventually(gone("ext-route", &gatewayapiv1.HTTPRoute{}), eventually).Should(BeTrue())
+		g.Eventually(gone("ext-route", &gwapiv1.HTTPRoute{}), eventually).Should(BeTrue())
 	})
 }
 
@@ -99,14 +100,14 @@ func TestExtAuthPolicyIsPruned(t *testing.T) {
 	createService(t, "ext-prune")
 	grantAuthorizers(t, operatorv1alpha1.ExtAuthProviderGrant{Name: "ext-authz", Namespaces: []string{"*"}})
 	createAPIRule(t, "ext-prune", "ext-prune", extAuthRule("/orders/*", "ext-authz"))
-	expectReason(t, ns, "ext-prune", gatewayv1alpha1.ReasonApplied)
+	expectReason(t, ns, "ext-prune", porticov1alpha1.ReasonApplied)
 	g := NewWithT(t)
 	get(g, "ext-prune-extauth", &securityv1.AuthorizationPolicy{})
-	updateAPIRule(t, "ext-prune", func(r *gatewayv1alpha1.APIRule) {
+	updateAPIRule(t, "ext-prune", func(r *porticov1alpha1.APIRule) {
 		r.Spec.Rules[0].ExtAuth, r.Spec.Rules[0].NoAuth = nil, ptr.To(true)
 	})
 	g.Eventually(gone("ext-prune-extauth", &securityv1.AuthorizationPolicy{}), eventually).Should(BeTrue())
-	expectReason(t, ns, "ext-prune", gatewayv1alpha1.ReasonApplied)
+	expectReason(t, ns, "ext-prune", porticov1alpha1.ReasonApplied)
 }
 
 // accessSets pairs each ALLOW policy with the CUSTOM policy named after it,
@@ -114,7 +115,7 @@ func TestExtAuthPolicyIsPruned(t *testing.T) {
 func TestAccessSets(t *testing.T) {
 	policy := func(apirule, name string, action securityv1beta1.AuthorizationPolicy_Action) *securityv1.AuthorizationPolicy {
 		ap := &securityv1.AuthorizationPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			Labels: map[string]string{translate.LabelAPIRule: apirule, translate.LabelAPIRuleNamespace: ns}}}
+			Labels: map[string]string{plan.LabelAPIRule: apirule, plan.LabelAPIRuleNamespace: ns}}}
 		ap.Spec.Action = action
 		ap.Spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: map[string]string{"app": "orders"}}
 		return ap
@@ -127,9 +128,9 @@ func TestAccessSets(t *testing.T) {
 	stray := policy("b", "a-extauth", custom) // b's, though named like a's
 	got := accessSets([]*securityv1.AuthorizationPolicy{aCustom, a, aAdmin, b, stray})
 	NewWithT(t).Expect(got).To(ConsistOf(
-		translate.Access{Allow: a, Custom: aCustom},
-		translate.Access{Allow: aAdmin},
-		translate.Access{Allow: b},
-		translate.Access{Custom: stray},
+		access.Access{Allow: a, Custom: aCustom},
+		access.Access{Allow: aAdmin},
+		access.Access{Allow: b},
+		access.Access{Custom: stray},
 	))
 }

@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 )
 
@@ -71,11 +71,11 @@ func TestHostOnDomain(t *testing.T) {
 func TestGatewayOf(t *testing.T) {
 	enabled := &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Domain: "example.com"}}
 	tests := map[string]struct {
-		rule                *gatewayv1alpha1.APIRule
+		rule                *porticov1alpha1.APIRule
 		spec                *operatorv1alpha1.APIGatewaySpec
 		status              operatorv1alpha1.APIGatewayStatus
 		wantGateway, reason string
-		wantParent          *gatewayv1alpha1.ParentReference
+		wantParent          *porticov1alpha1.ParentReference
 		wantMessageContains []string
 	}{
 		"a named gateway, whatever the APIGateway": {
@@ -85,15 +85,15 @@ func TestGatewayOf(t *testing.T) {
 			rule: rule("istio-system/public", "api.example.org"), wantGateway: "istio-system/public",
 		},
 		"no gateway, no APIGateway": {
-			rule: rule("", "api.example.com"), reason: gatewayv1alpha1.ReasonNoDefaultGateway,
+			rule: rule("", "api.example.com"), reason: porticov1alpha1.ReasonNoDefaultGateway,
 		},
 		"no gateway, no default gateway": {
-			rule: rule("", "api.example.com"), spec: &operatorv1alpha1.APIGatewaySpec{}, reason: gatewayv1alpha1.ReasonNoDefaultGateway,
+			rule: rule("", "api.example.com"), spec: &operatorv1alpha1.APIGatewaySpec{}, reason: porticov1alpha1.ReasonNoDefaultGateway,
 		},
 		"no gateway, the default gateway disabled": {
 			rule:   rule("", "api.example.com"),
 			spec:   &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Enabled: ptr.To(false), Domain: "example.com"}},
-			reason: gatewayv1alpha1.ReasonNoDefaultGateway,
+			reason: porticov1alpha1.ReasonNoDefaultGateway,
 		},
 		"the default gateway": {
 			rule: rule("", "api.example.com", "web.example.com"), spec: enabled, wantGateway: "istio-system/portico-gateway",
@@ -104,21 +104,21 @@ func TestGatewayOf(t *testing.T) {
 			wantGateway: "ingress/portico-gateway",
 		},
 		"a host outside the domain": {
-			rule: rule("", "api.example.com", "api.example.org"), spec: enabled, reason: gatewayv1alpha1.ReasonHostNotOnGateway,
+			rule: rule("", "api.example.com", "api.example.org"), spec: enabled, reason: porticov1alpha1.ReasonHostNotOnGateway,
 			wantMessageContains: []string{"api.example.org", "example.com", "istio-system/portico-gateway"},
 		},
 		"a host two labels down": {
-			rule: rule("", "a.b.example.com"), spec: enabled, reason: gatewayv1alpha1.ReasonHostNotOnGateway,
+			rule: rule("", "a.b.example.com"), spec: enabled, reason: porticov1alpha1.ReasonHostNotOnGateway,
 			wantMessageContains: []string{"a.b.example.com"},
 		},
 		"the domain itself": {
-			rule: rule("", "example.com"), spec: enabled, reason: gatewayv1alpha1.ReasonHostNotOnGateway,
+			rule: rule("", "example.com"), spec: enabled, reason: porticov1alpha1.ReasonHostNotOnGateway,
 		},
 		"a wildcard": {
-			rule: rule("", "*.example.com"), spec: enabled, reason: gatewayv1alpha1.ReasonHostNotOnGateway,
+			rule: rule("", "*.example.com"), spec: enabled, reason: porticov1alpha1.ReasonHostNotOnGateway,
 		},
 		"naming the default gateway explicitly, a host outside its domain": {
-			rule: rule("istio-system/portico-gateway", "api.example.org"), spec: enabled, reason: gatewayv1alpha1.ReasonHostNotOnGateway,
+			rule: rule("istio-system/portico-gateway", "api.example.org"), spec: enabled, reason: porticov1alpha1.ReasonHostNotOnGateway,
 		},
 		"naming the default gateway explicitly, a name under its domain": {
 			rule: rule("istio-system/portico-gateway", "api.example.com"), spec: enabled, wantGateway: "istio-system/portico-gateway",
@@ -135,12 +135,12 @@ func TestGatewayOf(t *testing.T) {
 		"the default gateway as a Gateway API Gateway: HTTPRoute mode on its https listener": {
 			rule:       rule("", "api.example.com"),
 			spec:       &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Domain: "example.com", GatewayAPI: &operatorv1alpha1.DefaultGatewayAPI{}}},
-			wantParent: &gatewayv1alpha1.ParentReference{Group: gatewayv1alpha1.GatewayAPIGroup, Kind: "Gateway", Namespace: "istio-system", Name: "portico-gateway", SectionName: "https"},
+			wantParent: &porticov1alpha1.ParentReference{Group: porticov1alpha1.GatewayAPIGroup, Kind: "Gateway", Namespace: "istio-system", Name: "portico-gateway", SectionName: "https"},
 		},
 		"the Gateway API default gateway still bounds the hosts": {
 			rule:   rule("", "api.example.org"),
 			spec:   &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Domain: "example.com", GatewayAPI: &operatorv1alpha1.DefaultGatewayAPI{}}},
-			reason: gatewayv1alpha1.ReasonHostNotOnGateway,
+			reason: porticov1alpha1.ReasonHostNotOnGateway,
 		},
 		"a disabled Gateway API default gateway kept while in use": {
 			rule: rule("", "api.example.com"),
@@ -149,13 +149,13 @@ func TestGatewayOf(t *testing.T) {
 				State: operatorv1alpha1.GatewayWarning, Reason: operatorv1alpha1.ReasonGatewayInUse, GatewayAPI: true,
 				Gateway: "ingress/portico-gateway", Hosts: []string{"*.example.com"},
 			}},
-			wantParent: &gatewayv1alpha1.ParentReference{Group: gatewayv1alpha1.GatewayAPIGroup, Kind: "Gateway", Namespace: "ingress", Name: "portico-gateway", SectionName: "https"},
+			wantParent: &porticov1alpha1.ParentReference{Group: porticov1alpha1.GatewayAPIGroup, Kind: "Gateway", Namespace: "ingress", Name: "portico-gateway", SectionName: "https"},
 		},
 		"disabled and removed": {
 			rule:   rule("", "api.example.com"),
 			spec:   &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Enabled: ptr.To(false), Domain: "example.com"}},
 			status: operatorv1alpha1.APIGatewayStatus{Gateway: &operatorv1alpha1.GatewayStatus{State: operatorv1alpha1.GatewayDisabled}},
-			reason: gatewayv1alpha1.ReasonNoDefaultGateway,
+			reason: porticov1alpha1.ReasonNoDefaultGateway,
 		},
 	}
 	for name, tc := range tests {
@@ -182,14 +182,14 @@ func TestGatewayOf(t *testing.T) {
 }
 
 // defaultGatewayRule creates an APIRule that names no gateway.
-func defaultGatewayRule(t *testing.T, name, service string, hosts ...gatewayv1alpha1.Hostname) {
+func defaultGatewayRule(t *testing.T, name, service string, hosts ...porticov1alpha1.Hostname) {
 	t.Helper()
-	r := &gatewayv1alpha1.APIRule{
+	r := &porticov1alpha1.APIRule{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: gatewayv1alpha1.APIRuleSpec{
+		Spec: porticov1alpha1.APIRuleSpec{
 			Hosts:   hosts,
-			Service: &gatewayv1alpha1.ServiceReference{Name: service, Port: 8080},
-			Rules:   []gatewayv1alpha1.Rule{health},
+			Service: &porticov1alpha1.ServiceReference{Name: service, Port: 8080},
+			Rules:   []porticov1alpha1.Rule{health},
 		},
 	}
 	NewWithT(t).Expect(k8sClient.Create(context.Background(), r)).To(Succeed())
@@ -228,19 +228,19 @@ func TestAPIRulesWithoutGatewayUseTheDefaultGateway(t *testing.T) {
 	createService(t, "dflt")
 	defaultGatewayRule(t, "dflt", "dflt", "dflt.example.com")
 
-	c := expectReason(t, ns, "dflt", gatewayv1alpha1.ReasonNoDefaultGateway)
+	c := expectReason(t, ns, "dflt", porticov1alpha1.ReasonNoDefaultGateway)
 	g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(gone("dflt", &networkingv1.VirtualService{})()).To(BeTrue())
 
 	t.Run("an APIGateway without a default gateway is no help", func(t *testing.T) {
 		setDefaultGateway(t, nil)
-		expectReason(t, ns, "dflt", gatewayv1alpha1.ReasonNoDefaultGateway)
+		expectReason(t, ns, "dflt", porticov1alpha1.ReasonNoDefaultGateway)
 	})
 
 	t.Run("the default gateway is used once its Gateway exists", func(t *testing.T) {
 		g := NewWithT(t)
 		setDefaultGateway(t, &operatorv1alpha1.GatewaySpec{Domain: "example.com"})
-		c := expectReason(t, ns, "dflt", gatewayv1alpha1.ReasonGatewayNotFound)
+		c := expectReason(t, ns, "dflt", porticov1alpha1.ReasonGatewayNotFound)
 		g.Expect(c.Message).To(ContainSubstring("istio-system/portico-gateway"))
 
 		// As the gateway controller would, after the APIRule.
@@ -253,7 +253,7 @@ func TestAPIRulesWithoutGatewayUseTheDefaultGateway(t *testing.T) {
 		}
 		g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
 		outer.Cleanup(func() { _ = k8sClient.Delete(ctx, gw) }) // the next subtests use it
-		expectReason(t, ns, "dflt", gatewayv1alpha1.ReasonApplied)
+		expectReason(t, ns, "dflt", porticov1alpha1.ReasonApplied)
 		vs := &networkingv1.VirtualService{}
 		get(g, "dflt", vs)
 		g.Expect(vs.Spec.Gateways).To(Equal([]string{"istio-system/portico-gateway"}))
@@ -264,16 +264,16 @@ func TestAPIRulesWithoutGatewayUseTheDefaultGateway(t *testing.T) {
 		g := NewWithT(t)
 		createService(t, "dflt-out")
 		defaultGatewayRule(t, "dflt-out", "dflt-out", "dflt-out.example.com", "dflt-out.example.org")
-		c := expectReason(t, ns, "dflt-out", gatewayv1alpha1.ReasonHostNotOnGateway)
+		c := expectReason(t, ns, "dflt-out", porticov1alpha1.ReasonHostNotOnGateway)
 		g.Expect(c.Message).To(ContainSubstring("dflt-out.example.org"))
 		g.Expect(c.Message).To(ContainSubstring("example.com"))
 		g.Expect(gone("dflt-out", &networkingv1.VirtualService{})()).To(BeTrue())
-		expectReason(t, ns, "dflt", gatewayv1alpha1.ReasonApplied)
+		expectReason(t, ns, "dflt", porticov1alpha1.ReasonApplied)
 	})
 
 	t.Run("disabling the default gateway withdraws its APIRules", func(t *testing.T) {
 		setDefaultGateway(t, &operatorv1alpha1.GatewaySpec{Enabled: ptr.To(false), Domain: "example.com"})
-		expectReason(t, ns, "dflt", gatewayv1alpha1.ReasonNoDefaultGateway)
+		expectReason(t, ns, "dflt", porticov1alpha1.ReasonNoDefaultGateway)
 		NewWithT(t).Eventually(gone("dflt", &networkingv1.VirtualService{}), eventually).Should(BeTrue())
 	})
 }
@@ -284,7 +284,7 @@ func TestAPIRulesWithoutGatewayUseTheDefaultGateway(t *testing.T) {
 func TestReservedHost(t *testing.T) {
 	enabled := &operatorv1alpha1.APIGatewaySpec{Gateway: &operatorv1alpha1.GatewaySpec{Domain: "example.com"}}
 	for name, tc := range map[string]struct {
-		rule *gatewayv1alpha1.APIRule
+		rule *porticov1alpha1.APIRule
 		spec *operatorv1alpha1.APIGatewaySpec
 		want string
 	}{
@@ -307,6 +307,6 @@ func TestReservedHost(t *testing.T) {
 }
 
 // rule is an APIRule on a gateway with hosts.
-func rule(gateway string, hosts ...gatewayv1alpha1.Hostname) *gatewayv1alpha1.APIRule {
-	return &gatewayv1alpha1.APIRule{Spec: gatewayv1alpha1.APIRuleSpec{Gateway: gateway, Hosts: hosts}}
+func rule(gateway string, hosts ...porticov1alpha1.Hostname) *porticov1alpha1.APIRule {
+	return &porticov1alpha1.APIRule{Spec: porticov1alpha1.APIRuleSpec{Gateway: gateway, Hosts: hosts}}
 }

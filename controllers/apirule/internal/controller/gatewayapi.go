@@ -9,10 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 // consents reports whether the Service of another namespace than the
@@ -22,9 +22,9 @@ import (
 // as the Gateway would not route without the grant). how says what
 // consent would take. A Service that does not exist never consents; an
 // error reading it is left to the caller.
-func (r *Reconciler) consents(ctx context.Context, rule *gatewayv1alpha1.APIRule, parent *gatewayv1alpha1.ParentReference, svc *corev1.Service, err error) (bool, string, error) {
+func (r *Reconciler) consents(ctx context.Context, rule *porticov1alpha1.APIRule, parent *porticov1alpha1.ParentReference, svc *corev1.Service, err error) (bool, string, error) {
 	ns, name := svc.Namespace, svc.Name
-	how := fmt.Sprintf("its annotation %s must list %s, or be \"*\"", gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces, rule.Namespace)
+	how := fmt.Sprintf("its annotation %s must list %s, or be \"*\"", porticov1alpha1.AnnotationAllowedAPIRuleNamespaces, rule.Namespace)
 	if parent != nil {
 		how = fmt.Sprintf("in HTTPRoute mode a ReferenceGrant of the Service's namespace must allow HTTPRoutes of namespace %s to reach it", rule.Namespace)
 	}
@@ -37,7 +37,7 @@ func (r *Reconciler) consents(ctx context.Context, rule *gatewayv1alpha1.APIRule
 	if parent == nil {
 		return permits(svc, rule.Namespace), how, nil
 	}
-	var grants gatewayapiv1beta1.ReferenceGrantList
+	var grants gwapiv1beta1.ReferenceGrantList
 	if err := r.Client.List(ctx, &grants, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return false, how, fmt.Errorf("list the ReferenceGrants of namespace %s: %w", ns, err)
 	}
@@ -48,12 +48,12 @@ func (r *Reconciler) consents(ctx context.Context, rule *gatewayv1alpha1.APIRule
 // namespace) lets HTTPRoutes of namespace from refer to the Service named
 // service: a from entry for HTTPRoutes of that namespace and a to entry for
 // core Services, of that name or of any name.
-func referenceGranted(grants []gatewayapiv1beta1.ReferenceGrant, from, service string) bool {
+func referenceGranted(grants []gwapiv1beta1.ReferenceGrant, from, service string) bool {
 	for i := range grants {
 		g := &grants[i].Spec
 		fromOK, toOK := false, false
 		for _, f := range g.From {
-			fromOK = fromOK || (f.Group == gatewayapiv1.GroupName && f.Kind == "HTTPRoute" && string(f.Namespace) == from)
+			fromOK = fromOK || (f.Group == gwapiv1.GroupName && f.Kind == "HTTPRoute" && string(f.Namespace) == from)
 		}
 		for _, t := range g.To {
 			toOK = toOK || (t.Group == "" && t.Kind == "Service" && (t.Name == nil || string(*t.Name) == service))
@@ -67,14 +67,14 @@ func referenceGranted(grants []gatewayapiv1beta1.ReferenceGrant, from, service s
 
 // checkParent returns GatewayNotFound when the Gateway API Gateway the
 // APIRule names does not exist (when its CRD is there to say so).
-func (r *Reconciler) checkParent(ctx context.Context, parent *gatewayv1alpha1.ParentReference) (string, string) {
+func (r *Reconciler) checkParent(ctx context.Context, parent *porticov1alpha1.ParentReference) (string, string) {
 	if !r.CheckGatewayAPIGateways {
 		return "", ""
 	}
 	gw := &metav1.PartialObjectMetadata{}
-	gw.SetGroupVersionKind(schema.GroupVersionKind{Group: gatewayapiv1.GroupName, Version: "v1", Kind: "Gateway"})
+	gw.SetGroupVersionKind(schema.GroupVersionKind{Group: gwapiv1.GroupName, Version: "v1", Kind: "Gateway"})
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: parent.Namespace, Name: parent.Name}, gw); apierrors.IsNotFound(err) {
-		return gatewayv1alpha1.ReasonGatewayNotFound, fmt.Sprintf(
+		return porticov1alpha1.ReasonGatewayNotFound, fmt.Sprintf(
 			"Gateway API Gateway %s/%s not found; the objects were left unchanged", parent.Namespace, parent.Name)
 	}
 	return "", ""

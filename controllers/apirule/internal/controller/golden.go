@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
 )
@@ -23,8 +23,8 @@ import (
 // resolves an APIRule that names no gateway. It reads nothing and runs the
 // functions Reconcile runs, so it cannot drift from what the controller
 // writes.
-func Golden(rule *gatewayv1alpha1.APIRule, apiGateway *operatorv1alpha1.APIGateway,
-	selectors map[types.NamespacedName]map[string]string) ([]client.Object, []gatewayv1alpha1.APIRuleStatus, error) {
+func Golden(rule *porticov1alpha1.APIRule, apiGateway *operatorv1alpha1.APIGateway,
+	selectors map[types.NamespacedName]map[string]string) ([]client.Object, []porticov1alpha1.APIRuleStatus, error) {
 	gateway, parent, reason, msg := gatewayOf(rule, apiGateway)
 	if reason != "" {
 		return nil, nil, fmt.Errorf("%s: %s", reason, msg)
@@ -34,18 +34,18 @@ func Golden(rule *gatewayv1alpha1.APIRule, apiGateway *operatorv1alpha1.APIGatew
 		return nil, nil, err
 	}
 	desired := desiredObjects(out)
-	status := func(ready metav1.ConditionStatus, reason, msg string) gatewayv1alpha1.APIRuleStatus {
+	status := func(ready metav1.ConditionStatus, reason, msg string) porticov1alpha1.APIRuleStatus {
 		r := rule.DeepCopy()
 		setReady(r, ready, reason, msg)
 		// As setHostShared leaves it after the Ready condition.
 		if parent != nil {
 			meta.SetStatusCondition(&r.Status.Conditions, noForeignRoute(r))
 		} else {
-			meta.RemoveStatusCondition(&r.Status.Conditions, gatewayv1alpha1.ConditionHostShared)
+			meta.RemoveStatusCondition(&r.Status.Conditions, porticov1alpha1.ConditionHostShared)
 		}
 		return r.Status
 	}
 	// In HTTPRoute mode the first status waits for the Gateway's answer
 	// (routeAnswerWait), so it is the final one too.
-	return desired, []gatewayv1alpha1.APIRuleStatus{status(metav1.ConditionTrue, gatewayv1alpha1.ReasonApplied, appliedMessage(desired))}, nil
+	return desired, []porticov1alpha1.APIRuleStatus{status(metav1.ConditionTrue, porticov1alpha1.ReasonApplied, appliedMessage(desired))}, nil
 }

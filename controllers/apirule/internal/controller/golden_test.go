@@ -8,9 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 // TestGoldenIsWhatTheControllerWrites: once an APIRule is Ready, its live
@@ -33,7 +33,7 @@ func TestGoldenIsWhatTheControllerWrites(t *testing.T) {
 	}, eventually).Should(Succeed())
 
 	for _, name := range []string{"golden", "golden-route"} {
-		rule := &gatewayv1alpha1.APIRule{}
+		rule := &porticov1alpha1.APIRule{}
 		get(g, name, rule)
 		objs, statuses, err := Golden(rule, nil, selectors)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -51,12 +51,12 @@ func TestGoldenIsWhatTheControllerWrites(t *testing.T) {
 	}
 	// Neither mode wrote the other's route.
 	g.Expect(gone("golden-route", &networkingv1.VirtualService{})()).To(BeTrue())
-	g.Expect(gone("golden", &gatewayapiv1.HTTPRoute{})()).To(BeTrue())
+	g.Expect(gone("golden", &gwapiv1.HTTPRoute{})()).To(BeTrue())
 }
 
 // withoutTimes drops the conditions' transition times, which no two
 // writers share.
-func withoutTimes(s gatewayv1alpha1.APIRuleStatus) gatewayv1alpha1.APIRuleStatus {
+func withoutTimes(s porticov1alpha1.APIRuleStatus) porticov1alpha1.APIRuleStatus {
 	s = *s.DeepCopy()
 	for i := range s.Conditions {
 		s.Conditions[i].LastTransitionTime = metav1.Time{}

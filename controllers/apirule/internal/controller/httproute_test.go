@@ -14,11 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 	"sigs.k8s.io/yaml"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 )
 
@@ -37,7 +37,7 @@ func TestGoldenObjectsAreAdmitted(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			var golden struct {
 				VirtualService *networkingv1.VirtualService
-				HTTPRoute      *gatewayapiv1.HTTPRoute
+				HTTPRoute      *gwapiv1.HTTPRoute
 				Workloads      []struct {
 					AuthorizationPolicy   *securityv1.AuthorizationPolicy
 					RequestAuthentication *securityv1.RequestAuthentication
@@ -72,24 +72,24 @@ func TestGoldenObjectsAreAdmitted(t *testing.T) {
 
 func createGatewayAPIGateway(t *testing.T, name string) {
 	t.Helper()
-	gw := &gatewayapiv1.Gateway{
+	gw := &gwapiv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: gatewayapiv1.GatewaySpec{GatewayClassName: "e2e", Listeners: []gatewayapiv1.Listener{{
-			Name: "http", Port: 80, Protocol: gatewayapiv1.HTTPProtocolType,
+		Spec: gwapiv1.GatewaySpec{GatewayClassName: "e2e", Listeners: []gwapiv1.Listener{{
+			Name: "http", Port: 80, Protocol: gwapiv1.HTTPProtocolType,
 		}}},
 	}
 	NewWithT(t).Expect(k8sClient.Create(context.Background(), gw)).To(Succeed())
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), gw) })
 }
 
-func createRouteAPIRule(t *testing.T, name, service, gateway string, rules ...gatewayv1alpha1.Rule) {
+func createRouteAPIRule(t *testing.T, name, service, gateway string, rules ...porticov1alpha1.Rule) {
 	t.Helper()
-	r := &gatewayv1alpha1.APIRule{
+	r := &porticov1alpha1.APIRule{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: gatewayv1alpha1.APIRuleSpec{
-			Hosts:     []gatewayv1alpha1.Hostname{gatewayv1alpha1.Hostname(name + ".example.com")},
-			ParentRef: &gatewayv1alpha1.ParentReference{Name: gateway},
-			Service:   &gatewayv1alpha1.ServiceReference{Name: service, Port: 8080},
+		Spec: porticov1alpha1.APIRuleSpec{
+			Hosts:     []porticov1alpha1.Hostname{porticov1alpha1.Hostname(name + ".example.com")},
+			ParentRef: &porticov1alpha1.ParentReference{Name: gateway},
+			Service:   &porticov1alpha1.ServiceReference{Name: service, Port: 8080},
 			Rules:     rules,
 		},
 	}
@@ -100,12 +100,12 @@ func createRouteAPIRule(t *testing.T, name, service, gateway string, rules ...ga
 // answer writes the route status a Gateway's controller would: one parent
 // entry for the route's parentRef with Accepted and ResolvedRefs.
 func answer(g Gomega, name string, accepted metav1.ConditionStatus, reason string) {
-	route := &gatewayapiv1.HTTPRoute{}
+	route := &gwapiv1.HTTPRoute{}
 	get(g, name, route)
 	cond := func(t string, s metav1.ConditionStatus, reason string) metav1.Condition {
 		return metav1.Condition{Type: t, Status: s, Reason: reason, Message: "by the test's gateway", ObservedGeneration: route.Generation, LastTransitionTime: metav1.Now()}
 	}
-	route.Status.Parents = []gatewayapiv1.RouteParentStatus{{
+	route.Status.Parents = []gwapiv1.RouteParentStatus{{
 		ParentRef: route.Spec.ParentRefs[0], ControllerName: "example.com/test-gateway",
 		Conditions: []metav1.Condition{cond("Accepted", accepted, reason), cond("ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs")},
 	}}
@@ -121,14 +121,14 @@ func TestHTTPRouteMode(t *testing.T) {
 	// The route and the access policy are written; no VirtualService. The
 	// APIRule waits for the Gateway's answer.
 	g.Eventually(func(g Gomega) {
-		route := &gatewayapiv1.HTTPRoute{}
+		route := &gwapiv1.HTTPRoute{}
 		get(g, "catalog", route)
-		g.Expect(route.Spec.Hostnames).To(ConsistOf(gatewayapiv1.Hostname("catalog.example.com")))
+		g.Expect(route.Spec.Hostnames).To(ConsistOf(gwapiv1.Hostname("catalog.example.com")))
 		g.Expect(route.Spec.ParentRefs).To(HaveLen(1))
 		g.Expect(string(route.Spec.ParentRefs[0].Name)).To(Equal("edge"))
 		get(g, "catalog", &securityv1.AuthorizationPolicy{})
 		c := readyCondition(g, "catalog")
-		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonRoutePending), c.Message)
+		g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonRoutePending), c.Message)
 	}, eventually).Should(Succeed())
 	g.Expect(gone("catalog", &networkingv1.VirtualService{})()).To(BeTrue())
 
@@ -144,7 +144,7 @@ func TestHTTPRouteMode(t *testing.T) {
 	answer(g, "catalog", metav1.ConditionFalse, "NotAllowedByListeners")
 	g.Eventually(func(g Gomega) {
 		c := readyCondition(g, "catalog")
-		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonRouteNotAccepted))
+		g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonRouteNotAccepted))
 		g.Expect(c.Message).To(And(ContainSubstring("shop/edge"), ContainSubstring("NotAllowedByListeners"), ContainSubstring("example.com/test-gateway")))
 	}, eventually).Should(Succeed())
 
@@ -152,24 +152,24 @@ func TestHTTPRouteMode(t *testing.T) {
 	// answers for the new generation.
 	answer(g, "catalog", metav1.ConditionTrue, "Accepted")
 	g.Eventually(func(g Gomega) { g.Expect(readyCondition(g, "catalog").Status).To(Equal(metav1.ConditionTrue)) }, eventually).Should(Succeed())
-	updateAPIRule(t, "catalog", func(r *gatewayv1alpha1.APIRule) { r.Spec.Timeout = &metav1.Duration{Duration: 3e9} })
+	updateAPIRule(t, "catalog", func(r *porticov1alpha1.APIRule) { r.Spec.Timeout = &metav1.Duration{Duration: 3e9} })
 	g.Eventually(func(g Gomega) {
-		route := &gatewayapiv1.HTTPRoute{}
+		route := &gwapiv1.HTTPRoute{}
 		get(g, "catalog", route)
 		g.Expect(route.Spec.Rules[0].Timeouts).NotTo(BeNil())
-		g.Expect(readyCondition(g, "catalog").Reason).To(Equal(gatewayv1alpha1.ReasonRoutePending))
+		g.Expect(readyCondition(g, "catalog").Reason).To(Equal(porticov1alpha1.ReasonRoutePending))
 	}, eventually).Should(Succeed())
-	route := &gatewayapiv1.HTTPRoute{}
+	route := &gwapiv1.HTTPRoute{}
 	get(g, "catalog", route)
 	generation := route.Generation
 
 	// Back to an Istio Gateway: the HTTPRoute goes, the VirtualService comes.
-	updateAPIRule(t, "catalog", func(r *gatewayv1alpha1.APIRule) {
+	updateAPIRule(t, "catalog", func(r *porticov1alpha1.APIRule) {
 		r.Spec.ParentRef, r.Spec.Gateway = nil, "istio-system/public"
 	})
 	g.Eventually(func(g Gomega) {
 		get(g, "catalog", &networkingv1.VirtualService{})
-		g.Expect(gone("catalog", &gatewayapiv1.HTTPRoute{})()).To(BeTrue())
+		g.Expect(gone("catalog", &gwapiv1.HTTPRoute{})()).To(BeTrue())
 		g.Expect(readyCondition(g, "catalog").Status).To(Equal(metav1.ConditionTrue))
 	}, eventually).Should(Succeed())
 	g.Expect(generation).To(Equal(int64(2)), "one spec update for one APIRule change: the controller writes the route as the API server keeps it")
@@ -181,12 +181,12 @@ func TestHTTPRouteModeGatewayNotFound(t *testing.T) {
 	createRouteAPIRule(t, "basket", "basket", "nowhere", health)
 	g.Eventually(func(g Gomega) {
 		c := readyCondition(g, "basket")
-		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonGatewayNotFound))
+		g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonGatewayNotFound))
 		g.Expect(c.Message).To(ContainSubstring("Gateway API Gateway shop/nowhere"))
 	}, eventually).Should(Succeed())
 	createGatewayAPIGateway(t, "nowhere")
 	g.Eventually(func(g Gomega) {
-		g.Expect(readyCondition(g, "basket").Reason).To(Equal(gatewayv1alpha1.ReasonRoutePending), readyMessage(t, "basket"))
+		g.Expect(readyCondition(g, "basket").Reason).To(Equal(porticov1alpha1.ReasonRoutePending), readyMessage(t, "basket"))
 	}, eventually).Should(Succeed())
 }
 
@@ -196,25 +196,25 @@ func TestHTTPRouteModeGatewayNotFound(t *testing.T) {
 func TestHTTPRouteModeReferenceGrant(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	createServiceIn(t, otherNS, "ledger", map[string]string{gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces: ns})
+	createServiceIn(t, otherNS, "ledger", map[string]string{porticov1alpha1.AnnotationAllowedAPIRuleNamespaces: ns})
 	createGatewayAPIGateway(t, "ledger-edge")
-	createRouteAPIRule(t, "ledger", "ledger", "ledger-edge", gatewayv1alpha1.Rule{
-		Path: "/entries", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "ledger", Namespace: otherNS, Port: 8080},
+	createRouteAPIRule(t, "ledger", "ledger", "ledger-edge", porticov1alpha1.Rule{
+		Path: "/entries", NoAuth: ptr.To(true), Service: &porticov1alpha1.ServiceReference{Name: "ledger", Namespace: otherNS, Port: 8080},
 	})
 	notPermitted := func(g Gomega) {
 		c := readyCondition(g, "ledger")
-		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonReferenceNotPermitted))
+		g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonReferenceNotPermitted))
 		g.Expect(c.Message).To(ContainSubstring("ReferenceGrant"))
-		g.Expect(gone("ledger", &gatewayapiv1.HTTPRoute{})()).To(BeTrue())
+		g.Expect(gone("ledger", &gwapiv1.HTTPRoute{})()).To(BeTrue())
 	}
 	g.Eventually(notPermitted, eventually).Should(Succeed())
 
-	grant := func(from, service string) *gatewayapiv1beta1.ReferenceGrant {
-		rg := &gatewayapiv1beta1.ReferenceGrant{
+	grant := func(from, service string) *gwapiv1beta1.ReferenceGrant {
+		rg := &gwapiv1beta1.ReferenceGrant{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "grant-", Namespace: otherNS},
-			Spec: gatewayapiv1beta1.ReferenceGrantSpec{
-				From: []gatewayapiv1beta1.ReferenceGrantFrom{{Group: gatewayapiv1.GroupName, Kind: "HTTPRoute", Namespace: gatewayapiv1.Namespace(from)}},
-				To:   []gatewayapiv1beta1.ReferenceGrantTo{{Group: "", Kind: "Service", Name: ptr.To(gatewayapiv1.ObjectName(service))}},
+			Spec: gwapiv1beta1.ReferenceGrantSpec{
+				From: []gwapiv1beta1.ReferenceGrantFrom{{Group: gwapiv1.GroupName, Kind: "HTTPRoute", Namespace: gwapiv1.Namespace(from)}},
+				To:   []gwapiv1beta1.ReferenceGrantTo{{Group: "", Kind: "Service", Name: ptr.To(gwapiv1.ObjectName(service))}},
 			},
 		}
 		g.Expect(k8sClient.Create(ctx, rg)).To(Succeed())
@@ -228,10 +228,10 @@ func TestHTTPRouteModeReferenceGrant(t *testing.T) {
 
 	rg := grant(ns, "ledger")
 	g.Eventually(func(g Gomega) {
-		route := &gatewayapiv1.HTTPRoute{}
+		route := &gwapiv1.HTTPRoute{}
 		get(g, "ledger", route)
-		g.Expect(route.Spec.Rules[0].BackendRefs[0].Namespace).To(Equal(ptr.To(gatewayapiv1.Namespace(otherNS))))
-		g.Expect(readyCondition(g, "ledger").Reason).To(Equal(gatewayv1alpha1.ReasonRoutePending))
+		g.Expect(route.Spec.Rules[0].BackendRefs[0].Namespace).To(Equal(ptr.To(gwapiv1.Namespace(otherNS))))
+		g.Expect(readyCondition(g, "ledger").Reason).To(Equal(porticov1alpha1.ReasonRoutePending))
 	}, eventually).Should(Succeed())
 
 	g.Expect(k8sClient.Delete(ctx, rg)).To(Succeed())
@@ -239,7 +239,7 @@ func TestHTTPRouteModeReferenceGrant(t *testing.T) {
 }
 
 func readyMessage(t *testing.T, name string) string {
-	r := &gatewayv1alpha1.APIRule{}
+	r := &porticov1alpha1.APIRule{}
 	_ = k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, r)
 	for _, c := range r.Status.Conditions {
 		return c.Message
@@ -257,19 +257,19 @@ func TestHTTPRouteModeReportsForeignRoutes(t *testing.T) {
 	createGatewayAPIGateway(t, "shared-edge")
 	createRouteAPIRule(t, "wishlist", "wishlist", "shared-edge", health)
 	shared := func(g Gomega) *metav1.Condition {
-		r := &gatewayv1alpha1.APIRule{}
+		r := &porticov1alpha1.APIRule{}
 		get(g, "wishlist", r)
-		c := meta.FindStatusCondition(r.Status.Conditions, gatewayv1alpha1.ConditionHostShared)
+		c := meta.FindStatusCondition(r.Status.Conditions, porticov1alpha1.ConditionHostShared)
 		g.Expect(c).NotTo(BeNil())
 		return c
 	}
 	g.Eventually(func(g Gomega) { g.Expect(shared(g).Status).To(Equal(metav1.ConditionFalse)) }, eventually).Should(Succeed())
 
-	foreign := func(name string, hostnames []gatewayapiv1.Hostname, gateway string) *gatewayapiv1.HTTPRoute {
-		route := &gatewayapiv1.HTTPRoute{
+	foreign := func(name string, hostnames []gwapiv1.Hostname, gateway string) *gwapiv1.HTTPRoute {
+		route := &gwapiv1.HTTPRoute{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: gatewayapiv1.HTTPRouteSpec{
-				CommonRouteSpec: gatewayapiv1.CommonRouteSpec{ParentRefs: []gatewayapiv1.ParentReference{{Name: gatewayapiv1.ObjectName(gateway)}}},
+			Spec: gwapiv1.HTTPRouteSpec{
+				CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: []gwapiv1.ParentReference{{Name: gwapiv1.ObjectName(gateway)}}},
 				Hostnames:       hostnames,
 			},
 		}
@@ -278,16 +278,16 @@ func TestHTTPRouteModeReportsForeignRoutes(t *testing.T) {
 		return route
 	}
 	// Another host, or the same host on another Gateway: nothing shared.
-	foreign("elsewhere", []gatewayapiv1.Hostname{"wishlist.example.com"}, "other-edge")
-	foreign("other-host", []gatewayapiv1.Hostname{"basket.example.com"}, "shared-edge")
+	foreign("elsewhere", []gwapiv1.Hostname{"wishlist.example.com"}, "other-edge")
+	foreign("other-host", []gwapiv1.Hostname{"basket.example.com"}, "shared-edge")
 	g.Consistently(func(g Gomega) { g.Expect(shared(g).Status).To(Equal(metav1.ConditionFalse)) }, "2s").Should(Succeed())
 
 	// A wildcard over the host on the same Gateway: reported, by name.
-	wildcard := foreign("catch-all", []gatewayapiv1.Hostname{"*.example.com"}, "shared-edge")
+	wildcard := foreign("catch-all", []gwapiv1.Hostname{"*.example.com"}, "shared-edge")
 	g.Eventually(func(g Gomega) {
 		c := shared(g)
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonForeignRoute))
+		g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonForeignRoute))
 		g.Expect(c.Message).To(And(ContainSubstring("catch-all"), ContainSubstring("shop/shared-edge")))
 	}, eventually).Should(Succeed())
 	g.Expect(k8sClient.Delete(ctx, wildcard)).To(Succeed())
@@ -306,17 +306,17 @@ func TestHTTPRouteModeInvalidRoute(t *testing.T) {
 	createGatewayAPIGateway(t, "reviews-edge")
 	createRouteAPIRule(t, "reviews", "reviews", "reviews-edge", health)
 	g.Eventually(func(g Gomega) {
-		g.Expect(readyCondition(g, "reviews").Reason).To(Equal(gatewayv1alpha1.ReasonRoutePending))
+		g.Expect(readyCondition(g, "reviews").Reason).To(Equal(porticov1alpha1.ReasonRoutePending))
 	}, eventually).Should(Succeed())
-	updateAPIRule(t, "reviews", func(r *gatewayv1alpha1.APIRule) {
-		r.Spec.CORS = &gatewayv1alpha1.CORSPolicy{AllowOrigins: []string{"https://shop.example.com"}, AllowHeaders: []string{"X Bad Header"}}
+	updateAPIRule(t, "reviews", func(r *porticov1alpha1.APIRule) {
+		r.Spec.CORS = &porticov1alpha1.CORSPolicy{AllowOrigins: []string{"https://shop.example.com"}, AllowHeaders: []string{"X Bad Header"}}
 	})
 	g.Eventually(func(g Gomega) {
 		c := readyCondition(g, "reviews")
-		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonInvalidRule), c.Message)
+		g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonInvalidRule), c.Message)
 		g.Expect(c.Message).To(ContainSubstring("allowHeaders"))
 	}, eventually).Should(Succeed())
-	route := &gatewayapiv1.HTTPRoute{}
+	route := &gwapiv1.HTTPRoute{}
 	get(g, "reviews", route)
 	g.Expect(route.Spec.Rules[0].Filters).To(BeEmpty(), "the route was left as it was")
 }
@@ -333,33 +333,33 @@ func TestDefaultGatewayAPIGateway(t *testing.T) {
 	setDefaultGateway(t, &operatorv1alpha1.GatewaySpec{Domain: "gwapi.example.com", GatewayAPI: &operatorv1alpha1.DefaultGatewayAPI{}})
 	createService(t, "dflt-route")
 	defaultGatewayRule(t, "dflt-route", "dflt-route", "dflt-route.gwapi.example.com")
-	c := expectReason(t, ns, "dflt-route", gatewayv1alpha1.ReasonGatewayNotFound)
+	c := expectReason(t, ns, "dflt-route", porticov1alpha1.ReasonGatewayNotFound)
 	g.Expect(c.Message).To(ContainSubstring("Gateway API Gateway istio-system/portico-gateway"))
 
 	// As the gateway controller would.
-	gw := &gatewayapiv1.Gateway{
+	gw := &gwapiv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Name: operatorv1alpha1.DefaultGatewayName, Namespace: operatorv1alpha1.DefaultGatewayNamespace},
-		Spec: gatewayapiv1.GatewaySpec{GatewayClassName: "istio", Listeners: []gatewayapiv1.Listener{{
-			Name: "https", Port: 443, Protocol: gatewayapiv1.HTTPSProtocolType,
-			TLS: &gatewayapiv1.ListenerTLSConfig{CertificateRefs: []gatewayapiv1.SecretObjectReference{{Name: "portico-gateway-tls"}}},
+		Spec: gwapiv1.GatewaySpec{GatewayClassName: "istio", Listeners: []gwapiv1.Listener{{
+			Name: "https", Port: 443, Protocol: gwapiv1.HTTPSProtocolType,
+			TLS: &gwapiv1.ListenerTLSConfig{CertificateRefs: []gwapiv1.SecretObjectReference{{Name: "portico-gateway-tls"}}},
 		}}},
 	}
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
 	t.Cleanup(func() { _ = k8sClient.Delete(ctx, gw) })
 	g.Eventually(func(g Gomega) {
-		route := &gatewayapiv1.HTTPRoute{}
+		route := &gwapiv1.HTTPRoute{}
 		get(g, "dflt-route", route)
 		g.Expect(route.Spec.ParentRefs).To(HaveLen(1))
 		ref := route.Spec.ParentRefs[0]
 		g.Expect(string(*ref.Namespace) + "/" + string(ref.Name) + "/" + string(*ref.SectionName)).To(Equal("istio-system/portico-gateway/https"))
-		g.Expect(readyCondition(g, "dflt-route").Reason).To(Equal(gatewayv1alpha1.ReasonRoutePending))
+		g.Expect(readyCondition(g, "dflt-route").Reason).To(Equal(porticov1alpha1.ReasonRoutePending))
 	}, eventually).Should(Succeed())
 	g.Expect(gone("dflt-route", &networkingv1.VirtualService{})()).To(BeTrue())
 
 	// Back to an Istio default gateway: once it exists, the VirtualService
 	// replaces the HTTPRoute (until then the objects stay as they were).
 	setDefaultGateway(t, &operatorv1alpha1.GatewaySpec{Domain: "gwapi.example.com"})
-	expectReason(t, ns, "dflt-route", gatewayv1alpha1.ReasonGatewayNotFound)
+	expectReason(t, ns, "dflt-route", porticov1alpha1.ReasonGatewayNotFound)
 	istioGW := &networkingv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Name: operatorv1alpha1.DefaultGatewayName, Namespace: operatorv1alpha1.DefaultGatewayNamespace},
 		Spec: networkingv1alpha3.Gateway{Selector: map[string]string{"istio": "ingressgateway"}, Servers: []*networkingv1alpha3.Server{{
@@ -370,7 +370,7 @@ func TestDefaultGatewayAPIGateway(t *testing.T) {
 	t.Cleanup(func() { _ = k8sClient.Delete(ctx, istioGW) })
 	g.Eventually(func(g Gomega) {
 		get(g, "dflt-route", &networkingv1.VirtualService{})
-		g.Expect(gone("dflt-route", &gatewayapiv1.HTTPRoute{})()).To(BeTrue())
-		g.Expect(readyCondition(g, "dflt-route").Reason).To(Equal(gatewayv1alpha1.ReasonApplied))
+		g.Expect(gone("dflt-route", &gwapiv1.HTTPRoute{})()).To(BeTrue())
+		g.Expect(readyCondition(g, "dflt-route").Reason).To(Equal(porticov1alpha1.ReasonApplied))
 	}, eventually).Should(Succeed())
 }

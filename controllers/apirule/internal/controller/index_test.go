@@ -7,9 +7,9 @@ import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
-	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 )
 
 // The host index must find every APIRule whose hosts overlap: the host
@@ -21,9 +21,9 @@ func TestHostIndexFindsEveryOverlap(t *testing.T) {
 		"*.example.com", "*.a.example.com", "*.x.a.example.com", "*.b.example.com",
 		"example.com", "a.example.org", "*.example.org", "badexample.com", "*.com",
 	}
-	ruleOf := func(host string) *gatewayv1alpha1.APIRule {
-		return &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Spec: gatewayv1alpha1.APIRuleSpec{
-			Hosts: []gatewayv1alpha1.Hostname{gatewayv1alpha1.Hostname(host)},
+	ruleOf := func(host string) *porticov1alpha1.APIRule {
+		return &porticov1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Spec: porticov1alpha1.APIRuleSpec{
+			Hosts: []porticov1alpha1.Hostname{porticov1alpha1.Hostname(host)},
 		}}
 	}
 	for _, a := range names {
@@ -51,16 +51,16 @@ func TestOwnerIndexKeysByNamespaceAndName(t *testing.T) {
 		want   []string
 	}{
 		{name: "Portico's labels", want: []string{"shop/api"},
-			labels: map[string]string{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: "api", translate.LabelAPIRuleNamespace: "shop"}},
+			labels: map[string]string{plan.LabelManagedBy: plan.ManagedBy, plan.LabelAPIRule: "api", plan.LabelAPIRuleNamespace: "shop"}},
 		{name: "another manager", want: nil,
-			labels: map[string]string{translate.LabelManagedBy: "helm", translate.LabelAPIRule: "api", translate.LabelAPIRuleNamespace: "shop"}},
+			labels: map[string]string{plan.LabelManagedBy: "helm", plan.LabelAPIRule: "api", plan.LabelAPIRuleNamespace: "shop"}},
 		{name: "no APIRule namespace", want: nil,
-			labels: map[string]string{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: "api"}},
+			labels: map[string]string{plan.LabelManagedBy: plan.ManagedBy, plan.LabelAPIRule: "api"}},
 		{name: "no labels", want: nil},
 	}
 	// Another namespace's object naming shop/api is a look-alike, never
 	// its: not indexed for it.
-	if got := ownerKey(labelledIn("backends", map[string]string{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: "api", translate.LabelAPIRuleNamespace: "shop"})); got != nil {
+	if got := ownerKey(labelledIn("backends", map[string]string{plan.LabelManagedBy: plan.ManagedBy, plan.LabelAPIRule: "api", plan.LabelAPIRuleNamespace: "shop"})); got != nil {
 		t.Errorf("ownerKey of a look-alike in another namespace = %q, want none", got)
 	}
 	for _, tt := range tests {
@@ -70,9 +70,9 @@ func TestOwnerIndexKeysByNamespaceAndName(t *testing.T) {
 			}
 		})
 	}
-	shop := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "api"}}
-	teamB := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "api"}}
-	key := ownerKey(labelled(map[string]string{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: "api", translate.LabelAPIRuleNamespace: "shop"}))
+	shop := &porticov1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "api"}}
+	teamB := &porticov1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "api"}}
+	key := ownerKey(labelled(map[string]string{plan.LabelManagedBy: plan.ManagedBy, plan.LabelAPIRule: "api", plan.LabelAPIRuleNamespace: "shop"}))
 	if !slices.Contains(key, ownedBy(shop)) || slices.Contains(key, ownedBy(teamB)) {
 		t.Errorf("the objects of shop/api (key %q) must be found for shop/api (%q) only, not team-b/api (%q)", key, ownedBy(shop), ownedBy(teamB))
 	}

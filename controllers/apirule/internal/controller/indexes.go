@@ -7,9 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
 )
 
@@ -51,9 +51,9 @@ func serviceEntryHostKeys(o client.Object) []string {
 // ServiceEntry host that may overlap a name of the Service
 // (serviceHostNames): the name itself and the wildcards over it.
 func serviceEntryLookupKeys(svc *corev1.Service) []string {
-	probe := &gatewayv1alpha1.APIRule{}
+	probe := &porticov1alpha1.APIRule{}
 	for _, name := range serviceHostNames(svc) {
-		probe.Spec.Hosts = append(probe.Spec.Hosts, gatewayv1alpha1.Hostname(name))
+		probe.Spec.Hosts = append(probe.Spec.Hosts, porticov1alpha1.Hostname(name))
 	}
 	return overlapKeys(probe)
 }
@@ -110,11 +110,11 @@ func anyHostKey(namespace, name string) string {
 // keys of its hostnames ("h:" host, "u:" each name it lies under) or,
 // without hostnames, anyHostKey of each Gateway it names.
 func routeHostKeys(o client.Object) []string {
-	route := o.(*gatewayapiv1.HTTPRoute)
+	route := o.(*gwapiv1.HTTPRoute)
 	var keys []string
 	if len(route.Spec.Hostnames) == 0 {
 		for _, ref := range route.Spec.ParentRefs {
-			if ref.Group != nil && string(*ref.Group) != gatewayv1alpha1.GatewayAPIGroup || ref.Kind != nil && string(*ref.Kind) != "Gateway" {
+			if ref.Group != nil && string(*ref.Group) != porticov1alpha1.GatewayAPIGroup || ref.Kind != nil && string(*ref.Kind) != "Gateway" {
 				continue
 			}
 			ns := route.Namespace

@@ -11,9 +11,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 func TestEndpointSliceKeyIsItsService(t *testing.T) {
@@ -127,34 +127,34 @@ func TestServiceEntryTargetsCoverEveryDeclaration(t *testing.T) {
 // HostShared check of an APIRule on that Gateway finds it, and that of an
 // APIRule on another Gateway does not read it.
 func TestRouteHostKeysOfARouteWithoutHostnames(t *testing.T) {
-	ref := func(ns *string, name string, group, kind *string) gatewayapiv1.ParentReference {
-		r := gatewayapiv1.ParentReference{Name: gatewayapiv1.ObjectName(name)}
+	ref := func(ns *string, name string, group, kind *string) gwapiv1.ParentReference {
+		r := gwapiv1.ParentReference{Name: gwapiv1.ObjectName(name)}
 		if ns != nil {
-			r.Namespace = ptr.To(gatewayapiv1.Namespace(*ns))
+			r.Namespace = ptr.To(gwapiv1.Namespace(*ns))
 		}
 		if group != nil {
-			r.Group = ptr.To(gatewayapiv1.Group(*group))
+			r.Group = ptr.To(gwapiv1.Group(*group))
 		}
 		if kind != nil {
-			r.Kind = ptr.To(gatewayapiv1.Kind(*kind))
+			r.Kind = ptr.To(gwapiv1.Kind(*kind))
 		}
 		return r
 	}
 	tests := []struct {
 		name string
-		refs []gatewayapiv1.ParentReference
+		refs []gwapiv1.ParentReference
 		want []string
 	}{
-		{name: "a Gateway of its namespace", refs: []gatewayapiv1.ParentReference{ref(nil, "gw", nil, nil)}, want: []string{"any:shop/gw"}},
+		{name: "a Gateway of its namespace", refs: []gwapiv1.ParentReference{ref(nil, "gw", nil, nil)}, want: []string{"any:shop/gw"}},
 		{name: "a Gateway of another namespace, by group and kind",
-			refs: []gatewayapiv1.ParentReference{ref(ptr.To("infra"), "gw", ptr.To(gatewayv1alpha1.GatewayAPIGroup), ptr.To("Gateway"))}, want: []string{"any:infra/gw"}},
-		{name: "two Gateways", refs: []gatewayapiv1.ParentReference{ref(nil, "a", nil, nil), ref(ptr.To("infra"), "b", nil, nil)},
+			refs: []gwapiv1.ParentReference{ref(ptr.To("infra"), "gw", ptr.To(porticov1alpha1.GatewayAPIGroup), ptr.To("Gateway"))}, want: []string{"any:infra/gw"}},
+		{name: "two Gateways", refs: []gwapiv1.ParentReference{ref(nil, "a", nil, nil), ref(ptr.To("infra"), "b", nil, nil)},
 			want: []string{"any:shop/a", "any:infra/b"}},
-		{name: "a parent that is no Gateway", refs: []gatewayapiv1.ParentReference{ref(nil, "svc", ptr.To(""), ptr.To("Service"))}, want: nil},
+		{name: "a parent that is no Gateway", refs: []gwapiv1.ParentReference{ref(nil, "svc", ptr.To(""), ptr.To("Service"))}, want: nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			route := &gatewayapiv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "r"}}
+			route := &gwapiv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "r"}}
 			route.Spec.ParentRefs = tt.refs
 			got := routeHostKeys(route)
 			if !slices.Equal(got, tt.want) {
@@ -165,7 +165,7 @@ func TestRouteHostKeysOfARouteWithoutHostnames(t *testing.T) {
 				if r.Namespace != nil {
 					ns = string(*r.Namespace)
 				}
-				parent := &gatewayv1alpha1.ParentReference{Namespace: ns, Name: string(r.Name)}
+				parent := &porticov1alpha1.ParentReference{Namespace: ns, Name: string(r.Name)}
 				if onParent(route, parent) != slices.Contains(got, anyHostKey(ns, string(r.Name))) {
 					t.Errorf("route on %s/%s: onParent = %v, but its keys %q say otherwise", ns, r.Name, onParent(route, parent), got)
 				}
@@ -175,8 +175,8 @@ func TestRouteHostKeysOfARouteWithoutHostnames(t *testing.T) {
 }
 
 func TestRouteHostKeysOfHostnames(t *testing.T) {
-	route := &gatewayapiv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "r"}}
-	route.Spec.Hostnames = []gatewayapiv1.Hostname{"API.example.com"}
+	route := &gwapiv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "r"}}
+	route.Spec.Hostnames = []gwapiv1.Hostname{"API.example.com"}
 	if got, want := routeHostKeys(route), []string{"h:api.example.com", "u:example.com", "u:com"}; !slices.Equal(got, want) {
 		t.Errorf("routeHostKeys = %q, want %q", got, want)
 	}
@@ -188,7 +188,7 @@ func TestStripServiceKeepsWhatTheChecksRead(t *testing.T) {
 	full := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", ResourceVersion: "7", UID: "u", Labels: map[string]string{"app": "web"},
 			Annotations: map[string]string{
-				gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces: "team-b",
+				porticov1alpha1.AnnotationAllowedAPIRuleNamespaces: "team-b",
 				corev1.LastAppliedConfigAnnotation:                 strings.Repeat("x", 4096),
 			},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},

@@ -10,19 +10,19 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
-	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 )
 
 // Labels are a claim: an object is an APIRule's only when the APIRule
 // controls it in its own namespace, and only such objects start its
 // reconciles.
 func TestOwnsAndRequestsTrustNoLabelsAlone(t *testing.T) {
-	rule := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "shop", UID: "uid-shop"}}
-	rule.SetGroupVersionKind(gatewayv1alpha1.GroupVersion.WithKind("APIRule"))
-	labels := map[string]string{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: "shop", translate.LabelAPIRuleNamespace: "team-a"}
+	rule := &porticov1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "shop", UID: "uid-shop"}}
+	rule.SetGroupVersionKind(porticov1alpha1.GroupVersion.WithKind("APIRule"))
+	labels := map[string]string{plan.LabelManagedBy: plan.ManagedBy, plan.LabelAPIRule: "shop", plan.LabelAPIRuleNamespace: "team-a"}
 	controlledBy := func(uid string) []metav1.OwnerReference {
-		return []metav1.OwnerReference{{APIVersion: gatewayv1alpha1.GroupVersion.String(), Kind: "APIRule", Name: "shop", UID: types.UID("uid-" + uid), Controller: ptr.To(true)}}
+		return []metav1.OwnerReference{{APIVersion: porticov1alpha1.GroupVersion.String(), Kind: "APIRule", Name: "shop", UID: types.UID("uid-" + uid), Controller: ptr.To(true)}}
 	}
 	for _, tc := range []struct {
 		name        string

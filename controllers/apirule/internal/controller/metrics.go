@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/internal/metrics"
 	"github.com/portico-dev/portico/internal/contract"
 )
@@ -21,12 +21,12 @@ var controllerName = string(contract.APIRule.Name)
 // readyReasons are the reasons of the Ready condition the controller
 // writes; any other is reported as metrics.OtherReason.
 var readyReasons = []string{
-	gatewayv1alpha1.ReasonApplied, gatewayv1alpha1.ReasonServiceNotFound, gatewayv1alpha1.ReasonGatewayNotFound,
-	gatewayv1alpha1.ReasonInvalidRule, gatewayv1alpha1.ReasonApplyFailed, gatewayv1alpha1.ReasonConflict,
-	gatewayv1alpha1.ReasonReferenceNotPermitted, gatewayv1alpha1.ReasonBackendNotPermitted, gatewayv1alpha1.ReasonHostOccupied,
-	gatewayv1alpha1.ReasonHostNotPermitted, gatewayv1alpha1.ReasonNoDefaultGateway, gatewayv1alpha1.ReasonHostNotOnGateway,
-	gatewayv1alpha1.ReasonHostReserved, gatewayv1alpha1.ReasonAccessConflict, gatewayv1alpha1.ReasonGatewayAPINotInstalled,
-	gatewayv1alpha1.ReasonRoutePending, gatewayv1alpha1.ReasonRouteNotAccepted, gatewayv1alpha1.ReasonAuthorizerNotPermitted,
+	porticov1alpha1.ReasonApplied, porticov1alpha1.ReasonServiceNotFound, porticov1alpha1.ReasonGatewayNotFound,
+	porticov1alpha1.ReasonInvalidRule, porticov1alpha1.ReasonApplyFailed, porticov1alpha1.ReasonConflict,
+	porticov1alpha1.ReasonReferenceNotPermitted, porticov1alpha1.ReasonBackendNotPermitted, porticov1alpha1.ReasonHostOccupied,
+	porticov1alpha1.ReasonHostNotPermitted, porticov1alpha1.ReasonNoDefaultGateway, porticov1alpha1.ReasonHostNotOnGateway,
+	porticov1alpha1.ReasonHostReserved, porticov1alpha1.ReasonAccessConflict, porticov1alpha1.ReasonGatewayAPINotInstalled,
+	porticov1alpha1.ReasonRoutePending, porticov1alpha1.ReasonRouteNotAccepted, porticov1alpha1.ReasonAuthorizerNotPermitted,
 }
 
 // refusal reports whether a Ready reason refuses the APIRule: the
@@ -36,11 +36,11 @@ var readyReasons = []string{
 // failing to write.
 func refusal(reason string) bool {
 	switch reason {
-	case gatewayv1alpha1.ReasonHostOccupied, gatewayv1alpha1.ReasonHostNotPermitted, gatewayv1alpha1.ReasonHostReserved,
-		gatewayv1alpha1.ReasonHostNotOnGateway, gatewayv1alpha1.ReasonNoDefaultGateway,
-		gatewayv1alpha1.ReasonReferenceNotPermitted, gatewayv1alpha1.ReasonBackendNotPermitted,
-		gatewayv1alpha1.ReasonAccessConflict, gatewayv1alpha1.ReasonConflict, gatewayv1alpha1.ReasonInvalidRule,
-		gatewayv1alpha1.ReasonAuthorizerNotPermitted:
+	case porticov1alpha1.ReasonHostOccupied, porticov1alpha1.ReasonHostNotPermitted, porticov1alpha1.ReasonHostReserved,
+		porticov1alpha1.ReasonHostNotOnGateway, porticov1alpha1.ReasonNoDefaultGateway,
+		porticov1alpha1.ReasonReferenceNotPermitted, porticov1alpha1.ReasonBackendNotPermitted,
+		porticov1alpha1.ReasonAccessConflict, porticov1alpha1.ReasonConflict, porticov1alpha1.ReasonInvalidRule,
+		porticov1alpha1.ReasonAuthorizerNotPermitted:
 		return true
 	}
 	return false
@@ -51,14 +51,14 @@ func refusal(reason string) bool {
 var apiRules = metrics.NewReadyGauge(prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "portico_apirules",
 	Help: "APIRules by their Ready condition: ready is True, False or Unknown (also while there is none), reason is its reason.",
-}, []string{"ready", "reason"}), &gatewayv1alpha1.APIRuleList{}, conditionsOf, readyReasons)
+}, []string{"ready", "reason"}), &porticov1alpha1.APIRuleList{}, conditionsOf, readyReasons)
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(apiRules)
 }
 
 func conditionsOf(o runtime.Object) []metav1.Condition {
-	if rule, ok := o.(*gatewayv1alpha1.APIRule); ok {
+	if rule, ok := o.(*porticov1alpha1.APIRule); ok {
 		return rule.Status.Conditions
 	}
 	return nil
@@ -71,7 +71,7 @@ func readyNow(o client.Object) bool {
 
 // statusWritten reports a successful status write that took the APIRule
 // from before to after: a new refusal, or Ready at a new generation.
-func (r *Reconciler) statusWritten(before, after *gatewayv1alpha1.APIRule) {
+func (r *Reconciler) statusWritten(before, after *porticov1alpha1.APIRule) {
 	metrics.Refused(kindAPIRule, readyReason(before), readyReason(after), refusal)
 	if metrics.ReadyAt(after.Status.Conditions, after.Generation) {
 		r.latency.Ready(after.UID, after.Generation)

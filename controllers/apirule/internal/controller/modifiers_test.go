@@ -10,10 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 // APIRules with retries, request headers and cookies and rewrites become
@@ -23,50 +22,29 @@ import (
 func TestRequestModifiersAreApplied(t *testing.T) {
 	createService(t, "modifiers")
 	createGatewayAPIGateway(t, "modifiers-edge")
-	request := &gatewayv1alpha1.RequestModifier{
-		Headers: map[string]gatewayv1alpha1.RequestHeaderValue{"x-api-version": "2"},
-		Cookies: map[string]gatewayv1alpha1.CookieValue{"region": "eu"},
+	request := &porticov1alpha1.RequestModifier{
+		Headers: map[string]porticov1alpha1.RequestHeaderValue{"x-api-version": "2"},
+		Cookies: map[string]porticov1alpha1.CookieValue{"region": "eu"},
 	}
-	public := gatewayv1alpha1.Rule{Path: "/public/*", NoAuth: ptr.To(true), Request: request,
-		Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/v2/public/"}}
-	status := gatewayv1alpha1.Rule{Path: "/status", NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Path: "/health"}}
+	public := porticov1alpha1.Rule{Path: "/public/*", NoAuth: ptr.To(true), Request: request,
+		Rewrite: &porticov1alpha1.Rewrite{Prefix: "/v2/public/"}}
+	status := porticov1alpha1.Rule{Path: "/status", NoAuth: ptr.To(true), Rewrite: &porticov1alpha1.Rewrite{Path: "/health"}}
 	withRetries := public
-	withRetries.Retries = &gatewayv1alpha1.RetryPolicy{Attempts: 2, Codes: []int32{503}, PerTryTimeout: &metav1.Duration{Duration: time.Second}}
+	withRetries.Retries = &porticov1alpha1.RetryPolicy{Attempts: 2, Codes: []int32{503}, PerTryTimeout: &metav1.Duration{Duration: time.Second}}
 	createAPIRule(t, "modifiers", "modifiers", health, withRetries, status)
 	createRouteAPIRule(t, "modifiers-route", "modifiers", "modifiers-edge", health, public, status)
 	selectors := map[types.NamespacedName]map[string]string{{Namespace: ns, Name: "modifiers"}: {"app": "modifiers"}}
 	g := NewWithT(t)
 	g.Eventually(func(g Gomega) { answer(g, "modifiers-route", metav1.ConditionTrue, "Accepted") }, eventually).Should(Succeed())
 	for _, name := range []string{"modifiers", "modifiers-route"} {
-		g.Eventually(func(g Gomega) {
-			g.Expect(readyCondition(g, name).Status).To(Equal(metav1.ConditionTrue))
-		}, eventually).Should(Succeed(), name)
-		rule := &gatewayv1alpha1.APIRule{}
-		get(g, name, rule)
-		objs, _, err := Golden(rule, nil, selectors)
-		g.Expect(err).NotTo(HaveOccurred())
-		versions := map[string]string{}
-		for _, want := range objs {
-			live := want.DeepCopyObject().(client.Object)
-			get(g, want.GetName(), live)
-			g.Expect(upToDate(want, live)).To(BeTrue(), "%T %s has the desired spec", want, want.GetName())
-			versions[objectID(live)] = live.GetResourceVersion()
-		}
-		// Nothing is written again once Ready.
-		g.Consistently(func(g Gomega) {
-			for _, want := range objs {
-				live := want.DeepCopyObject().(client.Object)
-				get(g, want.GetName(), live)
-				g.Expect(live.GetResourceVersion()).To(Equal(versions[objectID(live)]), "%T %s", want, want.GetName())
-			}
-		}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
+		convergedAndQuiet(g, name, selectors)
 	}
 	vs := &networkingv1.VirtualService{}
 	get(g, "modifiers", vs)
 	g.Expect(vs.Spec.Http).To(ContainElement(HaveField("Retries.RetryOn", "503")))
-	route := &gatewayapiv1.HTTPRoute{}
+	route := &gwapiv1.HTTPRoute{}
 	get(g, "modifiers-route", route)
-	g.Expect(route.Spec.Rules).To(ContainElement(HaveField("Filters", ContainElement(HaveField("Type", gatewayapiv1.HTTPRouteFilterURLRewrite)))))
+	g.Expect(route.Spec.Rules).To(ContainElement(HaveField("Filters", ContainElement(HaveField("Type", gwapiv1.HTTPRouteFilterURLRewrite)))))
 	ap := &securityv1.AuthorizationPolicy{}
 	get(g, "modifiers", ap)
 	var paths []string

@@ -59,6 +59,12 @@ func writeKey(obj client.Object) string {
 	return fmt.Sprintf("%T %s/%s", obj, obj.GetNamespace(), obj.GetName())
 }
 
+// Begin and End are begin and end for the write path (owned.Observer).
+func (w *ownWrites) Begin(obj client.Object) { w.begin(obj) }
+
+// End: see Begin.
+func (w *ownWrites) End(obj client.Object, written bool) { w.end(obj, written) }
+
 // begin announces a write of obj; end, which must follow, records its
 // outcome.
 func (w *ownWrites) begin(obj client.Object) {

@@ -15,14 +15,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 	"github.com/portico-dev/portico/controllers/internal/fairqueue"
 )
 
 func version(uid, rv string) *networkingv1.VirtualService {
 	return &networkingv1.VirtualService{ObjectMeta: metav1.ObjectMeta{
 		Name: "orders", Namespace: ns, UID: types.UID(uid), ResourceVersion: rv,
-		Labels: map[string]string{translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: "orders", translate.LabelAPIRuleNamespace: ns},
+		Labels: map[string]string{plan.LabelManagedBy: plan.ManagedBy, plan.LabelAPIRule: "orders", plan.LabelAPIRuleNamespace: ns},
 	}}
 }
 

@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 // controllerRequests counts the API requests of the controller's manager,
@@ -120,10 +120,10 @@ func TestRequestsPerNewAPIRule(t *testing.T) {
 			// waits until they are gone, so that their release is not
 			// counted in the next case.
 			t.Cleanup(func() {
-				NewWithT(t).Eventually(func() []gatewayv1alpha1.APIRule {
-					var rules gatewayv1alpha1.APIRuleList
+				NewWithT(t).Eventually(func() []porticov1alpha1.APIRule {
+					var rules porticov1alpha1.APIRuleList
 					_ = k8sClient.List(context.Background(), &rules, client.InNamespace(ns))
-					var left []gatewayv1alpha1.APIRule
+					var left []porticov1alpha1.APIRule
 					for _, r := range rules.Items {
 						if strings.HasPrefix(r.Name, prefix) {
 							left = append(left, r)
@@ -156,7 +156,7 @@ func TestRequestsPerNewAPIRule(t *testing.T) {
 			}
 			for i := range n {
 				g.Eventually(func(g Gomega) {
-					g.Expect(readyCondition(g, fmt.Sprintf("%s-%d", prefix, i)).Reason).To(Equal(gatewayv1alpha1.ReasonApplied))
+					g.Expect(readyCondition(g, fmt.Sprintf("%s-%d", prefix, i)).Reason).To(Equal(porticov1alpha1.ReasonApplied))
 				}, eventually).Should(Succeed())
 			}
 			// Late requests and reconciles (a requeue of one's own write)
@@ -187,14 +187,14 @@ func answerRoutes(ctx context.Context, prefix string, n int) {
 	for len(answered) < n && ctx.Err() == nil {
 		for i := range n {
 			name := fmt.Sprintf("%s-%d", prefix, i)
-			route := &gatewayapiv1.HTTPRoute{}
+			route := &gwapiv1.HTTPRoute{}
 			if answered[name] || k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, route) != nil {
 				continue
 			}
 			cond := func(t, reason string) metav1.Condition {
 				return metav1.Condition{Type: t, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: route.Generation, LastTransitionTime: metav1.Now()}
 			}
-			route.Status.Parents = []gatewayapiv1.RouteParentStatus{{
+			route.Status.Parents = []gwapiv1.RouteParentStatus{{
 				ParentRef: route.Spec.ParentRefs[0], ControllerName: "example.com/test-gateway",
 				Conditions: []metav1.Condition{cond("Accepted", "Accepted"), cond("ResolvedRefs", "ResolvedRefs")},
 			}}

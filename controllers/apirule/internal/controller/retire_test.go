@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/test/testenv"
 )
 
@@ -17,8 +17,8 @@ import (
 // APIRule (so they stay deletable) and leaves every other finalizer.
 func TestRetireReleasesEveryAPIRule(t *testing.T) {
 	g := NewWithT(t)
-	rule := func(ns, name string, finalizers ...string) *gatewayv1alpha1.APIRule {
-		return &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Finalizers: finalizers}}
+	rule := func(ns, name string, finalizers ...string) *porticov1alpha1.APIRule {
+		return &porticov1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Finalizers: finalizers}}
 	}
 	objs := []client.Object{
 		rule("team-a", "applied", Finalizer),
@@ -28,7 +28,7 @@ func TestRetireReleasesEveryAPIRule(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(testenv.Scheme(kinds...)).WithObjects(objs...).Build()
 	g.Expect(Retire(context.Background(), c)).To(Succeed())
 	for want, key := range map[string]client.ObjectKey{"": {Namespace: "team-a", Name: "applied"}, "example.com/hold": {Namespace: "team-b", Name: "held"}, "-": {Namespace: "team-b", Name: "refused"}} {
-		got := &gatewayv1alpha1.APIRule{}
+		got := &porticov1alpha1.APIRule{}
 		g.Expect(c.Get(context.Background(), key, got)).To(Succeed())
 		switch want {
 		case "", "-":

@@ -11,9 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 )
 
 // recordingQueue records the priority of every request added.
@@ -34,12 +34,12 @@ func (q *recordingQueue) AddWithOpts(o priorityqueue.AddOpts, rs ...reconcile.Re
 // the queue; a spec change of the route does not.
 func TestRouteAnswersGoAheadOfTheQueue(t *testing.T) {
 	g := NewWithT(t)
-	route := &gatewayapiv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", Generation: 1, ResourceVersion: "1", Labels: map[string]string{
-		translate.LabelManagedBy: translate.ManagedBy, translate.LabelAPIRule: "orders", translate.LabelAPIRuleNamespace: "shop",
+	route := &gwapiv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", Generation: 1, ResourceVersion: "1", Labels: map[string]string{
+		plan.LabelManagedBy: plan.ManagedBy, plan.LabelAPIRule: "orders", plan.LabelAPIRuleNamespace: "shop",
 	}}}
 	answered := route.DeepCopy()
 	answered.ResourceVersion = "2"
-	answered.Status.Parents = []gatewayapiv1.RouteParentStatus{{ControllerName: "istio.io/gateway-controller"}}
+	answered.Status.Parents = []gwapiv1.RouteParentStatus{{ControllerName: "istio.io/gateway-controller"}}
 	edited := route.DeepCopy()
 	edited.Generation, edited.ResourceVersion = 2, "3"
 	want := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "orders"}}

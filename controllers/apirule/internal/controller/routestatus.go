@@ -6,9 +6,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
 )
 
@@ -21,7 +21,7 @@ const gatewayMessageMaxLength = 256
 // route's generation, says Accepted and ResolvedRefs. Otherwise it returns
 // the APIRule's reason (RoutePending, RouteNotAccepted) and a message
 // naming the refusing Gateway with its controller's reason and message.
-func routeReadiness(route *gatewayapiv1.HTTPRoute, parent *gatewayv1alpha1.ParentReference) (reason, msg string) {
+func routeReadiness(route *gwapiv1.HTTPRoute, parent *porticov1alpha1.ParentReference) (reason, msg string) {
 	gateway := parent.Namespace + "/" + parent.Name
 	if parent.SectionName != "" {
 		gateway += " (listener " + parent.SectionName + ")"
@@ -34,24 +34,24 @@ func routeReadiness(route *gatewayapiv1.HTTPRoute, parent *gatewayv1alpha1.Paren
 			continue
 		}
 		found = true
-		for _, t := range []string{string(gatewayapiv1.RouteConditionAccepted), string(gatewayapiv1.RouteConditionResolvedRefs)} {
+		for _, t := range []string{string(gwapiv1.RouteConditionAccepted), string(gwapiv1.RouteConditionResolvedRefs)} {
 			c := meta.FindStatusCondition(ps.Conditions, t)
 			switch {
 			case c == nil || c.ObservedGeneration < route.Generation || c.Status == metav1.ConditionUnknown:
 				pending = true
 			case c.Status == metav1.ConditionFalse:
 				what := "did not accept"
-				if t == string(gatewayapiv1.RouteConditionResolvedRefs) {
+				if t == string(gwapiv1.RouteConditionResolvedRefs) {
 					what = "could not resolve the references of"
 				}
-				return gatewayv1alpha1.ReasonRouteNotAccepted, fmt.Sprintf("Gateway %s (controller %s) %s HTTPRoute %s/%s: %s: %s",
+				return porticov1alpha1.ReasonRouteNotAccepted, fmt.Sprintf("Gateway %s (controller %s) %s HTTPRoute %s/%s: %s: %s",
 					gateway, ps.ControllerName, what, route.Namespace, route.Name, c.Reason,
 					contract.Truncate(strings.TrimSpace(c.Message), gatewayMessageMaxLength))
 			}
 		}
 	}
 	if !found || pending {
-		return gatewayv1alpha1.ReasonRoutePending, fmt.Sprintf(
+		return porticov1alpha1.ReasonRoutePending, fmt.Sprintf(
 			"HTTPRoute %s/%s is written; waiting for the controller of Gateway %s to accept it and resolve its references", route.Namespace, route.Name, gateway)
 	}
 	return "", ""
@@ -59,7 +59,7 @@ func routeReadiness(route *gatewayapiv1.HTTPRoute, parent *gatewayv1alpha1.Paren
 
 // routeWritten is the message of an APIRule whose HTTPRoute was just
 // written, before its Gateway's controller could answer.
-func routeWritten(route *gatewayapiv1.HTTPRoute, parent *gatewayv1alpha1.ParentReference) string {
+func routeWritten(route *gwapiv1.HTTPRoute, parent *porticov1alpha1.ParentReference) string {
 	return fmt.Sprintf("HTTPRoute %s/%s is written; waiting for the controller of Gateway %s/%s to accept it",
 		route.Namespace, route.Name, parent.Namespace, parent.Name)
 }
@@ -67,8 +67,8 @@ func routeWritten(route *gatewayapiv1.HTTPRoute, parent *gatewayv1alpha1.ParentR
 // sameParent reports whether a route status entry's parentRef is parent,
 // reading the Gateway API's defaults (group gateway.networking.k8s.io, kind
 // Gateway, the route's namespace).
-func sameParent(ref gatewayapiv1.ParentReference, parent *gatewayv1alpha1.ParentReference, routeNamespace string) bool {
-	group, kind, ns, section := gatewayv1alpha1.GatewayAPIGroup, "Gateway", routeNamespace, ""
+func sameParent(ref gwapiv1.ParentReference, parent *porticov1alpha1.ParentReference, routeNamespace string) bool {
+	group, kind, ns, section := porticov1alpha1.GatewayAPIGroup, "Gateway", routeNamespace, ""
 	if ref.Group != nil {
 		group = string(*ref.Group)
 	}

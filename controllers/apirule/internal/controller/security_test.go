@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 // A rule with its own Service reaches that Service's pods: they need their
@@ -26,13 +26,13 @@ func TestRuleWithItsOwnServiceIsProtected(t *testing.T) {
 	g := NewWithT(t)
 	createService(t, "split")
 	createService(t, "split-reports")
-	createAPIRule(t, "split", "split", health, gatewayv1alpha1.Rule{
-		Path: "/reports/*", JWT: orders.JWT, Service: &gatewayv1alpha1.ServiceReference{Name: "split-reports", Port: 8080},
+	createAPIRule(t, "split", "split", health, porticov1alpha1.Rule{
+		Path: "/reports/*", JWT: orders.JWT, Service: &porticov1alpha1.ServiceReference{Name: "split-reports", Port: 8080},
 	})
 
 	g.Eventually(func(g Gomega) {
 		c := readyCondition(g, "split")
-		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonApplied), c.Message)
+		g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonApplied), c.Message)
 
 		ap := &securityv1.AuthorizationPolicy{}
 		get(g, "split-split-reports", ap)
@@ -55,7 +55,7 @@ func TestRuleWithItsOwnServiceIsProtected(t *testing.T) {
 
 	t.Run("a backend no rule routes to any more loses its policies", func(t *testing.T) {
 		g := NewWithT(t)
-		updateAPIRule(t, "split", func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules = r.Spec.Rules[:1] })
+		updateAPIRule(t, "split", func(r *porticov1alpha1.APIRule) { r.Spec.Rules = r.Spec.Rules[:1] })
 		g.Eventually(gone("split-split-reports", &securityv1.AuthorizationPolicy{}), eventually).Should(BeTrue())
 		g.Eventually(gone("split-split-reports", &securityv1.RequestAuthentication{}), eventually).Should(BeTrue())
 	})
@@ -67,13 +67,13 @@ func TestRuleWithItsOwnServiceIsProtected(t *testing.T) {
 func TestNoAuthPrefixOverJWTPathIsRejected(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	api := gatewayv1alpha1.Rule{Path: "/api/*", NoAuth: ptr.To(true)}
-	admin := gatewayv1alpha1.Rule{Path: "/api/admin", JWT: orders.JWT}
+	api := porticov1alpha1.Rule{Path: "/api/*", NoAuth: ptr.To(true)}
+	admin := porticov1alpha1.Rule{Path: "/api/admin", JWT: orders.JWT}
 
 	createService(t, "covered")
 	r := createAPIRule(t, "covered", "covered", api)
 	g.Eventually(func(g Gomega) {
-		g.Expect(readyCondition(g, "covered").Reason).To(Equal(gatewayv1alpha1.ReasonApplied))
+		g.Expect(readyCondition(g, "covered").Reason).To(Equal(porticov1alpha1.ReasonApplied))
 	}, eventually).Should(Succeed())
 	applied := &securityv1.AuthorizationPolicy{}
 	get(g, "covered", applied)
@@ -89,12 +89,12 @@ func TestNoAuthPrefixOverJWTPathIsRejected(t *testing.T) {
 	t.Run("by the controller when the covered rule names the default service itself", func(t *testing.T) {
 		g := NewWithT(t)
 		explicit := admin
-		explicit.Service = &gatewayv1alpha1.ServiceReference{Name: "covered", Port: 8080}
-		updateAPIRule(t, "covered", func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules = append(r.Spec.Rules, explicit) })
+		explicit.Service = &porticov1alpha1.ServiceReference{Name: "covered", Port: 8080}
+		updateAPIRule(t, "covered", func(r *porticov1alpha1.APIRule) { r.Spec.Rules = append(r.Spec.Rules, explicit) })
 		g.Eventually(func(g Gomega) {
 			c := readyCondition(g, "covered")
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-			g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonInvalidRule))
+			g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonInvalidRule))
 			g.Expect(c.Message).To(ContainSubstring("rule /api/* (noAuth) covers rule /api/admin"))
 		}, eventually).Should(Succeed())
 		ap := &securityv1.AuthorizationPolicy{}
@@ -110,18 +110,18 @@ func TestNoAuthPrefixOverJWTPathIsRejected(t *testing.T) {
 // covers is refused here, and nothing is written.
 func TestListFormPrefixOverJWTPathIsRejected(t *testing.T) {
 	g := NewWithT(t)
-	partners := &gatewayv1alpha1.JWTAuthentication{Authentications: []gatewayv1alpha1.JWTIssuer{
+	partners := &porticov1alpha1.JWTAuthentication{Authentications: []porticov1alpha1.JWTIssuer{
 		{Issuer: orders.JWT.Issuer, JWKSURI: orders.JWT.JWKSURI},
-		{Issuer: "https://partners.example.com", JWKSURI: "https://partners.example.com/keys", FromHeaders: []gatewayv1alpha1.JWTHeader{{Name: "x-partner-token"}}},
+		{Issuer: "https://partners.example.com", JWKSURI: "https://partners.example.com/keys", FromHeaders: []porticov1alpha1.JWTHeader{{Name: "x-partner-token"}}},
 	}}
 	createService(t, "listcovered")
 	createAPIRule(t, "listcovered", "listcovered",
-		gatewayv1alpha1.Rule{Path: "/api/*", JWT: partners},
-		gatewayv1alpha1.Rule{Path: "/api/admin", JWT: orders.JWT})
+		porticov1alpha1.Rule{Path: "/api/*", JWT: partners},
+		porticov1alpha1.Rule{Path: "/api/admin", JWT: orders.JWT})
 	g.Eventually(func(g Gomega) {
 		c := readyCondition(g, "listcovered")
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonInvalidRule))
+		g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonInvalidRule))
 		g.Expect(c.Message).To(ContainSubstring("rule /api/* (jwt issuers " + orders.JWT.Issuer + ",https://partners.example.com) covers rule /api/admin"))
 	}, eventually).Should(Succeed())
 	g.Expect(gone("listcovered", &securityv1.AuthorizationPolicy{})()).To(BeTrue())
@@ -146,7 +146,7 @@ func TestForeignObjectIsNeverTakenOver(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		c := readyCondition(g, "takeover")
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonConflict))
+		g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonConflict))
 		g.Expect(c.Message).To(ContainSubstring("AuthorizationPolicy shop/takeover exists"))
 	}, eventually).Should(Succeed())
 
@@ -163,7 +163,7 @@ func TestForeignObjectIsNeverTakenOver(t *testing.T) {
 	g.Expect(gone("takeover", &networkingv1.VirtualService{})()).To(BeTrue(), "nothing is written while in conflict")
 
 	g.Expect(k8sClient.Delete(ctx, r)).To(Succeed())
-	g.Eventually(gone("takeover", &gatewayv1alpha1.APIRule{}), eventually).Should(BeTrue())
+	g.Eventually(gone("takeover", &porticov1alpha1.APIRule{}), eventually).Should(BeTrue())
 	g.Consistently(unchanged, "2s").Should(Succeed(), "the administrator's policy outlives the APIRule")
 }
 
@@ -175,8 +175,8 @@ func TestCrossNamespaceServiceNeedsConsent(t *testing.T) {
 	ctx := context.Background()
 	createService(t, "xns")
 	createServiceIn(t, otherNS, "xns-reports", nil)
-	remote := gatewayv1alpha1.Rule{Path: "/reports/*", JWT: orders.JWT,
-		Service: &gatewayv1alpha1.ServiceReference{Name: "xns-reports", Namespace: otherNS, Port: 8080}}
+	remote := porticov1alpha1.Rule{Path: "/reports/*", JWT: orders.JWT,
+		Service: &porticov1alpha1.ServiceReference{Name: "xns-reports", Namespace: otherNS, Port: 8080}}
 	createAPIRule(t, "xns", "xns", health, remote)
 	const remoteName = ns + "-xns-xns-reports"
 	consent := func(value string) {
@@ -185,14 +185,14 @@ func TestCrossNamespaceServiceNeedsConsent(t *testing.T) {
 			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: otherNS, Name: "xns-reports"}, svc); err != nil {
 				return err
 			}
-			svc.Annotations = map[string]string{gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces: value}
+			svc.Annotations = map[string]string{porticov1alpha1.AnnotationAllowedAPIRuleNamespaces: value}
 			return k8sClient.Update(ctx, svc)
 		}, eventually).Should(Succeed())
 	}
 	notPermitted := func(g Gomega) {
 		c := readyCondition(g, "xns")
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonReferenceNotPermitted))
+		g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonReferenceNotPermitted))
 		g.Expect(c.Message).To(ContainSubstring("service analytics/xns-reports does not exist or does not allow APIRules of namespace shop"))
 	}
 
@@ -205,7 +205,7 @@ func TestCrossNamespaceServiceNeedsConsent(t *testing.T) {
 		consent("team-x, " + ns)
 		g.Eventually(func(g Gomega) {
 			c := readyCondition(g, "xns")
-			g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonApplied), c.Message)
+			g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonApplied), c.Message)
 			vs := &networkingv1.VirtualService{}
 			get(g, "xns", vs)
 			g.Expect(vs.Spec.Http).To(ContainElement(HaveField("Route", ContainElement(
@@ -249,7 +249,7 @@ func TestForeignRouteFoundOnCreateUndoesThePass(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		c := readyCondition(g, "lateral")
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(c.Reason).To(Equal(gatewayv1alpha1.ReasonConflict))
+		g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonConflict))
 		g.Expect(c.Message).To(Equal("VirtualService shop/lateral exists and was not created for this APIRule: " +
 			"it is left untouched, and nothing is written until it is removed or renamed"))
 	}, eventually).Should(Succeed())
@@ -268,9 +268,9 @@ func TestForeignRouteFoundOnCreateUndoesThePass(t *testing.T) {
 	// The foreign object goes: the next look (conflictRetry, or an edit of
 	// the APIRule as here) applies the APIRule.
 	g.Expect(k8sClient.Delete(ctx, foreign)).To(Succeed())
-	updateAPIRule(t, "lateral", func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules = r.Spec.Rules[:1] })
+	updateAPIRule(t, "lateral", func(r *porticov1alpha1.APIRule) { r.Spec.Rules = r.Spec.Rules[:1] })
 	g.Eventually(func(g Gomega) {
-		g.Expect(readyCondition(g, "lateral").Reason).To(Equal(gatewayv1alpha1.ReasonApplied))
+		g.Expect(readyCondition(g, "lateral").Reason).To(Equal(porticov1alpha1.ReasonApplied))
 		vs := &networkingv1.VirtualService{}
 		get(g, "lateral", vs)
 		g.Expect(vs.UID).NotTo(Equal(foreign.UID))

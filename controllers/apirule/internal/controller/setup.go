@@ -29,13 +29,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gatewayapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
-	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 	"github.com/portico-dev/portico/controllers/internal/fairqueue"
 	"github.com/portico-dev/portico/controllers/internal/metrics"
 )
@@ -69,10 +69,10 @@ func ConfigureCache(opts *cache.Options, serviceEntries, workloadEntries, gatewa
 	if opts.ByObject == nil {
 		opts.ByObject = map[client.Object]cache.ByObject{}
 	}
-	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{translate.LabelManagedBy: translate.ManagedBy})}
-	opts.ByObject[&networkingv1.VirtualService{}] = managed
-	opts.ByObject[&securityv1.AuthorizationPolicy{}] = managed
-	opts.ByObject[&securityv1.RequestAuthentication{}] = managed
+	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{plan.LabelManagedBy: plan.ManagedBy})}
+	for _, k := range istioKinds {
+		opts.ByObject[k.New()] = managed
+	}
 	opts.ByObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Transform: stripEndpointSlice}
 	opts.ByObject[&corev1.Service{}] = cache.ByObject{Transform: stripService}
 	if serviceEntries {
@@ -84,8 +84,8 @@ func ConfigureCache(opts *cache.Options, serviceEntries, workloadEntries, gatewa
 	if gatewayAPI {
 		// Every HTTPRoute, as others' routes may share an APIRule's host
 		// on its Gateway (HostShared); of those, only what that check reads.
-		opts.ByObject[&gatewayapiv1.HTTPRoute{}] = cache.ByObject{Transform: stripForeignRoute}
-		opts.ByObject[&gatewayapiv1beta1.ReferenceGrant{}] = cache.ByObject{Transform: stripReferenceGrant}
+		opts.ByObject[&gwapiv1.HTTPRoute{}] = cache.ByObject{Transform: stripForeignRoute}
+		opts.ByObject[&gwapiv1beta1.ReferenceGrant{}] = cache.ByObject{Transform: stripReferenceGrant}
 	}
 }
 
@@ -93,15 +93,15 @@ func ConfigureCache(opts *cache.Options, serviceEntries, workloadEntries, gatewa
 // labelled (it compares and updates them) and, of any other, its identity,
 // parents and hostnames.
 func stripForeignRoute(obj any) (any, error) {
-	route, ok := obj.(*gatewayapiv1.HTTPRoute)
+	route, ok := obj.(*gwapiv1.HTTPRoute)
 	if !ok {
 		return obj, nil
 	}
 	route.ManagedFields = nil
-	if route.Labels[translate.LabelManagedBy] == translate.ManagedBy {
+	if route.Labels[plan.LabelManagedBy] == plan.ManagedBy {
 		return route, nil
 	}
-	out := &gatewayapiv1.HTTPRoute{TypeMeta: route.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+	out := &gwapiv1.HTTPRoute{TypeMeta: route.TypeMeta, ObjectMeta: metav1.ObjectMeta{
 		Name: route.Name, Namespace: route.Namespace, ResourceVersion: route.ResourceVersion, UID: route.UID,
 	}}
 	out.Spec.ParentRefs, out.Spec.Hostnames = route.Spec.ParentRefs, route.Spec.Hostnames
@@ -110,11 +110,11 @@ func stripForeignRoute(obj any) (any, error) {
 
 // stripReferenceGrant keeps a ReferenceGrant's identity and spec.
 func stripReferenceGrant(obj any) (any, error) {
-	g, ok := obj.(*gatewayapiv1beta1.ReferenceGrant)
+	g, ok := obj.(*gwapiv1beta1.ReferenceGrant)
 	if !ok {
 		return obj, nil
 	}
-	return &gatewayapiv1beta1.ReferenceGrant{TypeMeta: g.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+	return &gwapiv1beta1.ReferenceGrant{TypeMeta: g.TypeMeta, ObjectMeta: metav1.ObjectMeta{
 		Name: g.Name, Namespace: g.Namespace, ResourceVersion: g.ResourceVersion, UID: g.UID,
 	}, Spec: g.Spec}, nil
 }
@@ -149,8 +149,8 @@ func stripService(obj any) (any, error) {
 		Name: svc.Name, Namespace: svc.Namespace, ResourceVersion: svc.ResourceVersion, UID: svc.UID,
 		DeletionTimestamp: svc.DeletionTimestamp,
 	}}
-	if v, ok := svc.Annotations[gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces]; ok {
-		out.Annotations = map[string]string{gatewayv1alpha1.AnnotationAllowedAPIRuleNamespaces: v}
+	if v, ok := svc.Annotations[porticov1alpha1.AnnotationAllowedAPIRuleNamespaces]; ok {
+		out.Annotations = map[string]string{porticov1alpha1.AnnotationAllowedAPIRuleNamespaces: v}
 	}
 	out.Spec.Type, out.Spec.ExternalName, out.Spec.Selector = svc.Spec.Type, svc.Spec.ExternalName, svc.Spec.Selector
 	return out, nil
@@ -214,8 +214,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// next predicate drops some). Its own finalizer and status writes
 		// start no reconcile; the objects it writes requeue it only when
 		// others change them.
-		For(&gatewayv1alpha1.APIRule{}, builder.WithPredicates(r.latency.Predicate(readyNow), r.written.notOwnWrite())).
-		Watches(&gatewayv1alpha1.APIRule{}, handler.EnqueueRequestsFromMapFunc(m.overlappingHosts)).
+		For(&porticov1alpha1.APIRule{}, builder.WithPredicates(r.latency.Predicate(readyNow), r.written.notOwnWrite())).
+		Watches(&porticov1alpha1.APIRule{}, handler.EnqueueRequestsFromMapFunc(m.overlappingHosts)).
 		Watches(&networkingv1.VirtualService{}, r.written.exceptOwner(handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return toAPIRuleRequests(o)
 		}))).
@@ -240,12 +240,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if r.GatewayAPI {
 		// The route's status is the Gateway's answer (readiness); a grant
 		// concerns the APIRules routing into its namespace.
-		b = b.Watches(&gatewayapiv1.HTTPRoute{}, r.written.exceptOwner(routeEvents(m))).
-			Watches(&gatewayapiv1beta1.ReferenceGrant{}, handler.EnqueueRequestsFromMapFunc(m.byNamespaceIndex(backendNamespaceIndex)))
+		b = b.Watches(&gwapiv1.HTTPRoute{}, r.written.exceptOwner(routeEvents(m))).
+			Watches(&gwapiv1beta1.ReferenceGrant{}, handler.EnqueueRequestsFromMapFunc(m.byNamespaceIndex(backendNamespaceIndex)))
 	}
 	if r.CheckGatewayAPIGateways {
 		gw := &metav1.PartialObjectMetadata{}
-		gw.SetGroupVersionKind(schema.GroupVersionKind{Group: gatewayapiv1.GroupName, Version: "v1", Kind: "Gateway"})
+		gw.SetGroupVersionKind(schema.GroupVersionKind{Group: gwapiv1.GroupName, Version: "v1", Kind: "Gateway"})
 		b = b.Watches(gw, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			reqs := requests(m.list(ctx, client.MatchingFields{gatewayIndex: gatewayAPIKey(o.GetNamespace(), o.GetName())}), nil)
 			if m.isDefaultGateway(ctx, o.GetNamespace(), o.GetName()) {
@@ -290,8 +290,8 @@ func routeEvents(m mapper) handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: mapped.Create, DeleteFunc: mapped.Delete, GenericFunc: mapped.Generic,
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			before, okBefore := e.ObjectOld.(*gatewayapiv1.HTTPRoute)
-			after, okAfter := e.ObjectNew.(*gatewayapiv1.HTTPRoute)
+			before, okBefore := e.ObjectOld.(*gwapiv1.HTTPRoute)
+			after, okAfter := e.ObjectNew.(*gwapiv1.HTTPRoute)
 			pq, isPriority := q.(priorityqueue.PriorityQueue[reconcile.Request])
 			if okBefore && okAfter && isPriority && before.Generation == after.Generation &&
 				!equality.Semantic.DeepEqual(before.Status, after.Status) {
@@ -318,28 +318,28 @@ type fieldIndex struct {
 // indexes are the cache indexes the reconciler and the mapper read, of
 // the kinds the reconciler's options say are installed.
 func (r *Reconciler) indexes() []fieldIndex {
-	rule := func(f func(*gatewayv1alpha1.APIRule) []string) client.IndexerFunc {
-		return func(o client.Object) []string { return f(o.(*gatewayv1alpha1.APIRule)) }
+	rule := func(f func(*porticov1alpha1.APIRule) []string) client.IndexerFunc {
+		return func(o client.Object) []string { return f(o.(*porticov1alpha1.APIRule)) }
 	}
 	out := []fieldIndex{
-		{&gatewayv1alpha1.APIRule{}, serviceIndex, rule(func(a *gatewayv1alpha1.APIRule) []string {
+		{&porticov1alpha1.APIRule{}, serviceIndex, rule(func(a *porticov1alpha1.APIRule) []string {
 			var keys []string
-			for _, s := range translate.Backends(a) {
+			for _, s := range plan.Backends(a) {
 				keys = append(keys, s.String())
 			}
 			return keys
 		})},
-		{&gatewayv1alpha1.APIRule{}, backendNamespaceIndex, rule(func(a *gatewayv1alpha1.APIRule) []string {
+		{&porticov1alpha1.APIRule{}, backendNamespaceIndex, rule(func(a *porticov1alpha1.APIRule) []string {
 			var keys []string
-			for _, s := range translate.Backends(a) {
+			for _, s := range plan.Backends(a) {
 				if s.Namespace != a.Namespace && !slices.Contains(keys, s.Namespace) {
 					keys = append(keys, s.Namespace)
 				}
 			}
 			return keys
 		})},
-		{&gatewayv1alpha1.APIRule{}, gatewayIndex, rule(func(a *gatewayv1alpha1.APIRule) []string {
-			if p := translate.Parent(a); p != nil {
+		{&porticov1alpha1.APIRule{}, gatewayIndex, rule(func(a *porticov1alpha1.APIRule) []string {
+			if p := plan.Parent(a); p != nil {
 				return []string{gatewayAPIKey(p.Namespace, p.Name)}
 			}
 			if a.Spec.Gateway != "" {
@@ -347,23 +347,23 @@ func (r *Reconciler) indexes() []fieldIndex {
 			}
 			return []string{defaultGatewayKey}
 		})},
-		{&gatewayv1alpha1.APIRule{}, hostIndex, rule(hostKeys)},
-		{&gatewayv1alpha1.APIRule{}, accessConflictIndex, rule(func(a *gatewayv1alpha1.APIRule) []string {
-			if c := meta.FindStatusCondition(a.Status.Conditions, gatewayv1alpha1.ConditionReady); c != nil && c.Reason == gatewayv1alpha1.ReasonAccessConflict {
+		{&porticov1alpha1.APIRule{}, hostIndex, rule(hostKeys)},
+		{&porticov1alpha1.APIRule{}, accessConflictIndex, rule(func(a *porticov1alpha1.APIRule) []string {
+			if c := meta.FindStatusCondition(a.Status.Conditions, porticov1alpha1.ConditionReady); c != nil && c.Reason == porticov1alpha1.ReasonAccessConflict {
 				return []string{a.Namespace}
 			}
 			return nil
 		})},
-		{&networkingv1.VirtualService{}, ownerIndex, ownerKey},
-		{&securityv1.AuthorizationPolicy{}, ownerIndex, ownerKey},
-		{&securityv1.RequestAuthentication{}, ownerIndex, ownerKey},
 		{&discoveryv1.EndpointSlice{}, endpointSliceIndex, endpointSliceKey},
+	}
+	for _, k := range r.listed() {
+		out = append(out, fieldIndex{k.New(), ownerIndex, ownerKey})
 	}
 	if r.CheckServiceEntries {
 		out = append(out, fieldIndex{&networkingv1.ServiceEntry{}, serviceEntryHostIndex, serviceEntryHostKeys})
 	}
 	if r.GatewayAPI {
-		out = append(out, fieldIndex{&gatewayapiv1.HTTPRoute{}, ownerIndex, ownerKey}, fieldIndex{&gatewayapiv1.HTTPRoute{}, routeHostIndex, routeHostKeys})
+		out = append(out, fieldIndex{&gwapiv1.HTTPRoute{}, routeHostIndex, routeHostKeys})
 	}
 	return out
 }
@@ -371,7 +371,7 @@ func (r *Reconciler) indexes() []fieldIndex {
 // gatewayAPIKey is gatewayIndex's key of a Gateway API Gateway: the group
 // keeps it apart from an Istio Gateway's <namespace>/<name>.
 func gatewayAPIKey(namespace, name string) string {
-	return gatewayv1alpha1.GatewayAPIGroup + "/" + namespace + "/" + name
+	return porticov1alpha1.GatewayAPIGroup + "/" + namespace + "/" + name
 }
 
 // ownerKey is ownerIndex's key of an object the controller labelled: the
@@ -381,24 +381,24 @@ func gatewayAPIKey(namespace, name string) string {
 // reconciles walk the objects of all the others.
 func ownerKey(o client.Object) []string {
 	l := o.GetLabels()
-	if l[translate.LabelManagedBy] != translate.ManagedBy || l[translate.LabelAPIRule] == "" || l[translate.LabelAPIRuleNamespace] != o.GetNamespace() {
+	if l[plan.LabelManagedBy] != plan.ManagedBy || l[plan.LabelAPIRule] == "" || l[plan.LabelAPIRuleNamespace] != o.GetNamespace() {
 		// Another namespace's object is never the APIRule's (owns): a
 		// tenant's flood of look-alikes naming another's APIRule must not
 		// lengthen that APIRule's every pass.
 		return nil
 	}
-	return []string{l[translate.LabelAPIRuleNamespace] + "/" + l[translate.LabelAPIRule]}
+	return []string{l[plan.LabelAPIRuleNamespace] + "/" + l[plan.LabelAPIRule]}
 }
 
 // ownedBy is ownerIndex's key of the objects of rule.
-func ownedBy(rule *gatewayv1alpha1.APIRule) string {
+func ownedBy(rule *porticov1alpha1.APIRule) string {
 	return rule.Namespace + "/" + rule.Name
 }
 
 // hostKeys are hostIndex's keys of an APIRule: per host "h:" and the host,
 // and "u:" and every name the host lies under (a proper suffix of the host
 // without its "*.").
-func hostKeys(rule *gatewayv1alpha1.APIRule) []string {
+func hostKeys(rule *porticov1alpha1.APIRule) []string {
 	var keys []string
 	for _, h := range rule.Spec.Hosts {
 		host := string(h)
@@ -413,7 +413,7 @@ func hostKeys(rule *gatewayv1alpha1.APIRule) []string {
 // overlapKeys are the hostIndex keys of every APIRule whose hosts may
 // overlap one of rule's (hosts.Overlap): the same host, a wildcard over
 // it, and for a wildcard the hosts under it.
-func overlapKeys(rule *gatewayv1alpha1.APIRule) []string {
+func overlapKeys(rule *porticov1alpha1.APIRule) []string {
 	var keys []string
 	for _, h := range rule.Spec.Hosts {
 		host := string(h)
@@ -452,8 +452,8 @@ type mapper struct {
 
 // list lists APIRules read-only: it shares the cache's objects rather
 // than copy them all.
-func (m mapper) list(ctx context.Context, opts ...client.ListOption) []gatewayv1alpha1.APIRule {
-	var rules gatewayv1alpha1.APIRuleList
+func (m mapper) list(ctx context.Context, opts ...client.ListOption) []porticov1alpha1.APIRule {
+	var rules porticov1alpha1.APIRuleList
 	if err := m.c.List(ctx, &rules, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
 		return nil
 	}
@@ -461,7 +461,7 @@ func (m mapper) list(ctx context.Context, opts ...client.ListOption) []gatewayv1
 }
 
 // requests are the requests of the rules that keep (nil: all) accepts.
-func requests(rules []gatewayv1alpha1.APIRule, keep func(*gatewayv1alpha1.APIRule) bool) []reconcile.Request {
+func requests(rules []porticov1alpha1.APIRule, keep func(*porticov1alpha1.APIRule) bool) []reconcile.Request {
 	var reqs []reconcile.Request
 	for i := range rules {
 		if keep == nil || keep(&rules[i]) {
@@ -489,11 +489,11 @@ func (m mapper) byNamespaceIndex(index string) handler.MapFunc {
 // overlappingHosts maps an APIRule to its hosts' other claimants: when one
 // comes or goes, the others decide again.
 func (m mapper) overlappingHosts(ctx context.Context, o client.Object) []reconcile.Request {
-	changed := o.(*gatewayv1alpha1.APIRule)
+	changed := o.(*porticov1alpha1.APIRule)
 	seen := map[types.UID]bool{changed.UID: true}
 	var reqs []reconcile.Request
 	for _, key := range overlapKeys(changed) {
-		reqs = append(reqs, requests(m.list(ctx, client.MatchingFields{hostIndex: key}), func(a *gatewayv1alpha1.APIRule) bool {
+		reqs = append(reqs, requests(m.list(ctx, client.MatchingFields{hostIndex: key}), func(a *porticov1alpha1.APIRule) bool {
 			if seen[a.UID] {
 				return false
 			}
@@ -569,8 +569,8 @@ func (m mapper) serviceEntries(ctx context.Context, o client.Object) []reconcile
 // of the namespace that route to one of its Services, and those of others
 // that route into it.
 func (m mapper) backendsIn(ctx context.Context, namespace string) []reconcile.Request {
-	reqs := requests(m.list(ctx, client.InNamespace(namespace)), func(a *gatewayv1alpha1.APIRule) bool {
-		return slices.ContainsFunc(translate.Backends(a), func(s types.NamespacedName) bool { return s.Namespace == namespace })
+	reqs := requests(m.list(ctx, client.InNamespace(namespace)), func(a *porticov1alpha1.APIRule) bool {
+		return slices.ContainsFunc(plan.Backends(a), func(s types.NamespacedName) bool { return s.Namespace == namespace })
 	})
 	return append(reqs, requests(m.list(ctx, client.MatchingFields{backendNamespaceIndex: namespace}), nil)...)
 }
@@ -590,15 +590,15 @@ func (m mapper) endpoints(ctx context.Context, o client.Object) []reconcile.Requ
 // rewrite at will, starts no reconcile of another tenant's APIRule.
 func toAPIRuleRequests(o client.Object) []reconcile.Request {
 	l := o.GetLabels()
-	if l[translate.LabelManagedBy] != translate.ManagedBy || l[translate.LabelAPIRule] == "" {
+	if l[plan.LabelManagedBy] != plan.ManagedBy || l[plan.LabelAPIRule] == "" {
 		return nil
 	}
-	ns := l[translate.LabelAPIRuleNamespace]
+	ns := l[plan.LabelAPIRuleNamespace]
 	if ns == "" {
 		ns = o.GetNamespace()
 	}
 	if ns != o.GetNamespace() {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: l[translate.LabelAPIRule]}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: l[plan.LabelAPIRule]}}}
 }

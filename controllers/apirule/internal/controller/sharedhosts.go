@@ -11,12 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
-	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 )
 
 // routeHostIndex finds HTTPRoutes by their hostnames (routeHostKeys).
@@ -31,16 +31,16 @@ const maxSharedRoutesNamed = 5
 // may write HTTPRoutes themselves); the Gateway merges the rules of every
 // route of a host, so the condition tells the APIRule's owner. Routes of
 // other namespaces are not named.
-func (r *Reconciler) setHostShared(ctx context.Context, rule *gatewayv1alpha1.APIRule, parent *gatewayv1alpha1.ParentReference) error {
+func (r *Reconciler) setHostShared(ctx context.Context, rule *porticov1alpha1.APIRule, parent *porticov1alpha1.ParentReference) error {
 	if parent == nil || !r.GatewayAPI {
-		meta.RemoveStatusCondition(&rule.Status.Conditions, gatewayv1alpha1.ConditionHostShared)
+		meta.RemoveStatusCondition(&rule.Status.Conditions, porticov1alpha1.ConditionHostShared)
 		return nil
 	}
 	seen := map[types.UID]bool{}
 	var named []string
 	others, host := 0, ""
 	for _, key := range append(overlapKeys(rule), anyHostKey(parent.Namespace, parent.Name)) {
-		var routes gatewayapiv1.HTTPRouteList
+		var routes gwapiv1.HTTPRouteList
 		if err := r.Client.List(ctx, &routes, client.MatchingFields{routeHostIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
 			return fmt.Errorf("list the HTTPRoutes that may claim %s: %w", strings.TrimPrefix(key, "h:"), err)
 		}
@@ -72,7 +72,7 @@ func (r *Reconciler) setHostShared(ctx context.Context, rule *gatewayv1alpha1.AP
 		if others > 0 {
 			who = append(who, fmt.Sprintf("%d HTTPRoute(s) of this namespace or others", others))
 		}
-		c.Status, c.Reason = metav1.ConditionTrue, gatewayv1alpha1.ReasonForeignRoute
+		c.Status, c.Reason = metav1.ConditionTrue, porticov1alpha1.ReasonForeignRoute
 		c.Message = fmt.Sprintf("%s, not written by Portico, also claim host %s (or one overlapping it) on Gateway %s/%s: "+
 			"the Gateway merges the rules of every route of a host, so some requests for it may be served by those routes, "+
 			"and Portico's host ownership does not cover routes it did not write", strings.Join(who, " and "), host, parent.Namespace, parent.Name)
@@ -83,16 +83,16 @@ func (r *Reconciler) setHostShared(ctx context.Context, rule *gatewayv1alpha1.AP
 
 // noForeignRoute is the HostShared condition of an APIRule in HTTPRoute
 // mode whose hosts no HTTPRoute Portico did not write claims.
-func noForeignRoute(rule *gatewayv1alpha1.APIRule) metav1.Condition {
-	return metav1.Condition{Type: gatewayv1alpha1.ConditionHostShared, Status: metav1.ConditionFalse, Reason: gatewayv1alpha1.ReasonNoForeignRoute,
+func noForeignRoute(rule *porticov1alpha1.APIRule) metav1.Condition {
+	return metav1.Condition{Type: porticov1alpha1.ConditionHostShared, Status: metav1.ConditionFalse, Reason: porticov1alpha1.ReasonNoForeignRoute,
 		Message: "no other HTTPRoute claims a host of the APIRule on its Gateway", ObservedGeneration: rule.Generation}
 }
 
 // onParent reports whether an HTTPRoute attaches to parent's Gateway: the
 // same Gateway, and the same listener unless either names none.
-func onParent(route *gatewayapiv1.HTTPRoute, parent *gatewayv1alpha1.ParentReference) bool {
+func onParent(route *gwapiv1.HTTPRoute, parent *porticov1alpha1.ParentReference) bool {
 	for _, ref := range route.Spec.ParentRefs {
-		if ref.Group != nil && string(*ref.Group) != gatewayv1alpha1.GatewayAPIGroup || ref.Kind != nil && string(*ref.Kind) != "Gateway" {
+		if ref.Group != nil && string(*ref.Group) != porticov1alpha1.GatewayAPIGroup || ref.Kind != nil && string(*ref.Kind) != "Gateway" {
 			continue
 		}
 		ns := route.Namespace
@@ -111,7 +111,7 @@ func onParent(route *gatewayapiv1.HTTPRoute, parent *gatewayv1alpha1.ParentRefer
 
 // onDefaultGateway reports whether a route names a Gateway with the
 // default gateway's name.
-func onDefaultGateway(route *gatewayapiv1.HTTPRoute) bool {
+func onDefaultGateway(route *gwapiv1.HTTPRoute) bool {
 	for _, ref := range route.Spec.ParentRefs {
 		if string(ref.Name) == operatorv1alpha1.DefaultGatewayName {
 			return true
@@ -122,7 +122,7 @@ func onDefaultGateway(route *gatewayapiv1.HTTPRoute) bool {
 
 // sharedHost returns a host of the APIRule that the route also serves, or
 // "": a route without hostnames serves them all.
-func sharedHost(rule *gatewayv1alpha1.APIRule, route *gatewayapiv1.HTTPRoute) string {
+func sharedHost(rule *porticov1alpha1.APIRule, route *gwapiv1.HTTPRoute) string {
 	for _, h := range rule.Spec.Hosts {
 		if len(route.Spec.Hostnames) == 0 {
 			return string(h)
@@ -142,22 +142,22 @@ func sharedHost(rule *gatewayv1alpha1.APIRule, route *gatewayapiv1.HTTPRoute) st
 // Gateways' APIRules for a route without hostnames).
 func (m mapper) routes(ctx context.Context, o client.Object) []reconcile.Request {
 	reqs := toAPIRuleRequests(o)
-	route, ok := o.(*gatewayapiv1.HTTPRoute)
+	route, ok := o.(*gwapiv1.HTTPRoute)
 	if !ok {
 		return reqs
 	}
-	keep := func(a *gatewayv1alpha1.APIRule) bool {
+	keep := func(a *porticov1alpha1.APIRule) bool {
 		if owns(a, route) {
 			return false
 		}
-		if p := translate.Parent(a); p != nil {
+		if p := plan.Parent(a); p != nil {
 			return onParent(route, p)
 		}
 		// On the default gateway, which may be a Gateway API Gateway: the
 		// reconcile knows.
 		return a.Spec.Gateway == "" && onDefaultGateway(route)
 	}
-	var candidates []gatewayv1alpha1.APIRule
+	var candidates []porticov1alpha1.APIRule
 	if len(route.Spec.Hostnames) == 0 {
 		onDefault := false
 		for _, ref := range route.Spec.ParentRefs {
@@ -175,9 +175,9 @@ func (m mapper) routes(ctx context.Context, o client.Object) []reconcile.Request
 			candidates = append(candidates, m.list(ctx, client.MatchingFields{gatewayIndex: defaultGatewayKey})...)
 		}
 	} else {
-		probe := &gatewayv1alpha1.APIRule{}
+		probe := &porticov1alpha1.APIRule{}
 		for _, h := range route.Spec.Hostnames {
-			probe.Spec.Hosts = append(probe.Spec.Hosts, gatewayv1alpha1.Hostname(strings.ToLower(string(h))))
+			probe.Spec.Hosts = append(probe.Spec.Hosts, porticov1alpha1.Hostname(strings.ToLower(string(h))))
 		}
 		for _, key := range overlapKeys(probe) {
 			candidates = append(candidates, m.list(ctx, client.MatchingFields{hostIndex: key})...)

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
@@ -10,10 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 // APIRules with path templates become Ready in both modes, with live
@@ -22,41 +20,20 @@ import (
 func TestPathTemplatesAreApplied(t *testing.T) {
 	createService(t, "templates")
 	createGatewayAPIGateway(t, "templates-edge")
-	items := gatewayv1alpha1.Rule{Path: "/orders/{*}/items", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)}
-	files := gatewayv1alpha1.Rule{Path: "/files/{**}", NoAuth: ptr.To(true)}
+	items := porticov1alpha1.Rule{Path: "/orders/{*}/items", Methods: []porticov1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)}
+	files := porticov1alpha1.Rule{Path: "/files/{**}", NoAuth: ptr.To(true)}
 	createAPIRule(t, "templates", "templates", health, items, files)
 	createRouteAPIRule(t, "templates-route", "templates", "templates-edge", health, items, files)
 	selectors := map[types.NamespacedName]map[string]string{{Namespace: ns, Name: "templates"}: {"app": "templates"}}
 	g := NewWithT(t)
 	g.Eventually(func(g Gomega) { answer(g, "templates-route", metav1.ConditionTrue, "Accepted") }, eventually).Should(Succeed())
 	for _, name := range []string{"templates", "templates-route"} {
-		g.Eventually(func(g Gomega) {
-			c := readyCondition(g, name)
-			g.Expect(c.Status).To(Equal(metav1.ConditionTrue), "%s: %s", c.Reason, c.Message)
-		}, eventually).Should(Succeed(), name)
-		rule := &gatewayv1alpha1.APIRule{}
-		get(g, name, rule)
-		objs, _, err := Golden(rule, nil, selectors)
-		g.Expect(err).NotTo(HaveOccurred())
-		versions := map[string]string{}
-		for _, want := range objs {
-			live := want.DeepCopyObject().(client.Object)
-			get(g, want.GetName(), live)
-			g.Expect(upToDate(want, live)).To(BeTrue(), "%T %s has the desired spec", want, want.GetName())
-			versions[objectID(live)] = live.GetResourceVersion()
-		}
-		g.Consistently(func(g Gomega) {
-			for _, want := range objs {
-				live := want.DeepCopyObject().(client.Object)
-				get(g, want.GetName(), live)
-				g.Expect(live.GetResourceVersion()).To(Equal(versions[objectID(live)]), "%T %s", want, want.GetName())
-			}
-		}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
+		convergedAndQuiet(g, name, selectors)
 	}
 	vs := &networkingv1.VirtualService{}
 	get(g, "templates", vs)
 	g.Expect(vs.Spec.Http).To(ContainElement(HaveField("Match", ContainElement(HaveField("Uri.GetRegex()", `^/orders/[^/]+/items$`)))))
-	route := &gatewayapiv1.HTTPRoute{}
+	route := &gwapiv1.HTTPRoute{}
 	get(g, "templates-route", route)
 	g.Expect(route.Spec.Rules).To(ContainElement(HaveField("Matches", ContainElement(HaveField("Path.Value", ptr.To(`^/files/.*$`))))))
 	ap := &securityv1.AuthorizationPolicy{}

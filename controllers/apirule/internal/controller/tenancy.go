@@ -17,9 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/controllers/apirule/internal/access"
 	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
+	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
 )
 
@@ -31,10 +33,10 @@ const clusterDomain = "cluster.local"
 // leaving the old route in place would keep serving what was withdrawn.
 func withdraws(reason string) bool {
 	switch reason {
-	case gatewayv1alpha1.ReasonReferenceNotPermitted, gatewayv1alpha1.ReasonBackendNotPermitted,
-		gatewayv1alpha1.ReasonHostOccupied, gatewayv1alpha1.ReasonHostNotPermitted,
-		gatewayv1alpha1.ReasonNoDefaultGateway, gatewayv1alpha1.ReasonHostNotOnGateway, gatewayv1alpha1.ReasonHostReserved,
-		gatewayv1alpha1.ReasonAuthorizerNotPermitted:
+	case porticov1alpha1.ReasonReferenceNotPermitted, porticov1alpha1.ReasonBackendNotPermitted,
+		porticov1alpha1.ReasonHostOccupied, porticov1alpha1.ReasonHostNotPermitted,
+		porticov1alpha1.ReasonNoDefaultGateway, porticov1alpha1.ReasonHostNotOnGateway, porticov1alpha1.ReasonHostReserved,
+		porticov1alpha1.ReasonAuthorizerNotPermitted:
 		return true
 	}
 	return false
@@ -42,7 +44,7 @@ func withdraws(reason string) bool {
 
 // refuse reports reason and removes every Istio object of the APIRule; the
 // finalizer comes off once they are gone.
-func (r *Reconciler) refuse(ctx context.Context, rule *gatewayv1alpha1.APIRule, reason, msg string) (ctrl.Result, error) {
+func (r *Reconciler) refuse(ctx context.Context, rule *porticov1alpha1.APIRule, reason, msg string) (ctrl.Result, error) {
 	setReady(rule, metav1.ConditionFalse, reason, msg)
 	if !controllerutil.ContainsFinalizer(rule, Finalizer) {
 		// It wrote nothing since the finalizer came off; the cache finds
@@ -54,21 +56,21 @@ func (r *Reconciler) refuse(ctx context.Context, rule *gatewayv1alpha1.APIRule, 
 
 // refuseInvalid reports InvalidRule for a Translate error. It leaves the
 // live objects as they were, unless the rules would send headers or
-// cookies in their callers' name (translate.ErrForgesRequest): an APIRule
+// cookies in their callers' name (plan.ErrForgesRequest): an APIRule
 // Applied before that check existed would otherwise keep a route that
 // sends them.
-func (r *Reconciler) refuseInvalid(ctx context.Context, rule *gatewayv1alpha1.APIRule, err error) (ctrl.Result, error) {
-	if errors.Is(err, translate.ErrForgesRequest) {
-		return r.refuse(ctx, rule, gatewayv1alpha1.ReasonInvalidRule, err.Error())
+func (r *Reconciler) refuseInvalid(ctx context.Context, rule *porticov1alpha1.APIRule, err error) (ctrl.Result, error) {
+	if errors.Is(err, plan.ErrForgesRequest) {
+		return r.refuse(ctx, rule, porticov1alpha1.ReasonInvalidRule, err.Error())
 	}
-	setReady(rule, metav1.ConditionFalse, gatewayv1alpha1.ReasonInvalidRule, err.Error()+"; the objects were left unchanged")
+	setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonInvalidRule, err.Error()+"; the objects were left unchanged")
 	return ctrl.Result{}, nil
 }
 
 // checkHosts returns why the APIRule may not serve its hosts: a wildcard
 // that grants (the APIGateway's spec.apiRules) do not give its namespace,
 // or a host an older APIRule claims.
-func (r *Reconciler) checkHosts(ctx context.Context, rule *gatewayv1alpha1.APIRule, grants *operatorv1alpha1.APIRulesSpec) (string, string, error) {
+func (r *Reconciler) checkHosts(ctx context.Context, rule *porticov1alpha1.APIRule, grants *operatorv1alpha1.APIRulesSpec) (string, string, error) {
 	var others []hosts.Claim
 	seen := map[types.UID]bool{}
 	// The host index narrows the APIRules to those whose hosts may overlap
@@ -76,7 +78,7 @@ func (r *Reconciler) checkHosts(ctx context.Context, rule *gatewayv1alpha1.APIRu
 	// whole company's APIRules under one domain, listing that domain's
 	// would make every reconcile read all of them.
 	for _, key := range overlapKeys(rule) {
-		var rules gatewayv1alpha1.APIRuleList
+		var rules porticov1alpha1.APIRuleList
 		if err := r.Client.List(ctx, &rules, client.MatchingFields{hostIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
 			return "", "", fmt.Errorf("list the APIRules that may claim %s: %w", key[2:], err)
 		}
@@ -96,9 +98,9 @@ func (r *Reconciler) checkHosts(ctx context.Context, rule *gatewayv1alpha1.APIRu
 	v := hosts.Decide(claimOf(rule), others, grantsOf(grants))
 	switch v.Reason {
 	case hosts.NotPermitted:
-		return gatewayv1alpha1.ReasonHostNotPermitted, v.Message + "; the APIRule's Istio objects were removed", nil
+		return porticov1alpha1.ReasonHostNotPermitted, v.Message + "; the APIRule's Istio objects were removed", nil
 	case hosts.Occupied:
-		return gatewayv1alpha1.ReasonHostOccupied, v.Message + "; the APIRule's Istio objects were removed", nil
+		return porticov1alpha1.ReasonHostOccupied, v.Message + "; the APIRule's Istio objects were removed", nil
 	}
 	return "", "", nil
 }
@@ -121,7 +123,7 @@ func grantsOf(spec *operatorv1alpha1.APIRulesSpec) hosts.Grants {
 // namespace may select the default gateway's pods, so a claim on another
 // gateway could take over the health check as well as one on the default
 // gateway.
-func reservedHost(rule *gatewayv1alpha1.APIRule, gw *operatorv1alpha1.APIGateway) string {
+func reservedHost(rule *porticov1alpha1.APIRule, gw *operatorv1alpha1.APIGateway) string {
 	_, domain, ok := gw.DefaultGateway()
 	if !ok || domain == "" {
 		return ""
@@ -157,15 +159,15 @@ func (r *Reconciler) apiGateway(ctx context.Context) (*operatorv1alpha1.APIGatew
 // of the APIGateway (APIGateway.DefaultGateway). On the default gateway,
 // named or not, every host must be directly under its domain and not its
 // health host. Otherwise it returns the reason and message of the refusal.
-func gatewayOf(rule *gatewayv1alpha1.APIRule, gw *operatorv1alpha1.APIGateway) (gateway string, parent *gatewayv1alpha1.ParentReference, reason, msg string) {
+func gatewayOf(rule *porticov1alpha1.APIRule, gw *operatorv1alpha1.APIGateway) (gateway string, parent *porticov1alpha1.ParentReference, reason, msg string) {
 	if rule.Spec.ParentRef != nil {
-		return "", translate.Parent(rule), "", "" // HTTPRoute mode: no Istio Gateway
+		return "", plan.Parent(rule), "", "" // HTTPRoute mode: no Istio Gateway
 	}
 	def, domain, ok := gw.DefaultGateway()
 	gateway = rule.Spec.Gateway
 	if gateway == "" {
 		if !ok {
-			return "", nil, gatewayv1alpha1.ReasonNoDefaultGateway,
+			return "", nil, porticov1alpha1.ReasonNoDefaultGateway,
 				"the APIRule names no gateway (spec.gateway) and the APIGateway has no enabled default gateway (its spec.gateway) to use instead: " +
 					"name an Istio Gateway, as <namespace>/<name>; the APIRule's Istio objects were removed"
 		}
@@ -178,7 +180,7 @@ func gatewayOf(rule *gatewayv1alpha1.APIRule, gw *operatorv1alpha1.APIGateway) (
 	// bounds the hosts, and its health host is the gateway's own.
 	for _, h := range rule.Spec.Hosts {
 		if !hostOnDomain(string(h), domain) {
-			return "", nil, gatewayv1alpha1.ReasonHostNotOnGateway, fmt.Sprintf(
+			return "", nil, porticov1alpha1.ReasonHostNotOnGateway, fmt.Sprintf(
 				"host %s is not a name directly under the domain %s, so the default gateway %s, which serves *.%s, would not serve it: "+
 					"use a host such as api.%s, or name a gateway that serves it; the APIRule's Istio objects were removed",
 				h, domain, gateway, domain, domain)
@@ -188,7 +190,7 @@ func gatewayOf(rule *gatewayv1alpha1.APIRule, gw *operatorv1alpha1.APIGateway) (
 		// The default gateway is a Gateway API Gateway: HTTPRoute mode on
 		// its https listener.
 		ns, name, _ := strings.Cut(def, "/")
-		return "", &gatewayv1alpha1.ParentReference{Group: gatewayv1alpha1.GatewayAPIGroup, Kind: "Gateway", Namespace: ns, Name: name,
+		return "", &porticov1alpha1.ParentReference{Group: porticov1alpha1.GatewayAPIGroup, Kind: "Gateway", Namespace: ns, Name: name,
 			SectionName: operatorv1alpha1.DefaultGatewayListener}, "", ""
 	}
 	return gateway, nil, "", ""
@@ -208,7 +210,7 @@ func hostOnDomain(host, domain string) bool {
 }
 
 // hostsOverlap reports whether two APIRules claim a host in common.
-func hostsOverlap(a, b *gatewayv1alpha1.APIRule) bool {
+func hostsOverlap(a, b *porticov1alpha1.APIRule) bool {
 	for _, h := range a.Spec.Hosts {
 		for _, o := range b.Spec.Hosts {
 			if hosts.Overlap(string(h), string(o)) {
@@ -219,7 +221,7 @@ func hostsOverlap(a, b *gatewayv1alpha1.APIRule) bool {
 	return false
 }
 
-func claimOf(rule *gatewayv1alpha1.APIRule) hosts.Claim {
+func claimOf(rule *porticov1alpha1.APIRule) hosts.Claim {
 	c := hosts.Claim{APIRule: client.ObjectKeyFromObject(rule), UID: rule.UID, Created: rule.CreationTimestamp.Time}
 	for _, h := range rule.Spec.Hosts {
 		c.Hosts = append(c.Hosts, string(h))
@@ -290,7 +292,7 @@ func serviceHostNames(svc *corev1.Service) []string {
 // guards. When this APIRule's own live objects already meet the other's
 // (written concurrently, or before the other), the newer one gives way and
 // removes its objects; the older one stays.
-func (r *Reconciler) checkAccess(ctx context.Context, rule *gatewayv1alpha1.APIRule, out translate.Output) (string, error) {
+func (r *Reconciler) checkAccess(ctx context.Context, rule *porticov1alpha1.APIRule, out translate.Output) (string, error) {
 	ownAPs, otherAPs, ownRAs, otherRAs, err := r.livePolicies(ctx, rule)
 	if err != nil {
 		return "", err
@@ -299,7 +301,7 @@ func (r *Reconciler) checkAccess(ctx context.Context, rule *gatewayv1alpha1.APIR
 	for _, w := range out.Workloads {
 		msg = firstConflict(w.AuthorizationPolicy, w.RequestAuthentication, otherAPs, otherRAs)
 		if msg == "" {
-			msg = customConflict(translate.Access{Allow: w.AuthorizationPolicy, Custom: w.CustomPolicy}, accessSets(otherAPs))
+			msg = customConflict(access.Access{Allow: w.AuthorizationPolicy, Custom: w.CustomPolicy}, accessSets(otherAPs))
 		}
 		if msg != "" {
 			break
@@ -333,14 +335,14 @@ func (r *Reconciler) checkAccess(ctx context.Context, rule *gatewayv1alpha1.APIR
 func firstConflict(ap *securityv1.AuthorizationPolicy, ra *securityv1.RequestAuthentication, aps []*securityv1.AuthorizationPolicy, ras []*securityv1.RequestAuthentication) string {
 	if ap != nil {
 		for _, other := range aps {
-			if c := translate.AuthorizationConflict(ap, other); c != "" {
+			if c := access.AuthorizationConflict(ap, other); c != "" {
 				return c + "; another APIRule's live AuthorizationPolicy guards those requests"
 			}
 		}
 	}
 	if ra != nil {
 		for _, other := range ras {
-			if c := translate.AuthenticationConflict(ra, other); c != "" {
+			if c := access.AuthenticationConflict(ra, other); c != "" {
 				return c
 			}
 		}
@@ -369,12 +371,12 @@ func olderThan[T metav1.Object](self T, others []T) []T {
 
 // livePolicies reads the access control the controller keeps in the
 // APIRule's namespace, split into this APIRule's and the others'.
-func (r *Reconciler) livePolicies(ctx context.Context, rule *gatewayv1alpha1.APIRule) (own, other []*securityv1.AuthorizationPolicy, ownRA, otherRA []*securityv1.RequestAuthentication, err error) {
+func (r *Reconciler) livePolicies(ctx context.Context, rule *porticov1alpha1.APIRule) (own, other []*securityv1.AuthorizationPolicy, ownRA, otherRA []*securityv1.RequestAuthentication, err error) {
 	// The namespace's policies, not an index of them: two selectors may
 	// meet on a pod without a label in common ({app: a} and {tier: b}), so
 	// no key of one policy's selector finds every policy it may meet. A
 	// namespace holds one tenant's APIRules, however many the cluster has.
-	managed := client.MatchingLabels{translate.LabelManagedBy: translate.ManagedBy}
+	managed := client.MatchingLabels{plan.LabelManagedBy: plan.ManagedBy}
 	var aps securityv1.AuthorizationPolicyList
 	// Read-only: share the cache's objects rather than copy every policy.
 	if err := r.Client.List(ctx, &aps, client.InNamespace(rule.Namespace), managed, client.UnsafeDisableDeepCopy); err != nil {

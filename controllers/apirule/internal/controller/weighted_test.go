@@ -8,10 +8,9 @@ import (
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 // An APIRule that splits a JWT path between two Services becomes Ready in
@@ -22,9 +21,9 @@ func TestWeightedBackendsAreApplied(t *testing.T) {
 	createService(t, "split-canary")
 	createGatewayAPIGateway(t, "split-edge")
 	canary := orders
-	canary.Backends = []gatewayv1alpha1.WeightedBackend{
-		{Service: gatewayv1alpha1.ServiceReference{Name: "split-stable", Port: 8080}, Weight: 90},
-		{Service: gatewayv1alpha1.ServiceReference{Name: "split-canary", Port: 8080}, Weight: 10},
+	canary.Backends = []porticov1alpha1.WeightedBackend{
+		{Service: porticov1alpha1.ServiceReference{Name: "split-stable", Port: 8080}, Weight: 90},
+		{Service: porticov1alpha1.ServiceReference{Name: "split-canary", Port: 8080}, Weight: 10},
 	}
 	createAPIRule(t, "split", "split-stable", health, canary)
 	createRouteAPIRule(t, "split-route", "split-stable", "split-edge", health, canary)
@@ -35,18 +34,7 @@ func TestWeightedBackendsAreApplied(t *testing.T) {
 	g := NewWithT(t)
 	g.Eventually(func(g Gomega) { answer(g, "split-route", metav1.ConditionTrue, "Accepted") }, eventually).Should(Succeed())
 	for _, name := range []string{"split", "split-route"} {
-		g.Eventually(func(g Gomega) {
-			g.Expect(readyCondition(g, name).Status).To(Equal(metav1.ConditionTrue))
-		}, eventually).Should(Succeed(), name)
-		rule := &gatewayv1alpha1.APIRule{}
-		get(g, name, rule)
-		objs, _, err := Golden(rule, nil, selectors)
-		g.Expect(err).NotTo(HaveOccurred())
-		for _, want := range objs {
-			live := want.DeepCopyObject().(client.Object)
-			get(g, want.GetName(), live)
-			g.Expect(upToDate(want, live)).To(BeTrue(), "%T %s has the desired spec", want, want.GetName())
-		}
+		convergedAndQuiet(g, name, selectors)
 		for backend, policy := range map[string]string{"split-stable": name, "split-canary": name + "-split-canary"} {
 			ap := &securityv1.AuthorizationPolicy{}
 			get(g, policy, ap)
@@ -63,10 +51,10 @@ func TestWeightedBackendsAreApplied(t *testing.T) {
 		And(HaveField("Destination.Host", HavePrefix("split-stable.")), HaveField("Weight", int32(90))),
 		And(HaveField("Destination.Host", HavePrefix("split-canary.")), HaveField("Weight", int32(10))),
 	))))
-	route := &gatewayapiv1.HTTPRoute{}
+	route := &gwapiv1.HTTPRoute{}
 	get(g, "split-route", route)
 	g.Expect(route.Spec.Rules).To(ContainElement(HaveField("BackendRefs", ConsistOf(
-		And(HaveField("Name", gatewayapiv1.ObjectName("split-stable")), HaveField("Weight", HaveValue(Equal(int32(90))))),
-		And(HaveField("Name", gatewayapiv1.ObjectName("split-canary")), HaveField("Weight", HaveValue(Equal(int32(10))))),
+		And(HaveField("Name", gwapiv1.ObjectName("split-stable")), HaveField("Weight", HaveValue(Equal(int32(90))))),
+		And(HaveField("Name", gwapiv1.ObjectName("split-canary")), HaveField("Weight", HaveValue(Equal(int32(10))))),
 	))))
 }

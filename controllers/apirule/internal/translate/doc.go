@@ -1,21 +1,20 @@
-// Package translate turns an APIRule into the Istio objects that implement
-// it: one VirtualService (hosts, gateway, one HTTP route per rule to the
-// service FQDN and port, timeouts, CORS) and, for every backend Service the
-// rules route to, one AuthorizationPolicy on that Service's pods (the paths
-// and methods of the rules routed there; JWT rules require a request
-// principal of one of their issuers, pinned exactly, and, when given, the
-// audience and scope claims of one of their authorization alternatives,
-// one ALLOW rule per alternative) and, only when a rule routed there uses
-// JWT, one RequestAuthentication (one JWT rule per issuer, with the places
-// its tokens are read from).
+// Package translate turns an APIRule into the objects that implement it,
+// in three steps, each its own package: plan.New normalises the APIRule
+// into a plan, plan.Check refuses what cannot be enforced as written (the
+// one place for every refusal), and the renderers write the plan out:
+// render/istio the VirtualService (Istio mode) and the access control of
+// every backend in the APIRule's namespace (ALLOW and CUSTOM
+// AuthorizationPolicies, RequestAuthentications), render/gatewayapi the
+// HTTPRoute (HTTPRoute mode). The access model and the comparison of
+// access control across APIRules are package access's.
 //
 // Istio allows a request that any ALLOW rule on a workload matches, so the
-// translation refuses rules that would let one rule's callers into another
+// checks refuse rules that would let one rule's callers into another
 // rule's path with weaker authentication, on pods both may reach, and an
-// issuer given two key sets or two sets of token places (Istio merges them);
-// FuzzTranslate checks that no output does.
+// issuer given two key sets or two sets of token places (Istio merges
+// them); FuzzTranslate checks that no output does.
 //
 // Translation is pure and deterministic: it reads nothing from the cluster
-// (the caller passes the pod selectors of the backend Services) and returns
-// an error for rules the API server cannot reject by itself.
+// (the caller passes the pod selectors of the backend Services). The golden
+// files and this package's tests hold its behaviour.
 package translate

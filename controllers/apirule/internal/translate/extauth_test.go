@@ -9,19 +9,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
-func extAuth(authorizer string, restrictions *gatewayv1alpha1.JWTAuthentication) *gatewayv1alpha1.ExtAuth {
-	return &gatewayv1alpha1.ExtAuth{Authorizers: []string{authorizer}, Restrictions: restrictions}
+func extAuth(authorizer string, restrictions *porticov1alpha1.JWTAuthentication) *porticov1alpha1.ExtAuth {
+	return &porticov1alpha1.ExtAuth{Authorizers: []string{authorizer}, Restrictions: restrictions}
 }
 
 func TestExtAuthPolicies(t *testing.T) {
 	g := NewWithT(t)
 	r := newAPIRule(withRules(
-		gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
-		gatewayv1alpha1.Rule{Path: "/orders/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, ExtAuth: extAuth("ext-authz", nil)},
-		gatewayv1alpha1.Rule{Path: "/old/*", ExtAuth: extAuth("ext-authz", jwt("https://idp", nil, nil)), Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/v2/"}},
+		porticov1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+		porticov1alpha1.Rule{Path: "/orders/*", Methods: []porticov1alpha1.HTTPMethod{"GET"}, ExtAuth: extAuth("ext-authz", nil)},
+		porticov1alpha1.Rule{Path: "/old/*", ExtAuth: extAuth("ext-authz", jwt("https://idp", nil, nil)), Rewrite: &porticov1alpha1.Rewrite{Prefix: "/v2/"}},
 	))
 	out, err := Translate(Input{APIRule: r, Selectors: selectors})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -56,47 +56,47 @@ func TestExtAuthPolicies(t *testing.T) {
 
 func TestExtAuthChecks(t *testing.T) {
 	for name, tc := range map[string]struct {
-		rules   []gatewayv1alpha1.Rule
+		rules   []porticov1alpha1.Rule
 		wantErr string
 	}{
-		"one authorizer on two services of other pods": {rules: []gatewayv1alpha1.Rule{
+		"one authorizer on two services of other pods": {rules: []porticov1alpha1.Rule{
 			{Path: "/a", ExtAuth: extAuth("one", nil)},
-			{Path: "/b", ExtAuth: extAuth("two", nil), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 80}},
+			{Path: "/b", ExtAuth: extAuth("two", nil), Service: &porticov1alpha1.ServiceReference{Name: "reports", Port: 80}},
 		}},
-		"two authorizers on one workload": {rules: []gatewayv1alpha1.Rule{
+		"two authorizers on one workload": {rules: []porticov1alpha1.Rule{
 			{Path: "/a", ExtAuth: extAuth("one", nil)},
 			{Path: "/b", ExtAuth: extAuth("two", nil)},
 		}, wantErr: "Istio calls one external authorizer per workload"},
-		"two authorizers on two services selecting the same pods": {rules: []gatewayv1alpha1.Rule{
+		"two authorizers on two services selecting the same pods": {rules: []porticov1alpha1.Rule{
 			{Path: "/a", ExtAuth: extAuth("one", nil)},
-			{Path: "/b", ExtAuth: extAuth("two", nil), Service: &gatewayv1alpha1.ServiceReference{Name: "orders-admin", Port: 80}},
+			{Path: "/b", ExtAuth: extAuth("two", nil), Service: &porticov1alpha1.ServiceReference{Name: "orders-admin", Port: 80}},
 		}, wantErr: "Istio calls one external authorizer per workload"},
-		"extAuth on another namespace's service": {rules: []gatewayv1alpha1.Rule{
-			{Path: "/a", ExtAuth: extAuth("one", nil), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 80}},
+		"extAuth on another namespace's service": {rules: []porticov1alpha1.Rule{
+			{Path: "/a", ExtAuth: extAuth("one", nil), Service: &porticov1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 80}},
 		}, wantErr: "the authorizer would never be asked"},
-		"a noAuth prefix covering an extAuth path": {rules: []gatewayv1alpha1.Rule{
+		"a noAuth prefix covering an extAuth path": {rules: []porticov1alpha1.Rule{
 			{Path: "/api/*", NoAuth: ptr.To(true)},
 			{Path: "/api/admin", ExtAuth: extAuth("one", nil)},
 		}, wantErr: "rule /api/* (noAuth) covers rule /api/admin (extAuth one)"},
-		"an extAuth prefix covering a noAuth path": {rules: []gatewayv1alpha1.Rule{
+		"an extAuth prefix covering a noAuth path": {rules: []porticov1alpha1.Rule{
 			{Path: "/api/*", ExtAuth: extAuth("one", nil)},
 			{Path: "/api/public", NoAuth: ptr.To(true)},
 		}, wantErr: "rule /api/* (extAuth one) covers rule /api/public (noAuth)"},
-		"an extAuth prefix covering a path with the same authorizer and restrictions": {rules: []gatewayv1alpha1.Rule{
+		"an extAuth prefix covering a path with the same authorizer and restrictions": {rules: []porticov1alpha1.Rule{
 			{Path: "/api/*", ExtAuth: extAuth("one", jwt("https://idp", nil, nil))},
 			{Path: "/api/x", ExtAuth: extAuth("one", jwt("https://idp", nil, nil))},
 		}},
-		"an extAuth prefix covering a jwt path with the restrictions as jwt": {rules: []gatewayv1alpha1.Rule{
+		"an extAuth prefix covering a jwt path with the restrictions as jwt": {rules: []porticov1alpha1.Rule{
 			{Path: "/api/*", ExtAuth: extAuth("one", jwt("https://idp", nil, nil))},
 			{Path: "/api/x", JWT: jwt("https://idp", nil, nil)},
 		}, wantErr: "(extAuth one then jwt issuer https://idp) covers rule /api/x (jwt issuer https://idp)"},
-		"restrictions with another key set for an issuer jwt trusts": {rules: []gatewayv1alpha1.Rule{
+		"restrictions with another key set for an issuer jwt trusts": {rules: []porticov1alpha1.Rule{
 			{Path: "/a", JWT: jwt("https://idp", nil, nil)},
-			{Path: "/b", ExtAuth: extAuth("one", &gatewayv1alpha1.JWTAuthentication{Issuer: "https://idp", JWKSURI: "https://other/keys"})},
+			{Path: "/b", ExtAuth: extAuth("one", &porticov1alpha1.JWTAuthentication{Issuer: "https://idp", JWKSURI: "https://other/keys"})},
 		}, wantErr: "one issuer needs one key set"},
-		"a noAuth rewrite into an extAuth path": {rules: []gatewayv1alpha1.Rule{
+		"a noAuth rewrite into an extAuth path": {rules: []porticov1alpha1.Rule{
 			{Path: "/admin", ExtAuth: extAuth("one", nil)},
-			{Path: "/status", NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Path: "/admin"}},
+			{Path: "/status", NoAuth: ptr.To(true), Rewrite: &porticov1alpha1.Rewrite{Path: "/admin"}},
 		}, wantErr: "rewrites to /admin"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -122,8 +122,8 @@ func TestExtAuthPolicyName(t *testing.T) {
 	// A Service named "extauth" would give its ALLOW policy the CUSTOM
 	// policy's name of the default Service.
 	clash := newAPIRule(withRules(
-		gatewayv1alpha1.Rule{Path: "/a", ExtAuth: extAuth("one", nil)},
-		gatewayv1alpha1.Rule{Path: "/b", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "extauth", Port: 80}},
+		porticov1alpha1.Rule{Path: "/a", ExtAuth: extAuth("one", nil)},
+		porticov1alpha1.Rule{Path: "/b", NoAuth: ptr.To(true), Service: &porticov1alpha1.ServiceReference{Name: "extauth", Port: 80}},
 	))
 	sel := map[types.NamespacedName]map[string]string{
 		{Namespace: "shop", Name: "orders"}:  {"app": "orders"},
@@ -134,7 +134,7 @@ func TestExtAuthPolicyName(t *testing.T) {
 }
 
 // policies builds an APIRule's access on the orders pods from its rules.
-func policies(t *testing.T, name string, rules ...gatewayv1alpha1.Rule) Access {
+func policies(t *testing.T, name string, rules ...porticov1alpha1.Rule) Access {
 	t.Helper()
 	r := newAPIRule(withRules(rules...))
 	r.Name = name
@@ -147,31 +147,31 @@ func policies(t *testing.T, name string, rules ...gatewayv1alpha1.Rule) Access {
 
 func TestCustomConflict(t *testing.T) {
 	for name, tc := range map[string]struct {
-		a, b []gatewayv1alpha1.Rule
+		a, b []porticov1alpha1.Rule
 		want string
 	}{
 		"disjoint paths": {
-			a: []gatewayv1alpha1.Rule{{Path: "/a/*", ExtAuth: extAuth("one", nil)}},
-			b: []gatewayv1alpha1.Rule{{Path: "/b/*", NoAuth: ptr.To(true)}},
+			a: []porticov1alpha1.Rule{{Path: "/a/*", ExtAuth: extAuth("one", nil)}},
+			b: []porticov1alpha1.Rule{{Path: "/b/*", NoAuth: ptr.To(true)}},
 		},
 		"another authorizer on the same pods": {
-			a:    []gatewayv1alpha1.Rule{{Path: "/a/*", ExtAuth: extAuth("one", nil)}},
-			b:    []gatewayv1alpha1.Rule{{Path: "/b/*", ExtAuth: extAuth("two", nil)}},
+			a:    []porticov1alpha1.Rule{{Path: "/a/*", ExtAuth: extAuth("one", nil)}},
+			b:    []porticov1alpha1.Rule{{Path: "/b/*", ExtAuth: extAuth("two", nil)}},
 			want: "Istio calls one external authorizer per workload",
 		},
 		"an authorizer over another's noAuth path": {
-			a:    []gatewayv1alpha1.Rule{{Path: "/api/*", ExtAuth: extAuth("one", nil)}},
-			b:    []gatewayv1alpha1.Rule{{Path: "/api/public", NoAuth: ptr.To(true)}},
+			a:    []porticov1alpha1.Rule{{Path: "/api/*", ExtAuth: extAuth("one", nil)}},
+			b:    []porticov1alpha1.Rule{{Path: "/api/public", NoAuth: ptr.To(true)}},
 			want: "hands path /api/public to authorizer one",
 		},
 		"a noAuth prefix over another's authorizer": {
-			a:    []gatewayv1alpha1.Rule{{Path: "/api/admin", ExtAuth: extAuth("one", nil)}},
-			b:    []gatewayv1alpha1.Rule{{Path: "/api/*", NoAuth: ptr.To(true)}},
+			a:    []porticov1alpha1.Rule{{Path: "/api/admin", ExtAuth: extAuth("one", nil)}},
+			b:    []porticov1alpha1.Rule{{Path: "/api/*", NoAuth: ptr.To(true)}},
 			want: "allows it to anyone without that authorizer",
 		},
 		"the same authorizer on both paths": {
-			a: []gatewayv1alpha1.Rule{{Path: "/api/*", ExtAuth: extAuth("one", nil)}},
-			b: []gatewayv1alpha1.Rule{{Path: "/api/x", ExtAuth: extAuth("one", nil)}},
+			a: []porticov1alpha1.Rule{{Path: "/api/*", ExtAuth: extAuth("one", nil)}},
+			b: []porticov1alpha1.Rule{{Path: "/api/x", ExtAuth: extAuth("one", nil)}},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -187,8 +187,8 @@ func TestCustomConflict(t *testing.T) {
 		})
 	}
 	t.Run("other pods", func(t *testing.T) {
-		a := policies(t, "a", gatewayv1alpha1.Rule{Path: "/api/*", ExtAuth: extAuth("one", nil)})
-		b := policies(t, "b", gatewayv1alpha1.Rule{Path: "/api/*", ExtAuth: extAuth("two", nil)})
+		a := policies(t, "a", porticov1alpha1.Rule{Path: "/api/*", ExtAuth: extAuth("one", nil)})
+		b := policies(t, "b", porticov1alpha1.Rule{Path: "/api/*", ExtAuth: extAuth("two", nil)})
 		b.Custom.Spec.Selector.MatchLabels = map[string]string{"app": "reports"}
 		b.Allow.Spec.Selector.MatchLabels = map[string]string{"app": "reports"}
 		NewWithT(t).Expect(CustomConflict(a, b)).To(BeEmpty())

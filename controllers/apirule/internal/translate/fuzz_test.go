@@ -2,6 +2,9 @@ package translate
 
 import (
 	"iter"
+	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -9,10 +12,10 @@ import (
 	securityv1beta1 "istio.io/api/security/v1beta1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 // The fuzzer builds APIRules from a small vocabulary, chosen so that random
@@ -23,8 +26,8 @@ var (
 	// fuzzTemplates come after the fuzzed path, so the seeds' bytes keep
 	// their meaning.
 	fuzzTemplates = []string{"/api/{*}", "/{*}/admin", "/api/{**}", "/{**}"}
-	fuzzMethods   = []gatewayv1alpha1.HTTPMethod{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
-	fuzzServices  = []*gatewayv1alpha1.ServiceReference{
+	fuzzMethods   = []porticov1alpha1.HTTPMethod{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+	fuzzServices  = []*porticov1alpha1.ServiceReference{
 		nil,                                // spec.service
 		{Name: "orders", Port: 8081},       // spec.service's pods, named explicitly
 		{Name: "orders-admin", Port: 8080}, // the same pods under another Service
@@ -33,7 +36,7 @@ var (
 		{Name: "external", Port: 80},                          // no selector
 	}
 	// fuzzRewrites aim at the vocabulary's guarded paths.
-	fuzzRewrites = []*gatewayv1alpha1.Rewrite{
+	fuzzRewrites = []*porticov1alpha1.Rewrite{
 		nil,
 		{Path: "/api/admin"},
 		{Prefix: "/api/"},
@@ -42,26 +45,24 @@ var (
 		{Prefix: "/api/admin/"},
 	}
 	// fuzzBackends are weighted splits between the vocabulary's Services.
-	fuzzBackends = [][]gatewayv1alpha1.WeightedBackend{
+	fuzzBackends = [][]porticov1alpha1.WeightedBackend{
 		nil,
-		{{Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 90}, {Service: gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 10}},
-		{{Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 50}, {Service: gatewayv1alpha1.ServiceReference{Name: "orders-admin", Port: 8080}, Weight: 50}},
-		{{Service: gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 100}, {Service: gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}}},
-		{{Service: gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 50}, {Service: gatewayv1alpha1.ServiceReference{Name: "external", Port: 80}, Weight: 50}},
-		{{Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8081}, Weight: 60}, {Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 40}},
+		{{Service: porticov1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 90}, {Service: porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 10}},
+		{{Service: porticov1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 50}, {Service: porticov1alpha1.ServiceReference{Name: "orders-admin", Port: 8080}, Weight: 50}},
+		{{Service: porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 100}, {Service: porticov1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}}},
+		{{Service: porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 50}, {Service: porticov1alpha1.ServiceReference{Name: "external", Port: 80}, Weight: 50}},
+		{{Service: porticov1alpha1.ServiceReference{Name: "orders", Port: 8081}, Weight: 60}, {Service: porticov1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 40}},
 	}
 	// fuzzMatches tell apart rules that share a path: they select routes,
 	// never access, so they must not change what the policies admit.
-	fuzzMatches = []*gatewayv1alpha1.RequestMatch{
+	fuzzMatches = []*porticov1alpha1.RequestMatch{
 		nil,
-		{Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-admin", Exact: "yes"}}},
-		{Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-admin", Prefix: "y"}, {Name: "x-beta", Regex: "1|2"}}},
-		{QueryParams: []gatewayv1alpha1.RuleQueryParamMatch{{Name: "debug", Exact: "1"}}},
-		{Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-beta", Regex: "(1"}}},
+		{Headers: []porticov1alpha1.RuleHeaderMatch{{Name: "x-admin", Exact: "yes"}}},
+		{Headers: []porticov1alpha1.RuleHeaderMatch{{Name: "x-admin", Prefix: "y"}, {Name: "x-beta", Regex: "1|2"}}},
+		{QueryParams: []porticov1alpha1.RuleQueryParamMatch{{Name: "debug", Exact: "1"}}},
+		{Headers: []porticov1alpha1.RuleHeaderMatch{{Name: "x-beta", Regex: "(1"}}},
 	}
-	// fuzzAuthorizers are the external authorizers extAuth rules name.
-	fuzzAuthorizers = []string{"one", "two"}
-	fuzzAuth        = []*gatewayv1alpha1.JWTAuthentication{
+	fuzzAuth = []*porticov1alpha1.JWTAuthentication{
 		nil, // noAuth
 		{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"},
 		{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json", Audiences: []string{"shop"}},
@@ -69,16 +70,16 @@ var (
 		{Issuer: "https://idp.example.com/evil", JWKSURI: "https://evil.example.com/jwks.json"},
 		{Issuer: "https://idp.example.com", JWKSURI: "https://other.example.com/jwks.json"},
 		// The list form: several issuers, token locations, alternatives.
-		{Authentications: []gatewayv1alpha1.JWTIssuer{
+		{Authentications: []porticov1alpha1.JWTIssuer{
 			{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"},
 			{Issuer: "https://idp.example.com/evil", JWKSURI: "https://evil.example.com/jwks.json"},
 		}},
-		{Authentications: []gatewayv1alpha1.JWTIssuer{{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"}},
-			Authorizations: []gatewayv1alpha1.JWTAuthorization{{Audiences: []string{"shop"}}, {RequiredScopes: []string{"admin"}}}},
-		{Authentications: []gatewayv1alpha1.JWTIssuer{{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json",
-			FromHeaders: []gatewayv1alpha1.JWTHeader{{Name: "x-jwt", Prefix: "Bearer "}}, FromParams: []string{"token"}}}},
-		{Authentications: []gatewayv1alpha1.JWTIssuer{{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"}},
-			Authorizations: []gatewayv1alpha1.JWTAuthorization{{Audiences: []string{"shop", "admin"}, RequiredScopes: []string{"admin"}}}},
+		{Authentications: []porticov1alpha1.JWTIssuer{{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"}},
+			Authorizations: []porticov1alpha1.JWTAuthorization{{Audiences: []string{"shop"}}, {RequiredScopes: []string{"admin"}}}},
+		{Authentications: []porticov1alpha1.JWTIssuer{{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json",
+			FromHeaders: []porticov1alpha1.JWTHeader{{Name: "x-jwt", Prefix: "Bearer "}}, FromParams: []string{"token"}}}},
+		{Authentications: []porticov1alpha1.JWTIssuer{{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"}},
+			Authorizations: []porticov1alpha1.JWTAuthorization{{Audiences: []string{"shop", "admin"}, RequiredScopes: []string{"admin"}}}},
 	}
 	fuzzSelectors = map[types.NamespacedName]map[string]string{
 		{Namespace: "shop", Name: "orders"}:       {"app": "orders"},
@@ -88,69 +89,75 @@ var (
 	}
 )
 
-// fuzzAPIRule decodes an APIRule: byte 0 drops spec.service when odd,
-// byte 1 is the number of rules (1 to 8), then four bytes per rule: path
-// (past the vocabulary: the fuzzed path, then a template), methods (a bit mask), service,
-// authentication. The service byte divided by the number of services picks
-// a rewrite, and divided by the number of services and rewrites a weighted
-// split that replaces the service (none for the seeds' small bytes); the
-// authentication byte divided by the number of authentications a match.
-func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
-	next := func() byte {
-		if len(data) == 0 {
-			return 0
-		}
-		b := data[0]
-		data = data[1:]
-		return b
+// fuzzAuthorizerPicks are the external authorizers extAuth rules name; the
+// first pick is none.
+var fuzzAuthorizerPicks = []string{"", "one", "two"}
+
+// fuzzArgs are FuzzTranslate's typed arguments: whether spec.service is
+// dropped, the fuzzed path, and for each rule (one per entry of paths, 1
+// to 8) its pick from each vocabulary, modulo its size; a list shorter
+// than paths picks the vocabulary's first entry for the rules it lacks.
+// methods are bit masks over fuzzMethods. A weighted split replaces the
+// rule's service; an authorizer makes the rule extAuth, its jwt (if any)
+// the restrictions.
+type fuzzArgs struct {
+	noService                                                               bool
+	path                                                                    string
+	paths, methods, services, rewrites, splits, auths, authorizers, matches []byte
+}
+
+func pickByte(picks []byte, i int) byte {
+	if i < len(picks) {
+		return picks[i]
 	}
+	return 0
+}
+
+func pick[T any](vocabulary []T, picks []byte, i int) T {
+	return vocabulary[int(pickByte(picks, i))%len(vocabulary)]
+}
+
+// pathVocabulary is fuzzPaths, the fuzzed path, then fuzzTemplates.
+func (a fuzzArgs) pathVocabulary() []string {
+	return append(append(slices.Clone(fuzzPaths), a.path), fuzzTemplates...)
+}
+
+// apiRule is the APIRule the arguments pick.
+func (a fuzzArgs) apiRule() *porticov1alpha1.APIRule {
 	r := newAPIRule()
-	if next()%2 == 1 {
+	if a.noService {
 		r.Spec.Service = nil
 	}
 	r.Spec.Rules = nil
-	for n := int(next()%8) + 1; n > 0; n-- {
-		rule := gatewayv1alpha1.Rule{}
-		switch i := int(next()) % (len(fuzzPaths) + 1 + len(fuzzTemplates)); {
-		case i < len(fuzzPaths):
-			rule.Path = fuzzPaths[i]
-		case i == len(fuzzPaths):
-			rule.Path = path
-		default:
-			rule.Path = fuzzTemplates[i-len(fuzzPaths)-1]
-		}
-		mask := next()
-		for i, m := range fuzzMethods {
-			if mask&(1<<i) != 0 {
+	for i := range min(max(len(a.paths), 1), 8) {
+		rule := porticov1alpha1.Rule{Path: pick(a.pathVocabulary(), a.paths, i)}
+		for bit, m := range fuzzMethods {
+			if pickByte(a.methods, i)&(1<<bit) != 0 {
 				rule.Methods = append(rule.Methods, m)
 			}
 		}
-		svc := int(next())
-		if s := fuzzServices[svc%len(fuzzServices)]; s != nil {
+		if s := pick(fuzzServices, a.services, i); s != nil {
 			rule.Service = ptr.To(*s)
 		}
-		if rw := fuzzRewrites[svc/len(fuzzServices)%len(fuzzRewrites)]; rw != nil {
+		if rw := pick(fuzzRewrites, a.rewrites, i); rw != nil {
 			rule.Rewrite = rw.DeepCopy()
 		}
-		if split := fuzzBackends[svc/(len(fuzzServices)*len(fuzzRewrites))%len(fuzzBackends)]; split != nil {
+		if split := pick(fuzzBackends, a.splits, i); split != nil {
 			rule.Service, rule.Backends = nil, slices.Clone(split)
 		}
-		auth := next()
-		a := fuzzAuth[int(auth&0x3f)%len(fuzzAuth)]
-		switch {
-		case auth&0x80 != 0:
-			// The high bit hands the rule to an authorizer, "one" or
-			// (with bit 6) "two"; a jwt becomes its restrictions.
-			rule.ExtAuth = &gatewayv1alpha1.ExtAuth{Authorizers: []string{fuzzAuthorizers[auth>>6&1]}}
-			if a != nil {
-				rule.ExtAuth.Restrictions = a.DeepCopy()
+		jwt := pick(fuzzAuth, a.auths, i)
+		switch authorizer := pick(fuzzAuthorizerPicks, a.authorizers, i); {
+		case authorizer != "":
+			rule.ExtAuth = &porticov1alpha1.ExtAuth{Authorizers: []string{authorizer}}
+			if jwt != nil {
+				rule.ExtAuth.Restrictions = jwt.DeepCopy()
 			}
-		case a != nil:
-			rule.JWT = a.DeepCopy()
+		case jwt != nil:
+			rule.JWT = jwt.DeepCopy()
 		default:
 			rule.NoAuth = ptr.To(true)
 		}
-		if m := fuzzMatches[int(auth)/len(fuzzAuth)%len(fuzzMatches)]; m != nil {
+		if m := pick(fuzzMatches, a.matches, i); m != nil {
 			rule.Match = m.DeepCopy()
 		}
 		r.Spec.Rules = append(r.Spec.Rules, rule)
@@ -158,42 +165,100 @@ func fuzzAPIRule(data []byte, path string) *gatewayv1alpha1.APIRule {
 	return r
 }
 
+// fuzzSeed is a seed of testdata/seeds: an APIRule's spec, written with
+// the vocabulary, and the fuzzed path.
+type fuzzSeed struct {
+	Path string                      `json:"path"`
+	Spec porticov1alpha1.APIRuleSpec `json:"spec"`
+}
+
+// indexOf finds v in a vocabulary.
+func indexOf[T any](vocabulary []T, v T) (byte, bool) {
+	i := slices.IndexFunc(vocabulary, func(w T) bool { return reflect.DeepEqual(w, v) })
+	return byte(i), i >= 0
+}
+
+// fuzzSeeds reads testdata/seeds into the fuzzer's arguments. A seed that
+// says something the vocabulary cannot fails the test: the arguments must
+// build the very APIRule the seed shows.
+func fuzzSeeds(t testing.TB) map[string]fuzzArgs {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "seeds", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no seeds in testdata/seeds: %v", err)
+	}
+	out := map[string]fuzzArgs{}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seed fuzzSeed
+		if err := yaml.UnmarshalStrict(raw, &seed); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		a := fuzzArgs{noService: seed.Spec.Service == nil, path: seed.Path}
+		ok := true
+		add := func(list *[]byte) func(byte, bool) {
+			return func(b byte, found bool) {
+				*list = append(*list, b)
+				ok = ok && found
+			}
+		}
+		for _, rule := range seed.Spec.Rules {
+			add(&a.paths)(indexOfPath(a, rule.Path))
+			var mask byte
+			for _, m := range rule.Methods {
+				bit, found := indexOf(fuzzMethods, m)
+				ok = ok && found
+				mask |= 1 << bit
+			}
+			a.methods = append(a.methods, mask)
+			if rule.Backends != nil {
+				add(&a.services)(0, true)
+				add(&a.splits)(indexOfSplit(rule.Backends))
+			} else {
+				add(&a.services)(indexOf(fuzzServices, rule.Service))
+				add(&a.splits)(0, true)
+			}
+			add(&a.rewrites)(indexOf(fuzzRewrites, rule.Rewrite))
+			jwt := rule.JWT
+			if rule.ExtAuth != nil {
+				add(&a.authorizers)(indexOf(fuzzAuthorizerPicks, strings.Join(rule.ExtAuth.Authorizers, ",")))
+				jwt = rule.ExtAuth.Restrictions
+			} else {
+				add(&a.authorizers)(0, true)
+			}
+			add(&a.auths)(indexOf(fuzzAuth, jwt))
+			add(&a.matches)(indexOf(fuzzMatches, rule.Match))
+		}
+		if built := a.apiRule(); !ok || !reflect.DeepEqual(built.Spec, seed.Spec) {
+			t.Fatalf("%s says what the fuzzer's vocabulary cannot (or builds another APIRule): write it with the vocabulary of fuzz_test.go", f)
+		}
+		out[strings.TrimSuffix(filepath.Base(f), ".yaml")] = a
+	}
+	return out
+}
+
+func indexOfPath(a fuzzArgs, path string) (byte, bool) { return indexOf(a.pathVocabulary(), path) }
+
+func indexOfSplit(backends []porticov1alpha1.WeightedBackend) (byte, bool) {
+	return indexOf(fuzzBackends, backends)
+}
+
 // FuzzTranslate checks what must hold for every APIRule that translates:
 // the output is deterministic, every backend gets an AuthorizationPolicy
 // selecting its pods, every JWT rule is enforced on its backend by a
 // RequestAuthentication and an ALLOW rule requiring its token, and no
-// ALLOW rule on pods a JWT rule reaches admits its requests with less.
+// ALLOW rule on pods a JWT rule reaches admits its requests with less. Its
+// seeds are the APIRules of testdata/seeds, each named for the case it
+// holds.
 func FuzzTranslate(f *testing.F) {
-	f.Add([]byte{0, 1, 1, 0, 0, 0, 3, 0, 1, 0}, "/api/*")             // noAuth prefix over a JWT path
-	f.Add([]byte{0, 1, 6, 0, 1, 0, 3, 0, 2, 1}, "/")                  // ... whose rule names another Service of the same pods
-	f.Add([]byte{0, 1, 1, 1, 0, 0, 3, 4, 4, 1}, "/")                  // ... with disjoint methods, one in another namespace
-	f.Add([]byte{1, 2, 7, 0, 3, 1, 8, 0, 4, 2, 2, 0, 1, 4}, "/api/x") // no spec.service, issuers that prefix each other
-	f.Add([]byte{0, 0, 8, 0, 5, 0}, "/a/*/b")                         // a Service without selector, a bad path
-	f.Add([]byte{0, 1, 1, 0, 0, 6, 3, 0, 0, 3}, "/")                  // a list-form prefix with two issuers over a single-issuer path
-	f.Add([]byte{0, 1, 1, 0, 0, 7, 3, 0, 0, 2}, "/")                  // alternatives over a path needing one of them
-	f.Add([]byte{0, 1, 7, 0, 0, 8, 6, 0, 0, 1}, "/")                  // one issuer read from other places
-	f.Add([]byte{0, 1, 1, 0, 0, 9, 3, 0, 0, 3}, "/")                  // the list form saying what the single form says
-	f.Add([]byte{0, 1, 3, 0, 0, 2, 8, 0, 12, 0}, "/public/*")         // noAuth prefix rewritten over a JWT path
-	f.Add([]byte{0, 1, 3, 0, 0, 3, 8, 0, 6, 0}, "/status")            // noAuth path rewritten onto a JWT path
-	f.Add([]byte{0, 1, 9, 0, 0, 0, 3, 0, 0, 1}, "/")                  // noAuth template over a JWT path
-	f.Add([]byte{0, 1, 10, 0, 0, 1, 12, 0, 0, 0}, "/")                // a JWT template under a noAuth "/{**}"
-	f.Add([]byte{0, 1, 11, 0, 1, 0, 4, 0, 2, 1}, "/api/{**}")         // templates on other Services of the same pods
-	f.Add([]byte{0, 1, 1, 0, 36, 0, 3, 0, 3, 1}, "/")                 // noAuth prefix split onto other pods, which a JWT path guards
-	f.Add([]byte{0, 1, 1, 0, 72, 1, 3, 0, 2, 1}, "/")                 // a JWT prefix split between two Services of the same pods
-	f.Add([]byte{0, 0, 1, 0, 108, 1}, "/")                            // a split into another namespace
-	f.Add([]byte{0, 0, 1, 0, 144, 0}, "/")                            // a split onto a Service without selector
-	f.Add([]byte{0, 0, 1, 0, 180, 2}, "/")                            // a split between two ports of one Service
-	f.Add([]byte{0, 1, 3, 0, 0, 1, 3, 0, 0, 10}, "/")                 // a noAuth header match beside a JWT path
-	f.Add([]byte{0, 1, 3, 0, 0, 1, 3, 0, 2, 20}, "/")                 // ... through another Service of the same pods, with two matches
-	f.Add([]byte{0, 1, 0, 1, 0, 30, 3, 0, 0, 1}, "/")                 // a noAuth GET /* for ?debug=1 over a JWT path
-	f.Add([]byte{0, 1, 1, 0, 0, 0, 3, 0, 0, 0x80}, "/")               // noAuth prefix over an extAuth path
-	f.Add([]byte{0, 1, 1, 0, 0, 0x80, 3, 0, 0, 0}, "/")               // extAuth prefix over a noAuth path
-	f.Add([]byte{0, 1, 1, 0, 0, 0x80, 3, 0, 2, 0xc0}, "/")            // two authorizers on pods two Services share
-	f.Add([]byte{0, 1, 1, 0, 0, 0x81, 3, 0, 0, 0x81}, "/")            // one authorizer with restrictions over its own paths
-	f.Add([]byte{0, 1, 1, 0, 0, 0x81, 3, 0, 0, 1}, "/")               // extAuth restrictions over the same jwt
-	f.Add([]byte{0, 1, 3, 0, 0, 0x80, 8, 0, 12, 0}, "/public/*")      // noAuth prefix rewritten over an extAuth path
-	f.Fuzz(func(t *testing.T, data []byte, path string) {
-		r := fuzzAPIRule(data, path)
+	for _, a := range fuzzSeeds(f) {
+		f.Add(a.noService, a.path, a.paths, a.methods, a.services, a.rewrites, a.splits, a.auths, a.authorizers, a.matches)
+	}
+	f.Fuzz(func(t *testing.T, noService bool, path string, paths, methods, services, rewrites, splits, auths, authorizers, matches []byte) {
+		r := fuzzArgs{noService, path, paths, methods, services, rewrites, splits, auths, authorizers, matches}.apiRule()
 		in := Input{APIRule: r, Selectors: fuzzSelectors}
 		out, err := Translate(in)
 		if err != nil {
@@ -219,10 +284,10 @@ func FuzzTranslate(f *testing.F) {
 // the access control must be exactly Istio mode's (so every guarantee holds
 // in both modes), and the HTTPRoute must route every rule, and only it, to
 // its Service.
-func checkHTTPRouteMode(t *testing.T, r *gatewayv1alpha1.APIRule, istio Output) {
+func checkHTTPRouteMode(t *testing.T, r *porticov1alpha1.APIRule, istio Output) {
 	t.Helper()
 	onGateway := r.DeepCopy()
-	onGateway.Spec.Gateway, onGateway.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "edge"}
+	onGateway.Spec.Gateway, onGateway.Spec.ParentRef = "", &porticov1alpha1.ParentReference{Name: "edge"}
 	out, err := Translate(Input{APIRule: onGateway, Selectors: fuzzSelectors, Parent: Parent(onGateway)})
 	if err != nil {
 		if out.HTTPRoute != nil || out.Workloads != nil {
@@ -241,7 +306,7 @@ func checkHTTPRouteMode(t *testing.T, r *gatewayv1alpha1.APIRule, istio Output) 
 	}
 	names := map[string]bool{}
 	for _, rule := range r.Spec.Rules {
-		name := gatewayv1alpha1.HTTPRouteRuleName(r.Namespace, r.Name, rule)
+		name := porticov1alpha1.HTTPRouteRuleName(r.Namespace, r.Name, rule)
 		names[name] = true
 		var found bool
 		for _, hr := range route.Spec.Rules {
@@ -265,11 +330,11 @@ func checkHTTPRouteMode(t *testing.T, r *gatewayv1alpha1.APIRule, istio Output) 
 
 // checkBackendRefs: a rule routes to its one Service with weight 1, or to
 // each of its weighted backends with its weight.
-func checkBackendRefs(t *testing.T, r *gatewayv1alpha1.APIRule, rule gatewayv1alpha1.Rule, refs []gatewayapiv1.HTTPBackendRef) {
+func checkBackendRefs(t *testing.T, r *porticov1alpha1.APIRule, rule porticov1alpha1.Rule, refs []gwapiv1.HTTPBackendRef) {
 	t.Helper()
 	want := rule.Backends
 	if len(want) == 0 {
-		want = []gatewayv1alpha1.WeightedBackend{{Service: serviceOf(r, rule), Weight: 1}}
+		want = []porticov1alpha1.WeightedBackend{{Service: serviceOf(r, rule), Weight: 1}}
 	}
 	if len(refs) != len(want) {
 		t.Fatalf("rule %s routes to %+v, want %+v", rule.Path, refs, want)
@@ -295,7 +360,7 @@ func workloadOf(out Output, backend types.NamespacedName) *Workload {
 	return nil
 }
 
-func checkEveryBackendHasAccessControl(t *testing.T, r *gatewayv1alpha1.APIRule, out Output) {
+func checkEveryBackendHasAccessControl(t *testing.T, r *porticov1alpha1.APIRule, out Output) {
 	t.Helper()
 	seen := map[string]bool{}
 	for _, obj := range out.Objects() {
@@ -330,7 +395,7 @@ func checkEveryBackendHasAccessControl(t *testing.T, r *gatewayv1alpha1.APIRule,
 	}
 }
 
-func checkEveryRuleIsEnforced(t *testing.T, r *gatewayv1alpha1.APIRule, out Output) {
+func checkEveryRuleIsEnforced(t *testing.T, r *porticov1alpha1.APIRule, out Output) {
 	t.Helper()
 	for rule, b := range ruleBackends(r) {
 		w := workloadOf(out, b)
@@ -371,7 +436,7 @@ func checkEveryRuleIsEnforced(t *testing.T, r *gatewayv1alpha1.APIRule, out Outp
 // checkNoRuleAdmitsLess: Istio allows a request that any ALLOW rule on the
 // pods matches, so every ALLOW rule that matches a request of a JWT rule,
 // on any policy that may apply to its pods, must demand at least as much.
-func checkNoRuleAdmitsLess(t *testing.T, r *gatewayv1alpha1.APIRule, out Output) {
+func checkNoRuleAdmitsLess(t *testing.T, r *porticov1alpha1.APIRule, out Output) {
 	t.Helper()
 	for rule, b := range ruleBackends(r) {
 		token := rule.TokenRequirement()
@@ -400,10 +465,10 @@ func checkNoRuleAdmitsLess(t *testing.T, r *gatewayv1alpha1.APIRule, out Output)
 // ruleBackends yields every rule with every Service it routes to, written
 // independently of backendsOf: the rule's weighted backends (at any
 // weight), else its service or spec.service.
-func ruleBackends(r *gatewayv1alpha1.APIRule) iter.Seq2[gatewayv1alpha1.Rule, types.NamespacedName] {
-	return func(yield func(gatewayv1alpha1.Rule, types.NamespacedName) bool) {
+func ruleBackends(r *porticov1alpha1.APIRule) iter.Seq2[porticov1alpha1.Rule, types.NamespacedName] {
+	return func(yield func(porticov1alpha1.Rule, types.NamespacedName) bool) {
 		for _, rule := range r.Spec.Rules {
-			refs := []gatewayv1alpha1.ServiceReference{}
+			refs := []porticov1alpha1.ServiceReference{}
 			for _, b := range rule.Backends {
 				refs = append(refs, b.Service)
 			}
@@ -431,7 +496,7 @@ func ruleBackends(r *gatewayv1alpha1.APIRule) iter.Seq2[gatewayv1alpha1.Rule, ty
 // authorizer on its backend, and every ALLOW rule on pods it may share
 // that meets its requests must be another rule's of the same authorizer,
 // itself handed to it with that very operation.
-func checkAuthorizersDecide(t *testing.T, r *gatewayv1alpha1.APIRule, out Output) {
+func checkAuthorizersDecide(t *testing.T, r *porticov1alpha1.APIRule, out Output) {
 	t.Helper()
 	for rule, b := range ruleBackends(r) {
 		authorizer := rule.Authorizer()
@@ -536,19 +601,19 @@ func methodsMeet(a, b []string) bool {
 
 // fuzzIssuers and fuzzAlternatives read a jwt rule's issuers and
 // authorization alternatives in either form, independently of accessOf.
-func fuzzIssuers(jwt *gatewayv1alpha1.JWTAuthentication) []gatewayv1alpha1.JWTIssuer {
+func fuzzIssuers(jwt *porticov1alpha1.JWTAuthentication) []porticov1alpha1.JWTIssuer {
 	if jwt.Issuer != "" {
-		return []gatewayv1alpha1.JWTIssuer{{Issuer: jwt.Issuer, JWKSURI: jwt.JWKSURI}}
+		return []porticov1alpha1.JWTIssuer{{Issuer: jwt.Issuer, JWKSURI: jwt.JWKSURI}}
 	}
 	return jwt.Authentications
 }
 
-func fuzzAlternatives(jwt *gatewayv1alpha1.JWTAuthentication) []gatewayv1alpha1.JWTAuthorization {
+func fuzzAlternatives(jwt *porticov1alpha1.JWTAuthentication) []porticov1alpha1.JWTAuthorization {
 	if jwt.Issuer != "" {
 		if len(jwt.Audiences)+len(jwt.RequiredScopes) == 0 {
 			return nil
 		}
-		return []gatewayv1alpha1.JWTAuthorization{{Audiences: jwt.Audiences, RequiredScopes: jwt.RequiredScopes}}
+		return []porticov1alpha1.JWTAuthorization{{Audiences: jwt.Audiences, RequiredScopes: jwt.RequiredScopes}}
 	}
 	return jwt.Authorizations
 }
@@ -556,7 +621,7 @@ func fuzzAlternatives(jwt *gatewayv1alpha1.JWTAuthentication) []gatewayv1alpha1.
 // atLeast reports whether an ALLOW rule admits only tokens of the JWT's
 // issuers that satisfy one of its alternatives: one of (a subset of) its
 // audiences and all its scopes.
-func atLeast(allow *securityv1beta1.Rule, jwt *gatewayv1alpha1.JWTAuthentication) bool {
+func atLeast(allow *securityv1beta1.Rule, jwt *porticov1alpha1.JWTAuthentication) bool {
 	var issuers, principals []string
 	for _, iss := range fuzzIssuers(jwt) {
 		issuers, principals = append(issuers, iss.Issuer), append(principals, iss.Issuer+"/*")
@@ -581,7 +646,7 @@ func atLeast(allow *securityv1beta1.Rule, jwt *gatewayv1alpha1.JWTAuthentication
 	if len(alternatives) == 0 {
 		return true
 	}
-	return slices.ContainsFunc(alternatives, func(alt gatewayv1alpha1.JWTAuthorization) bool {
+	return slices.ContainsFunc(alternatives, func(alt porticov1alpha1.JWTAuthorization) bool {
 		if len(alt.Audiences) > 0 && !slices.ContainsFunc(conditions["request.auth.claims[aud]"], subsetOf(alt.Audiences)) {
 			return false
 		}
@@ -609,7 +674,7 @@ func demands(allow *securityv1beta1.Rule) string {
 
 // demanded lists what the ALLOW rules of a rule demand, one entry per
 // alternative.
-func demanded(rule gatewayv1alpha1.Rule) []string {
+func demanded(rule porticov1alpha1.Rule) []string {
 	token := rule.TokenRequirement()
 	if token == nil {
 		return []string{""}

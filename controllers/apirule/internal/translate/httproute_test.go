@@ -7,9 +7,9 @@ import (
 
 	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 // gatewayAPIDuration is the Gateway API's Duration pattern (GEP-2257).
@@ -45,41 +45,41 @@ func TestGatewayDuration(t *testing.T) {
 
 func TestPathMatches(t *testing.T) {
 	g := NewWithT(t)
-	exact := pathMatches(gatewayv1alpha1.Rule{Path: "/orders", Methods: []gatewayv1alpha1.HTTPMethod{"POST", "GET"}})
+	exact := pathMatches(porticov1alpha1.Rule{Path: "/orders", Methods: []porticov1alpha1.HTTPMethod{"POST", "GET"}})
 	g.Expect(exact).To(HaveLen(2), "one match per method")
-	g.Expect(exact[0].Method).To(Equal(ptr.To(gatewayapiv1.HTTPMethodGet)))
-	g.Expect(*exact[0].Path.Type).To(Equal(gatewayapiv1.PathMatchExact))
+	g.Expect(exact[0].Method).To(Equal(ptr.To(gwapiv1.HTTPMethodGet)))
+	g.Expect(*exact[0].Path.Type).To(Equal(gwapiv1.PathMatchExact))
 	g.Expect(*exact[0].Path.Value).To(Equal("/orders"))
 
-	prefix := pathMatches(gatewayv1alpha1.Rule{Path: "/orders/*"})
+	prefix := pathMatches(porticov1alpha1.Rule{Path: "/orders/*"})
 	g.Expect(prefix).To(HaveLen(1), "no methods: one match for every method")
 	g.Expect(prefix[0].Method).To(BeNil())
-	g.Expect(*prefix[0].Path.Type).To(Equal(gatewayapiv1.PathMatchPathPrefix))
+	g.Expect(*prefix[0].Path.Type).To(Equal(gwapiv1.PathMatchPathPrefix))
 	g.Expect(*prefix[0].Path.Value).To(Equal("/orders"), "the Gateway API matches a prefix by path elements")
 
-	g.Expect(*pathMatches(gatewayv1alpha1.Rule{Path: "/*"})[0].Path.Value).To(Equal("/"))
+	g.Expect(*pathMatches(porticov1alpha1.Rule{Path: "/*"})[0].Path.Value).To(Equal("/"))
 }
 
 func TestHTTPRouteModeRefusesWhatAnHTTPRouteCannotSay(t *testing.T) {
-	onGateway := func(opts ...apiRuleOption) *gatewayv1alpha1.APIRule {
+	onGateway := func(opts ...apiRuleOption) *porticov1alpha1.APIRule {
 		r := newAPIRule(opts...)
-		r.Spec.Gateway, r.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "public"}
+		r.Spec.Gateway, r.Spec.ParentRef = "", &porticov1alpha1.ParentReference{Name: "public"}
 		return r
 	}
-	tooMany := make([]gatewayv1alpha1.Rule, gatewayv1alpha1.MaxHTTPRouteRules+1)
+	tooMany := make([]porticov1alpha1.Rule, porticov1alpha1.MaxHTTPRouteRules+1)
 	for i := range tooMany {
-		tooMany[i] = gatewayv1alpha1.Rule{Path: "/p" + string(rune('a'+i)), NoAuth: ptr.To(true)}
+		tooMany[i] = porticov1alpha1.Rule{Path: "/p" + string(rune('a'+i)), NoAuth: ptr.To(true)}
 	}
 	for name, tc := range map[string]struct {
-		rule *gatewayv1alpha1.APIRule
+		rule *porticov1alpha1.APIRule
 		want string
 	}{
 		"more rules than an HTTPRoute holds": {onGateway(withRules(tooMany...)), "at most 16 rules"},
-		"an encoded slash":                   {onGateway(withRules(gatewayv1alpha1.Rule{Path: "/a%2Fb", NoAuth: ptr.To(true)})), `contains "%2F"`},
-		"a double slash":                     {onGateway(withRules(gatewayv1alpha1.Rule{Path: "/a//b/*", NoAuth: ptr.To(true)})), `contains "//"`},
-		"a dot segment at the end":           {onGateway(withRules(gatewayv1alpha1.Rule{Path: "/a/..", NoAuth: ptr.To(true)})), "dot segment"},
-		"a wildcard inside an origin": {onGateway(func(r *gatewayv1alpha1.APIRule) {
-			r.Spec.CORS = &gatewayv1alpha1.CORSPolicy{AllowOrigins: []string{"https://*.example.com"}}
+		"an encoded slash":                   {onGateway(withRules(porticov1alpha1.Rule{Path: "/a%2Fb", NoAuth: ptr.To(true)})), `contains "%2F"`},
+		"a double slash":                     {onGateway(withRules(porticov1alpha1.Rule{Path: "/a//b/*", NoAuth: ptr.To(true)})), `contains "//"`},
+		"a dot segment at the end":           {onGateway(withRules(porticov1alpha1.Rule{Path: "/a/..", NoAuth: ptr.To(true)})), "dot segment"},
+		"a wildcard inside an origin": {onGateway(func(r *porticov1alpha1.APIRule) {
+			r.Spec.CORS = &porticov1alpha1.CORSPolicy{AllowOrigins: []string{"https://*.example.com"}}
 		}), "wildcard"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -88,7 +88,7 @@ func TestHTTPRouteModeRefusesWhatAnHTTPRouteCannotSay(t *testing.T) {
 		})
 	}
 	// The same paths are fine for a VirtualService.
-	ok := newAPIRule(withRules(gatewayv1alpha1.Rule{Path: "/a%2Fb", NoAuth: ptr.To(true)}))
+	ok := newAPIRule(withRules(porticov1alpha1.Rule{Path: "/a%2Fb", NoAuth: ptr.To(true)}))
 	_, err := Translate(Input{APIRule: ok, Selectors: selectors})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 }
@@ -97,7 +97,7 @@ func TestParentDefaults(t *testing.T) {
 	g := NewWithT(t)
 	r := newAPIRule()
 	g.Expect(Parent(r)).To(BeNil(), "Istio mode")
-	r.Spec.ParentRef = &gatewayv1alpha1.ParentReference{Name: "edge"}
-	g.Expect(*Parent(r)).To(Equal(gatewayv1alpha1.ParentReference{Group: "gateway.networking.k8s.io", Kind: "Gateway", Namespace: "shop", Name: "edge"}))
+	r.Spec.ParentRef = &porticov1alpha1.ParentReference{Name: "edge"}
+	g.Expect(*Parent(r)).To(Equal(porticov1alpha1.ParentReference{Group: "gateway.networking.k8s.io", Kind: "Gateway", Namespace: "shop", Name: "edge"}))
 	g.Expect(r.Spec.ParentRef.Namespace).To(BeEmpty(), "the APIRule is not changed")
 }

@@ -6,20 +6,20 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 // issuers is a list-form jwt trusting the given issuers (each with its
 // own key set, read from the default places), with the given alternatives.
-func issuers(names []string, alternatives ...gatewayv1alpha1.JWTAuthorization) *gatewayv1alpha1.JWTAuthentication {
-	j := &gatewayv1alpha1.JWTAuthentication{Authorizations: alternatives}
+func issuers(names []string, alternatives ...porticov1alpha1.JWTAuthorization) *porticov1alpha1.JWTAuthentication {
+	j := &porticov1alpha1.JWTAuthentication{Authorizations: alternatives}
 	for _, n := range names {
-		j.Authentications = append(j.Authentications, gatewayv1alpha1.JWTIssuer{Issuer: n, JWKSURI: n + "/jwks.json"})
+		j.Authentications = append(j.Authentications, porticov1alpha1.JWTIssuer{Issuer: n, JWKSURI: n + "/jwks.json"})
 	}
 	return j
 }
 
-func withLocations(j *gatewayv1alpha1.JWTAuthentication, headers []gatewayv1alpha1.JWTHeader, params ...string) *gatewayv1alpha1.JWTAuthentication {
+func withLocations(j *porticov1alpha1.JWTAuthentication, headers []porticov1alpha1.JWTHeader, params ...string) *porticov1alpha1.JWTAuthentication {
 	for i := range j.Authentications {
 		j.Authentications[i].FromHeaders, j.Authentications[i].FromParams = headers, params
 	}
@@ -27,34 +27,34 @@ func withLocations(j *gatewayv1alpha1.JWTAuthentication, headers []gatewayv1alph
 }
 
 func TestSameAuthenticationOfBothForms(t *testing.T) {
-	scopes := func(s ...string) gatewayv1alpha1.JWTAuthorization {
-		return gatewayv1alpha1.JWTAuthorization{RequiredScopes: s}
+	scopes := func(s ...string) porticov1alpha1.JWTAuthorization {
+		return porticov1alpha1.JWTAuthorization{RequiredScopes: s}
 	}
-	auds := func(a ...string) gatewayv1alpha1.JWTAuthorization {
-		return gatewayv1alpha1.JWTAuthorization{Audiences: a}
+	auds := func(a ...string) porticov1alpha1.JWTAuthorization {
+		return porticov1alpha1.JWTAuthorization{Audiences: a}
 	}
 	tests := map[string]struct {
-		a, b *gatewayv1alpha1.JWTAuthentication
+		a, b *porticov1alpha1.JWTAuthentication
 		same bool
 	}{
 		"one issuer in either form": {jwt("https://idp", nil, nil), issuers([]string{"https://idp"}), true},
 		"audiences and scopes in either form": {jwt("https://idp", []string{"a"}, []string{"s"}),
-			issuers([]string{"https://idp"}, gatewayv1alpha1.JWTAuthorization{Audiences: []string{"a"}, RequiredScopes: []string{"s"}}), true},
+			issuers([]string{"https://idp"}, porticov1alpha1.JWTAuthorization{Audiences: []string{"a"}, RequiredScopes: []string{"s"}}), true},
 		"issuers in another order":         {issuers([]string{"https://a", "https://b"}), issuers([]string{"https://b", "https://a"}), true},
 		"alternatives in another order":    {issuers([]string{"https://a"}, scopes("x"), auds("y")), issuers([]string{"https://a"}, auds("y"), scopes("x")), true},
 		"one more issuer":                  {issuers([]string{"https://a"}), issuers([]string{"https://a", "https://b"}), false},
 		"one more alternative":             {issuers([]string{"https://a"}, scopes("x")), issuers([]string{"https://a"}, scopes("x"), scopes("y")), false},
 		"no alternative against one":       {issuers([]string{"https://a"}), issuers([]string{"https://a"}, scopes("x")), false},
 		"the same issuer read elsewhere":   {issuers([]string{"https://a"}), withLocations(issuers([]string{"https://a"}), nil, "token"), false},
-		"explicit default places":          {issuers([]string{"https://a"}), withLocations(issuers([]string{"https://a"}), []gatewayv1alpha1.JWTHeader{{Name: "Authorization", Prefix: "Bearer "}}, "access_token"), true},
-		"header names differ only in case": {withLocations(issuers([]string{"https://a"}), []gatewayv1alpha1.JWTHeader{{Name: "X-Token"}}), withLocations(issuers([]string{"https://a"}), []gatewayv1alpha1.JWTHeader{{Name: "x-token"}}), true},
-		"header prefixes differ":           {withLocations(issuers([]string{"https://a"}), []gatewayv1alpha1.JWTHeader{{Name: "x-token"}}), withLocations(issuers([]string{"https://a"}), []gatewayv1alpha1.JWTHeader{{Name: "x-token", Prefix: "Bearer "}}), false},
+		"explicit default places":          {issuers([]string{"https://a"}), withLocations(issuers([]string{"https://a"}), []porticov1alpha1.JWTHeader{{Name: "Authorization", Prefix: "Bearer "}}, "access_token"), true},
+		"header names differ only in case": {withLocations(issuers([]string{"https://a"}), []porticov1alpha1.JWTHeader{{Name: "X-Token"}}), withLocations(issuers([]string{"https://a"}), []porticov1alpha1.JWTHeader{{Name: "x-token"}}), true},
+		"header prefixes differ":           {withLocations(issuers([]string{"https://a"}), []porticov1alpha1.JWTHeader{{Name: "x-token"}}), withLocations(issuers([]string{"https://a"}), []porticov1alpha1.JWTHeader{{Name: "x-token", Prefix: "Bearer "}}), false},
 		"scopes split across alternatives": {issuers([]string{"https://a"}, scopes("x", "y")), issuers([]string{"https://a"}, scopes("x"), scopes("y")), false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			a := gatewayv1alpha1.Rule{Path: "/a", JWT: tc.a}
-			b := gatewayv1alpha1.Rule{Path: "/b", JWT: tc.b}
+			a := porticov1alpha1.Rule{Path: "/a", JWT: tc.a}
+			b := porticov1alpha1.Rule{Path: "/b", JWT: tc.b}
 			NewWithT(t).Expect(sameAuthentication(a, b)).To(Equal(tc.same), "%s vs %s", authentication(a), authentication(b))
 			NewWithT(t).Expect(sameAuthentication(b, a)).To(Equal(tc.same))
 		})
@@ -66,11 +66,11 @@ func TestSameAuthenticationOfBothForms(t *testing.T) {
 // alternative one rule with all its scopes and one of its audiences.
 func TestSeveralIssuersAndAlternatives(t *testing.T) {
 	g := NewWithT(t)
-	rule := gatewayv1alpha1.Rule{Path: "/orders", JWT: issuers([]string{"https://b", "https://a"},
-		gatewayv1alpha1.JWTAuthorization{RequiredScopes: []string{"write", "read"}, Audiences: []string{"orders"}},
-		gatewayv1alpha1.JWTAuthorization{RequiredScopes: []string{"admin"}},
+	rule := porticov1alpha1.Rule{Path: "/orders", JWT: issuers([]string{"https://b", "https://a"},
+		porticov1alpha1.JWTAuthorization{RequiredScopes: []string{"write", "read"}, Audiences: []string{"orders"}},
+		porticov1alpha1.JWTAuthorization{RequiredScopes: []string{"admin"}},
 	)}
-	rule.JWT.Authentications[0].FromHeaders = []gatewayv1alpha1.JWTHeader{{Name: "x-b-token", Prefix: "Token "}}
+	rule.JWT.Authentications[0].FromHeaders = []porticov1alpha1.JWTHeader{{Name: "x-b-token", Prefix: "Token "}}
 	ap, ra := policiesOf(t, "orders", rule)
 	g.Expect(ap.Spec.Rules).To(HaveLen(2))
 	for _, r := range ap.Spec.Rules {
@@ -92,34 +92,34 @@ func TestSeveralIssuersAndAlternatives(t *testing.T) {
 
 func TestIssuerConsistencyAcrossRules(t *testing.T) {
 	tests := map[string]struct {
-		rules   []gatewayv1alpha1.Rule
+		rules   []porticov1alpha1.Rule
 		wantErr string
 	}{
 		"an issuer of a list with another key set than a single-issuer rule": {
-			rules: []gatewayv1alpha1.Rule{
+			rules: []porticov1alpha1.Rule{
 				{Path: "/a", JWT: jwt("https://idp", nil, nil)},
-				{Path: "/b", JWT: &gatewayv1alpha1.JWTAuthentication{Authentications: []gatewayv1alpha1.JWTIssuer{{Issuer: "https://idp", JWKSURI: "https://evil/jwks.json"}}}},
+				{Path: "/b", JWT: &porticov1alpha1.JWTAuthentication{Authentications: []porticov1alpha1.JWTIssuer{{Issuer: "https://idp", JWKSURI: "https://evil/jwks.json"}}}},
 			},
 			wantErr: "one issuer needs one key set",
 		},
 		"an issuer read from a query parameter in one rule only": {
-			rules: []gatewayv1alpha1.Rule{
+			rules: []porticov1alpha1.Rule{
 				{Path: "/a", JWT: jwt("https://idp", nil, nil)},
 				{Path: "/b", JWT: withLocations(issuers([]string{"https://idp"}), nil, "token")},
 			},
 			wantErr: "read tokens of issuer https://idp from param token",
 		},
 		"a list prefix over a single-issuer path it widens": {
-			rules: []gatewayv1alpha1.Rule{
+			rules: []porticov1alpha1.Rule{
 				{Path: "/api/*", JWT: issuers([]string{"https://idp", "https://partner"})},
 				{Path: "/api/admin", JWT: jwt("https://idp", nil, nil)},
 			},
 			wantErr: "rule /api/* (jwt issuers https://idp,https://partner) covers rule /api/admin (jwt issuer https://idp)",
 		},
 		"a list prefix whose alternative skips the covered path's scope": {
-			rules: []gatewayv1alpha1.Rule{
-				{Path: "/api/*", JWT: issuers([]string{"https://idp"}, gatewayv1alpha1.JWTAuthorization{RequiredScopes: []string{"admin"}}, gatewayv1alpha1.JWTAuthorization{Audiences: []string{"public"}})},
-				{Path: "/api/admin", JWT: issuers([]string{"https://idp"}, gatewayv1alpha1.JWTAuthorization{RequiredScopes: []string{"admin"}})},
+			rules: []porticov1alpha1.Rule{
+				{Path: "/api/*", JWT: issuers([]string{"https://idp"}, porticov1alpha1.JWTAuthorization{RequiredScopes: []string{"admin"}}, porticov1alpha1.JWTAuthorization{Audiences: []string{"public"}})},
+				{Path: "/api/admin", JWT: issuers([]string{"https://idp"}, porticov1alpha1.JWTAuthorization{RequiredScopes: []string{"admin"}})},
 			},
 			wantErr: "scopes admin or audiences public) covers rule /api/admin",
 		},
@@ -132,9 +132,9 @@ func TestIssuerConsistencyAcrossRules(t *testing.T) {
 	}
 	t.Run("the same issuer, key set and places in both forms", func(t *testing.T) {
 		_, err := Translate(Input{APIRule: newAPIRule(withRules(
-			gatewayv1alpha1.Rule{Path: "/api/*", JWT: issuers([]string{"https://idp"})},
-			gatewayv1alpha1.Rule{Path: "/api/admin", JWT: jwt("https://idp", nil, nil)},
-			gatewayv1alpha1.Rule{Path: "/other", JWT: issuers([]string{"https://idp", "https://partner"})},
+			porticov1alpha1.Rule{Path: "/api/*", JWT: issuers([]string{"https://idp"})},
+			porticov1alpha1.Rule{Path: "/api/admin", JWT: jwt("https://idp", nil, nil)},
+			porticov1alpha1.Rule{Path: "/other", JWT: issuers([]string{"https://idp", "https://partner"})},
 		)), Selectors: selectors})
 		NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	})
@@ -142,15 +142,15 @@ func TestIssuerConsistencyAcrossRules(t *testing.T) {
 
 func TestAuthenticationConflictOnTokenLocations(t *testing.T) {
 	g := NewWithT(t)
-	_, victim := policiesOf(t, "first", gatewayv1alpha1.Rule{Path: "/admin", JWT: jwt("https://idp", nil, nil)})
-	_, inParam := policiesOf(t, "second", gatewayv1alpha1.Rule{Path: "/other", JWT: withLocations(issuers([]string{"https://idp"}), nil, "token")})
+	_, victim := policiesOf(t, "first", porticov1alpha1.Rule{Path: "/admin", JWT: jwt("https://idp", nil, nil)})
+	_, inParam := policiesOf(t, "second", porticov1alpha1.Rule{Path: "/other", JWT: withLocations(issuers([]string{"https://idp"}), nil, "token")})
 	g.Expect(AuthenticationConflict(inParam, victim)).To(ContainSubstring("read tokens of issuer https://idp from different places"))
 	g.Expect(AuthenticationConflict(victim, inParam)).NotTo(BeEmpty())
-	_, inHeader := policiesOf(t, "third", gatewayv1alpha1.Rule{Path: "/other", JWT: withLocations(issuers([]string{"https://idp"}), []gatewayv1alpha1.JWTHeader{{Name: "x-token"}})})
+	_, inHeader := policiesOf(t, "third", porticov1alpha1.Rule{Path: "/other", JWT: withLocations(issuers([]string{"https://idp"}), []porticov1alpha1.JWTHeader{{Name: "x-token"}})})
 	g.Expect(AuthenticationConflict(inHeader, victim)).NotTo(BeEmpty())
-	_, sameDefault := policiesOf(t, "fourth", gatewayv1alpha1.Rule{Path: "/other", JWT: issuers([]string{"https://idp", "https://partner"})})
+	_, sameDefault := policiesOf(t, "fourth", porticov1alpha1.Rule{Path: "/other", JWT: issuers([]string{"https://idp", "https://partner"})})
 	g.Expect(AuthenticationConflict(sameDefault, victim)).To(BeEmpty(), "the same issuer, keys and places, beside another issuer")
-	_, otherIssuer := policiesOf(t, "fifth", gatewayv1alpha1.Rule{Path: "/other", JWT: withLocations(issuers([]string{"https://partner"}), nil, "token")})
+	_, otherIssuer := policiesOf(t, "fifth", porticov1alpha1.Rule{Path: "/other", JWT: withLocations(issuers([]string{"https://partner"}), nil, "token")})
 	g.Expect(AuthenticationConflict(otherIssuer, victim)).To(BeEmpty(), "another issuer may read its tokens anywhere")
 }
 
@@ -158,18 +158,18 @@ func TestAuthenticationConflictOnTokenLocations(t *testing.T) {
 // conflict, whatever the order; one more alternative, or one more issuer,
 // opens the path to other callers.
 func TestAuthorizationConflictWithAlternatives(t *testing.T) {
-	read := gatewayv1alpha1.JWTAuthorization{RequiredScopes: []string{"read"}}
-	admin := gatewayv1alpha1.JWTAuthorization{RequiredScopes: []string{"admin"}}
-	victimRule := gatewayv1alpha1.Rule{Path: "/admin", JWT: issuers([]string{"https://idp"}, admin, read)}
+	read := porticov1alpha1.JWTAuthorization{RequiredScopes: []string{"read"}}
+	admin := porticov1alpha1.JWTAuthorization{RequiredScopes: []string{"admin"}}
+	victimRule := porticov1alpha1.Rule{Path: "/admin", JWT: issuers([]string{"https://idp"}, admin, read)}
 	tests := map[string]struct {
-		rule     gatewayv1alpha1.Rule
+		rule     porticov1alpha1.Rule
 		conflict bool
 	}{
-		"the same alternatives in another order": {gatewayv1alpha1.Rule{Path: "/admin", JWT: issuers([]string{"https://idp"}, read, admin)}, false},
-		"one alternative more":                   {gatewayv1alpha1.Rule{Path: "/admin", JWT: issuers([]string{"https://idp"}, read, admin, gatewayv1alpha1.JWTAuthorization{Audiences: []string{"x"}})}, true},
-		"one alternative fewer":                  {gatewayv1alpha1.Rule{Path: "/admin", JWT: issuers([]string{"https://idp"}, read)}, true},
-		"one issuer more":                        {gatewayv1alpha1.Rule{Path: "/admin", JWT: issuers([]string{"https://idp", "https://partner"}, read, admin)}, true},
-		"noAuth":                                 {gatewayv1alpha1.Rule{Path: "/*", NoAuth: ptr.To(true)}, true},
+		"the same alternatives in another order": {porticov1alpha1.Rule{Path: "/admin", JWT: issuers([]string{"https://idp"}, read, admin)}, false},
+		"one alternative more":                   {porticov1alpha1.Rule{Path: "/admin", JWT: issuers([]string{"https://idp"}, read, admin, porticov1alpha1.JWTAuthorization{Audiences: []string{"x"}})}, true},
+		"one alternative fewer":                  {porticov1alpha1.Rule{Path: "/admin", JWT: issuers([]string{"https://idp"}, read)}, true},
+		"one issuer more":                        {porticov1alpha1.Rule{Path: "/admin", JWT: issuers([]string{"https://idp", "https://partner"}, read, admin)}, true},
+		"noAuth":                                 {porticov1alpha1.Rule{Path: "/*", NoAuth: ptr.To(true)}, true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

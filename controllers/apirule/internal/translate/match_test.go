@@ -9,124 +9,124 @@ import (
 	. "github.com/onsi/gomega"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 	"k8s.io/utils/ptr"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
-func headers(kv ...string) *gatewayv1alpha1.RequestMatch {
-	m := &gatewayv1alpha1.RequestMatch{}
+func headers(kv ...string) *porticov1alpha1.RequestMatch {
+	m := &porticov1alpha1.RequestMatch{}
 	for i := 0; i < len(kv); i += 2 {
-		m.Headers = append(m.Headers, gatewayv1alpha1.RuleHeaderMatch{Name: kv[i], Exact: kv[i+1]})
+		m.Headers = append(m.Headers, porticov1alpha1.RuleHeaderMatch{Name: kv[i], Exact: kv[i+1]})
 	}
 	return m
 }
 
-func get(path string) gatewayv1alpha1.Rule {
-	return gatewayv1alpha1.Rule{Path: path, Methods: []gatewayv1alpha1.HTTPMethod{"GET"}}
+func get(path string) porticov1alpha1.Rule {
+	return porticov1alpha1.Rule{Path: path, Methods: []porticov1alpha1.HTTPMethod{"GET"}}
 }
 
-func noAuth(rule gatewayv1alpha1.Rule) gatewayv1alpha1.Rule {
+func noAuth(rule porticov1alpha1.Rule) porticov1alpha1.Rule {
 	rule.NoAuth = ptr.To(true)
 	return rule
 }
 
-func guarded(rule gatewayv1alpha1.Rule) gatewayv1alpha1.Rule {
+func guarded(rule porticov1alpha1.Rule) porticov1alpha1.Rule {
 	rule.JWT = jwt("https://idp.example.com", nil, nil)
 	return rule
 }
 
-func matched(rule gatewayv1alpha1.Rule, m *gatewayv1alpha1.RequestMatch) gatewayv1alpha1.Rule {
+func matched(rule porticov1alpha1.Rule, m *porticov1alpha1.RequestMatch) porticov1alpha1.Rule {
 	rule.Match = m
 	return rule
 }
 
-func onService(rule gatewayv1alpha1.Rule, name string) gatewayv1alpha1.Rule {
-	rule.Service = &gatewayv1alpha1.ServiceReference{Name: name, Port: 8080}
+func onService(rule porticov1alpha1.Rule, name string) porticov1alpha1.Rule {
+	rule.Service = &porticov1alpha1.ServiceReference{Name: name, Port: 8080}
 	return rule
 }
 
 func TestMatchChecks(t *testing.T) {
-	regex := func(re string) *gatewayv1alpha1.RequestMatch {
-		return &gatewayv1alpha1.RequestMatch{Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-tenant", Regex: re}}}
+	regex := func(re string) *porticov1alpha1.RequestMatch {
+		return &porticov1alpha1.RequestMatch{Headers: []porticov1alpha1.RuleHeaderMatch{{Name: "x-tenant", Regex: re}}}
 	}
 	tests := map[string]struct {
-		rules   []gatewayv1alpha1.Rule
+		rules   []porticov1alpha1.Rule
 		wantErr string // "" when the APIRule translates
 	}{
 		"same path and method, different matches, same authentication": {
-			rules: []gatewayv1alpha1.Rule{guarded(get("/orders")), guarded(matched(get("/orders"), headers("x-beta", "1")))},
+			rules: []porticov1alpha1.Rule{guarded(get("/orders")), guarded(matched(get("/orders"), headers("x-beta", "1")))},
 		},
 		"a noAuth header match on a jwt path": {
-			rules:   []gatewayv1alpha1.Rule{guarded(get("/orders")), noAuth(matched(get("/orders"), headers("x-admin", "yes")))},
+			rules:   []porticov1alpha1.Rule{guarded(get("/orders")), noAuth(matched(get("/orders"), headers("x-admin", "yes")))},
 			wantErr: "a match selects a route, not access",
 		},
 		"a noAuth query match on a jwt path": {
-			rules: []gatewayv1alpha1.Rule{guarded(get("/orders")), noAuth(matched(get("/orders"), &gatewayv1alpha1.RequestMatch{
-				QueryParams: []gatewayv1alpha1.RuleQueryParamMatch{{Name: "debug", Exact: "1"}},
+			rules: []porticov1alpha1.Rule{guarded(get("/orders")), noAuth(matched(get("/orders"), &porticov1alpha1.RequestMatch{
+				QueryParams: []porticov1alpha1.RuleQueryParamMatch{{Name: "debug", Exact: "1"}},
 			}))},
 			wantErr: "a match selects a route, not access",
 		},
 		"two matched rules with other authentication": {
-			rules:   []gatewayv1alpha1.Rule{guarded(matched(get("/orders"), headers("x-a", "1"))), noAuth(matched(get("/orders"), headers("x-b", "1")))},
+			rules:   []porticov1alpha1.Rule{guarded(matched(get("/orders"), headers("x-a", "1"))), noAuth(matched(get("/orders"), headers("x-b", "1")))},
 			wantErr: "can match the same request on the pods of service shop/orders",
 		},
 		"a matched noAuth prefix on the same prefix": {
-			rules:   []gatewayv1alpha1.Rule{guarded(get("/orders/*")), noAuth(matched(get("/orders/*"), headers("x-admin", "yes")))},
+			rules:   []porticov1alpha1.Rule{guarded(get("/orders/*")), noAuth(matched(get("/orders/*"), headers("x-admin", "yes")))},
 			wantErr: "covers rule /orders/* (noAuth)",
 		},
 		"a matched noAuth prefix covering a jwt path": {
-			rules:   []gatewayv1alpha1.Rule{guarded(get("/orders/admin")), noAuth(matched(get("/orders/*"), headers("x-admin", "yes")))},
+			rules:   []porticov1alpha1.Rule{guarded(get("/orders/admin")), noAuth(matched(get("/orders/*"), headers("x-admin", "yes")))},
 			wantErr: "covers rule /orders/admin",
 		},
 		"on another Service selecting the same pods": {
-			rules:   []gatewayv1alpha1.Rule{guarded(get("/orders")), onService(noAuth(matched(get("/orders"), headers("x-admin", "yes"))), "orders-admin")},
+			rules:   []porticov1alpha1.Rule{guarded(get("/orders")), onService(noAuth(matched(get("/orders"), headers("x-admin", "yes"))), "orders-admin")},
 			wantErr: "on the pods of service shop/orders-admin",
 		},
 		"on other pods: a route to another workload": {
-			rules: []gatewayv1alpha1.Rule{guarded(get("/orders")), onService(noAuth(matched(get("/orders"), headers("x-beta", "1"))), "reports")},
+			rules: []porticov1alpha1.Rule{guarded(get("/orders")), onService(noAuth(matched(get("/orders"), headers("x-beta", "1"))), "reports")},
 		},
 		"other methods": {
-			rules: []gatewayv1alpha1.Rule{guarded(get("/orders")), noAuth(matched(gatewayv1alpha1.Rule{Path: "/orders", Methods: []gatewayv1alpha1.HTTPMethod{"POST"}}, headers("x-a", "1")))},
+			rules: []porticov1alpha1.Rule{guarded(get("/orders")), noAuth(matched(porticov1alpha1.Rule{Path: "/orders", Methods: []porticov1alpha1.HTTPMethod{"POST"}}, headers("x-a", "1")))},
 		},
 		"the same match twice": {
-			rules:   []gatewayv1alpha1.Rule{guarded(matched(get("/orders"), headers("x-a", "1"))), guarded(matched(get("/orders"), headers("x-a", "1")))},
+			rules:   []porticov1alpha1.Rule{guarded(matched(get("/orders"), headers("x-a", "1"))), guarded(matched(get("/orders"), headers("x-a", "1")))},
 			wantErr: "two rules have the path /orders and a method in common, and the same match",
 		},
 		"an invalid regex": {
-			rules:   []gatewayv1alpha1.Rule{noAuth(matched(get("/orders"), regex("team-(")))},
+			rules:   []porticov1alpha1.Rule{noAuth(matched(get("/orders"), regex("team-(")))},
 			wantErr: "is not a valid RE2 regular expression",
 		},
 		"a back-reference": {
-			rules:   []gatewayv1alpha1.Rule{noAuth(matched(get("/orders"), regex(`(a)\1`)))},
+			rules:   []porticov1alpha1.Rule{noAuth(matched(get("/orders"), regex(`(a)\1`)))},
 			wantErr: "is not a valid RE2 regular expression",
 		},
 		"a regex too large for Envoy": {
-			rules:   []gatewayv1alpha1.Rule{noAuth(matched(get("/orders"), regex("[a-z]{600}[0-9]{600}")))},
+			rules:   []porticov1alpha1.Rule{noAuth(matched(get("/orders"), regex("[a-z]{600}[0-9]{600}")))},
 			wantErr: "instructions, more than 1000",
 		},
 		"an angle-bracket named group": {
-			rules:   []gatewayv1alpha1.Rule{noAuth(matched(get("/orders"), regex("(?<team>[a-z]+)")))},
+			rules:   []porticov1alpha1.Rule{noAuth(matched(get("/orders"), regex("(?<team>[a-z]+)")))},
 			wantErr: "(?<name>...)",
 		},
 		"a query parameter by prefix": {
-			rules: []gatewayv1alpha1.Rule{noAuth(matched(get("/orders"), &gatewayv1alpha1.RequestMatch{
-				QueryParams: []gatewayv1alpha1.RuleQueryParamMatch{{Name: "v", Prefix: "2"}},
+			rules: []porticov1alpha1.Rule{noAuth(matched(get("/orders"), &porticov1alpha1.RequestMatch{
+				QueryParams: []porticov1alpha1.RuleQueryParamMatch{{Name: "v", Prefix: "2"}},
 			}))},
 			wantErr: "cannot be matched by prefix",
 		},
 		"a header Istio ignores": {
-			rules:   []gatewayv1alpha1.Rule{noAuth(matched(get("/orders"), headers("authority", "a")))},
+			rules:   []porticov1alpha1.Rule{noAuth(matched(get("/orders"), headers("authority", "a")))},
 			wantErr: "other than uri, scheme, method, authority, host",
 		},
 		"a header with two kinds": {
-			rules: []gatewayv1alpha1.Rule{noAuth(matched(get("/orders"), &gatewayv1alpha1.RequestMatch{
-				Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-a", Exact: "1", Prefix: "1"}},
+			rules: []porticov1alpha1.Rule{noAuth(matched(get("/orders"), &porticov1alpha1.RequestMatch{
+				Headers: []porticov1alpha1.RuleHeaderMatch{{Name: "x-a", Exact: "1", Prefix: "1"}},
 			}))},
 			wantErr: "needs exactly one of exact, prefix or regex",
 		},
 		"a control character in a value": {
-			rules:   []gatewayv1alpha1.Rule{noAuth(matched(get("/orders"), headers("x-a", "1\n")))},
+			rules:   []porticov1alpha1.Rule{noAuth(matched(get("/orders"), headers("x-a", "1\n")))},
 			wantErr: "printable ASCII",
 		},
 	}
@@ -134,7 +134,7 @@ func TestMatchChecks(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			r := newAPIRule(withRules(tc.rules...))
-			for _, parent := range []*gatewayv1alpha1.ParentReference{nil, {Namespace: "infra", Name: "public"}} {
+			for _, parent := range []*porticov1alpha1.ParentReference{nil, {Namespace: "infra", Name: "public"}} {
 				_, err := Translate(Input{APIRule: r, Selectors: selectors, Parent: parent})
 				if tc.wantErr == "" {
 					g.Expect(err).NotTo(HaveOccurred())
@@ -213,12 +213,12 @@ func gatewayValueMatches(exact bool, want, value string, present bool) bool {
 	return regexp.MustCompile("^(?:" + want + ")$").MatchString(value)
 }
 
-func httpRouteMatches(m gatewayapiv1.HTTPRouteMatch, req request) bool {
+func httpRouteMatches(m gwapiv1.HTTPRouteMatch, req request) bool {
 	p := *m.Path.Value
-	if *m.Path.Type == gatewayapiv1.PathMatchExact && req.path != p {
+	if *m.Path.Type == gwapiv1.PathMatchExact && req.path != p {
 		return false
 	}
-	if *m.Path.Type == gatewayapiv1.PathMatchPathPrefix && req.path != p && !strings.HasPrefix(req.path, strings.TrimSuffix(p, "/")+"/") {
+	if *m.Path.Type == gwapiv1.PathMatchPathPrefix && req.path != p && !strings.HasPrefix(req.path, strings.TrimSuffix(p, "/")+"/") {
 		return false
 	}
 	if m.Method != nil && string(*m.Method) != req.method {
@@ -226,13 +226,13 @@ func httpRouteMatches(m gatewayapiv1.HTTPRouteMatch, req request) bool {
 	}
 	for _, h := range m.Headers {
 		v, present := req.headers[string(h.Name)]
-		if !gatewayValueMatches(*h.Type == gatewayapiv1.HeaderMatchExact, h.Value, v, present) {
+		if !gatewayValueMatches(*h.Type == gwapiv1.HeaderMatchExact, h.Value, v, present) {
 			return false
 		}
 	}
 	for _, q := range m.QueryParams {
 		v, present := req.query[string(q.Name)]
-		if !gatewayValueMatches(*q.Type == gatewayapiv1.QueryParamMatchExact, q.Value, v, present) {
+		if !gatewayValueMatches(*q.Type == gwapiv1.QueryParamMatchExact, q.Value, v, present) {
 			return false
 		}
 	}
@@ -242,7 +242,7 @@ func httpRouteMatches(m gatewayapiv1.HTTPRouteMatch, req request) bool {
 // httpRouteRule is the name of the rule the Gateway API's precedence
 // picks: exact path, longest prefix, method, most header matches, most
 // query-parameter matches, then the first rule.
-func httpRouteRule(route *gatewayapiv1.HTTPRoute, req request) string {
+func httpRouteRule(route *gwapiv1.HTTPRoute, req request) string {
 	type candidate struct {
 		rank []int
 		name string
@@ -254,7 +254,7 @@ func httpRouteRule(route *gatewayapiv1.HTTPRoute, req request) string {
 				continue
 			}
 			exact := 0
-			if *m.Path.Type == gatewayapiv1.PathMatchExact {
+			if *m.Path.Type == gwapiv1.PathMatchExact {
 				exact = 1
 			}
 			method := 0
@@ -276,21 +276,21 @@ func httpRouteRule(route *gatewayapiv1.HTTPRoute, req request) string {
 // Both outputs send a request to the same rule: the VirtualService's
 // first matching route and the Gateway API's precedence agree.
 func TestBothOutputsRouteARequestToTheSameRule(t *testing.T) {
-	all := gatewayv1alpha1.Rule{Path: "/orders"}
-	rules := []gatewayv1alpha1.Rule{
+	all := porticov1alpha1.Rule{Path: "/orders"}
+	rules := []porticov1alpha1.Rule{
 		guarded(get("/orders")),
 		guarded(matched(get("/orders"), headers("x-beta", "1"))),
 		guarded(matched(get("/orders"), headers("x-beta", "1", "x-tier", "gold"))),
 		guarded(matched(all, headers("x-beta", "1", "x-tier", "gold", "x-more", "1"))),
-		guarded(matched(get("/orders"), &gatewayv1alpha1.RequestMatch{
-			Headers:     []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-beta", Prefix: "1"}},
-			QueryParams: []gatewayv1alpha1.RuleQueryParamMatch{{Name: "v", Regex: "2|3"}},
+		guarded(matched(get("/orders"), &porticov1alpha1.RequestMatch{
+			Headers:     []porticov1alpha1.RuleHeaderMatch{{Name: "x-beta", Prefix: "1"}},
+			QueryParams: []porticov1alpha1.RuleQueryParamMatch{{Name: "v", Regex: "2|3"}},
 		})),
-		guarded(gatewayv1alpha1.Rule{Path: "/orders", Methods: []gatewayv1alpha1.HTTPMethod{"POST", "DELETE"}}),
-		noAuth(gatewayv1alpha1.Rule{Path: "/orders/*"}),
-		noAuth(matched(gatewayv1alpha1.Rule{Path: "/orders/*"}, headers("x-beta", "1"))),
-		noAuth(matched(gatewayv1alpha1.Rule{Path: "/orders/export/*"}, &gatewayv1alpha1.RequestMatch{
-			QueryParams: []gatewayv1alpha1.RuleQueryParamMatch{{Name: "format", Exact: "csv"}},
+		guarded(porticov1alpha1.Rule{Path: "/orders", Methods: []porticov1alpha1.HTTPMethod{"POST", "DELETE"}}),
+		noAuth(porticov1alpha1.Rule{Path: "/orders/*"}),
+		noAuth(matched(porticov1alpha1.Rule{Path: "/orders/*"}, headers("x-beta", "1"))),
+		noAuth(matched(porticov1alpha1.Rule{Path: "/orders/export/*"}, &porticov1alpha1.RequestMatch{
+			QueryParams: []porticov1alpha1.RuleQueryParamMatch{{Name: "format", Exact: "csv"}},
 		})),
 		guarded(matched(get("/orders"), headers("x-gamma", "1"))),
 	}
@@ -298,12 +298,12 @@ func TestBothOutputsRouteARequestToTheSameRule(t *testing.T) {
 	// A true tie (rules 1 and 9: GET, one header each) goes to the rule
 	// whose route name sorts first, in both outputs.
 	tie := 1
-	if gatewayv1alpha1.RouteName(r.Namespace, r.Name, rules[9]) < gatewayv1alpha1.RouteName(r.Namespace, r.Name, rules[1]) {
+	if porticov1alpha1.RouteName(r.Namespace, r.Name, rules[9]) < porticov1alpha1.RouteName(r.Namespace, r.Name, rules[1]) {
 		tie = 9
 	}
 	vs := must(Translate(Input{APIRule: r, Selectors: selectors})).VirtualService
 	onGateway := r.DeepCopy()
-	onGateway.Spec.Gateway, onGateway.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "public"}
+	onGateway.Spec.Gateway, onGateway.Spec.ParentRef = "", &porticov1alpha1.ParentReference{Name: "public"}
 	route := must(Translate(Input{APIRule: onGateway, Selectors: selectors, Parent: Parent(onGateway)})).HTTPRoute
 
 	for name, tc := range map[string]struct {
@@ -333,8 +333,8 @@ func TestBothOutputsRouteARequestToTheSameRule(t *testing.T) {
 				g.Expect(httpRouteRule(route, tc.req)).To(BeEmpty())
 				return
 			}
-			g.Expect(virtualServiceRoute(vs.Spec.Http, tc.req)).To(Equal(gatewayv1alpha1.RouteName(r.Namespace, r.Name, rules[tc.want])), "VirtualService")
-			g.Expect(httpRouteRule(route, tc.req)).To(Equal(gatewayv1alpha1.HTTPRouteRuleName(r.Namespace, r.Name, rules[tc.want])), "HTTPRoute")
+			g.Expect(virtualServiceRoute(vs.Spec.Http, tc.req)).To(Equal(porticov1alpha1.RouteName(r.Namespace, r.Name, rules[tc.want])), "VirtualService")
+			g.Expect(httpRouteRule(route, tc.req)).To(Equal(porticov1alpha1.HTTPRouteRuleName(r.Namespace, r.Name, rules[tc.want])), "HTTPRoute")
 		})
 	}
 }

@@ -9,7 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 func TestPathsMeet(t *testing.T) {
@@ -215,68 +215,68 @@ func TestPathsMeetAgainstBruteForce(t *testing.T) {
 func TestTemplatesAreRefusedWhereTheyOpenAGuardedPath(t *testing.T) {
 	idp := jwt("https://idp", nil, nil)
 	tests := map[string]struct {
-		rules   []gatewayv1alpha1.Rule
+		rules   []porticov1alpha1.Rule
 		wantErr string
 	}{
 		"noAuth template over a JWT path": {
-			rules: []gatewayv1alpha1.Rule{
+			rules: []porticov1alpha1.Rule{
 				{Path: "/orders/{*}", NoAuth: ptr.To(true)},
 				{Path: "/orders/admin", JWT: idp},
 			},
 			wantErr: "rule /orders/{*} (noAuth) meets rule /orders/admin (jwt issuer https://idp) on the pods of service shop/orders",
 		},
 		"JWT template under a noAuth rest": {
-			rules: []gatewayv1alpha1.Rule{
+			rules: []porticov1alpha1.Rule{
 				{Path: "/{**}", NoAuth: ptr.To(true)},
 				{Path: "/api/{*}/keys", JWT: idp},
 			},
 			wantErr: "rule /{**} (noAuth) meets rule /api/{*}/keys (jwt issuer https://idp)",
 		},
 		"noAuth rest over the bare path a JWT rule guards": {
-			rules: []gatewayv1alpha1.Rule{
+			rules: []porticov1alpha1.Rule{
 				{Path: "/files/{**}", NoAuth: ptr.To(true)},
 				{Path: "/files", JWT: idp},
 			},
 			wantErr: "rule /files/{**} (noAuth) meets rule /files (jwt issuer https://idp)",
 		},
 		"templates that meet in the middle": {
-			rules: []gatewayv1alpha1.Rule{
+			rules: []porticov1alpha1.Rule{
 				{Path: "/a/{*}/c", NoAuth: ptr.To(true)},
 				{Path: "/a/b/{*}", JWT: idp},
 			},
 			wantErr: "rule /a/{*}/c (noAuth) meets rule /a/b/{*}",
 		},
 		"another Service on the same pods": {
-			rules: []gatewayv1alpha1.Rule{
-				{Path: "/orders/{*}", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "orders-admin", Port: 8080}},
+			rules: []porticov1alpha1.Rule{
+				{Path: "/orders/{*}", NoAuth: ptr.To(true), Service: &porticov1alpha1.ServiceReference{Name: "orders-admin", Port: 8080}},
 				{Path: "/orders/admin", JWT: idp},
 			},
 			wantErr: "meets rule /orders/admin",
 		},
 		"a rewrite onto a path a template guards": {
-			rules: []gatewayv1alpha1.Rule{
-				{Path: "/public", NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Path: "/admin/keys"}},
+			rules: []porticov1alpha1.Rule{
+				{Path: "/public", NoAuth: ptr.To(true), Rewrite: &porticov1alpha1.Rewrite{Path: "/admin/keys"}},
 				{Path: "/admin/{*}", JWT: idp},
 			},
 			wantErr: "rewrites to /admin/keys, which meets /admin/{*}",
 		},
 		"a prefix over a template": {
-			rules: []gatewayv1alpha1.Rule{
+			rules: []porticov1alpha1.Rule{
 				{Path: "/orders/*", NoAuth: ptr.To(true)},
 				{Path: "/orders/{*}/items", JWT: idp},
 			},
 			wantErr: "rule /orders/* (noAuth) covers rule /orders/{*}/items",
 		},
 		"a template with a '/*' the API server would refuse": {
-			rules:   []gatewayv1alpha1.Rule{{Path: "/orders/{*}/*", NoAuth: ptr.To(true)}},
+			rules:   []porticov1alpha1.Rule{{Path: "/orders/{*}/*", NoAuth: ptr.To(true)}},
 			wantErr: "a template may not end with '/*'",
 		},
 		"'{**}' not last": {
-			rules:   []gatewayv1alpha1.Rule{{Path: "/{**}/x", NoAuth: ptr.To(true)}},
+			rules:   []porticov1alpha1.Rule{{Path: "/{**}/x", NoAuth: ptr.To(true)}},
 			wantErr: "'{**}' only the last",
 		},
 		"paths that cannot meet": {
-			rules: []gatewayv1alpha1.Rule{
+			rules: []porticov1alpha1.Rule{
 				{Path: "/orders/{*}", NoAuth: ptr.To(true)},
 				{Path: "/orders/admin/keys", JWT: idp},
 				{Path: "/ordersx", JWT: idp},
@@ -284,19 +284,19 @@ func TestTemplatesAreRefusedWhereTheyOpenAGuardedPath(t *testing.T) {
 			},
 		},
 		"disjoint methods": {
-			rules: []gatewayv1alpha1.Rule{
-				{Path: "/orders/{*}", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
-				{Path: "/orders/admin", Methods: []gatewayv1alpha1.HTTPMethod{"POST"}, JWT: idp},
+			rules: []porticov1alpha1.Rule{
+				{Path: "/orders/{*}", Methods: []porticov1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
+				{Path: "/orders/admin", Methods: []porticov1alpha1.HTTPMethod{"POST"}, JWT: idp},
 			},
 		},
 		"other pods": {
-			rules: []gatewayv1alpha1.Rule{
-				{Path: "/orders/{*}", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}},
+			rules: []porticov1alpha1.Rule{
+				{Path: "/orders/{*}", NoAuth: ptr.To(true), Service: &porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}},
 				{Path: "/orders/admin", JWT: idp},
 			},
 		},
 		"the same authentication": {
-			rules: []gatewayv1alpha1.Rule{
+			rules: []porticov1alpha1.Rule{
 				{Path: "/orders/{*}", JWT: jwt("https://idp", nil, nil)},
 				{Path: "/orders/admin", JWT: idp},
 			},
@@ -305,7 +305,7 @@ func TestTemplatesAreRefusedWhereTheyOpenAGuardedPath(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			for _, parent := range []*gatewayv1alpha1.ParentReference{nil, {Name: "public"}} {
+			for _, parent := range []*porticov1alpha1.ParentReference{nil, {Name: "public"}} {
 				r := newAPIRule(withRules(tt.rules...))
 				if parent != nil {
 					r.Spec.Gateway, r.Spec.ParentRef = "", parent
@@ -329,9 +329,9 @@ func TestTemplatesAreRefusedWhereTheyOpenAGuardedPath(t *testing.T) {
 // to the implementation); an exact path wins there as well.
 func TestTemplateRouteOrder(t *testing.T) {
 	g := NewWithT(t)
-	rules := []gatewayv1alpha1.Rule{
+	rules := []porticov1alpha1.Rule{
 		{Path: "/*", NoAuth: ptr.To(true)},
-		{Path: "/orders/{*}", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}},
+		{Path: "/orders/{*}", NoAuth: ptr.To(true), Service: &porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}},
 		{Path: "/orders/{*}/items/{**}", NoAuth: ptr.To(true)},
 		{Path: "/orders/new", NoAuth: ptr.To(true)},
 		{Path: "/api/*", NoAuth: ptr.To(true)},
@@ -346,13 +346,13 @@ func TestTemplateRouteOrder(t *testing.T) {
 	g.Expect(order).To(Equal([]string{"/orders/new", `^/orders/[^/]+/items/.*$`, `^/orders/[^/]+$`, "/api/", "/"}))
 
 	onGateway := newAPIRule(withRules(rules...))
-	onGateway.Spec.Gateway, onGateway.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "public"}
+	onGateway.Spec.Gateway, onGateway.Spec.ParentRef = "", &porticov1alpha1.ParentReference{Name: "public"}
 	_, err = Translate(Input{APIRule: onGateway, Selectors: selectors, Parent: Parent(onGateway)})
 	g.Expect(err).To(MatchError(ContainSubstring("rules /orders/{*} and /* can match the same request")))
 
-	onGateway.Spec.Rules = []gatewayv1alpha1.Rule{rules[1], rules[3], rules[4],
-		{Path: "/orders/{*}", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)}}
-	onGateway.Spec.Rules[0].Methods = []gatewayv1alpha1.HTTPMethod{"POST"}
+	onGateway.Spec.Rules = []porticov1alpha1.Rule{rules[1], rules[3], rules[4],
+		{Path: "/orders/{*}", Methods: []porticov1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)}}
+	onGateway.Spec.Rules[0].Methods = []porticov1alpha1.HTTPMethod{"POST"}
 	out, err = Translate(Input{APIRule: onGateway, Selectors: selectors, Parent: Parent(onGateway)})
 	g.Expect(err).NotTo(HaveOccurred(), "the same template with disjoint methods, beside an exact path and a disjoint prefix")
 	g.Expect(out.HTTPRoute.Spec.Rules).To(HaveLen(4))

@@ -14,22 +14,22 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-type apiRuleOption func(*gatewayv1alpha1.APIRule)
+type apiRuleOption func(*porticov1alpha1.APIRule)
 
-func newAPIRule(opts ...apiRuleOption) *gatewayv1alpha1.APIRule {
-	r := &gatewayv1alpha1.APIRule{
+func newAPIRule(opts ...apiRuleOption) *porticov1alpha1.APIRule {
+	r := &porticov1alpha1.APIRule{
 		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop", UID: "uid-orders"},
-		Spec: gatewayv1alpha1.APIRuleSpec{
-			Hosts:   []gatewayv1alpha1.Hostname{"orders.example.com"},
+		Spec: porticov1alpha1.APIRuleSpec{
+			Hosts:   []porticov1alpha1.Hostname{"orders.example.com"},
 			Gateway: "istio-system/public",
-			Service: &gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080},
-			Rules: []gatewayv1alpha1.Rule{
-				{Path: "/health", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
+			Service: &porticov1alpha1.ServiceReference{Name: "orders", Port: 8080},
+			Rules: []porticov1alpha1.Rule{
+				{Path: "/health", Methods: []porticov1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
 			},
 		},
 	}
@@ -39,12 +39,12 @@ func newAPIRule(opts ...apiRuleOption) *gatewayv1alpha1.APIRule {
 	return r
 }
 
-func withRules(rules ...gatewayv1alpha1.Rule) apiRuleOption {
-	return func(r *gatewayv1alpha1.APIRule) { r.Spec.Rules = rules }
+func withRules(rules ...porticov1alpha1.Rule) apiRuleOption {
+	return func(r *porticov1alpha1.APIRule) { r.Spec.Rules = rules }
 }
 
-func jwt(issuer string, audiences, scopes []string) *gatewayv1alpha1.JWTAuthentication {
-	return &gatewayv1alpha1.JWTAuthentication{Issuer: issuer, JWKSURI: issuer + "/jwks.json", Audiences: audiences, RequiredScopes: scopes}
+func jwt(issuer string, audiences, scopes []string) *porticov1alpha1.JWTAuthentication {
+	return &porticov1alpha1.JWTAuthentication{Issuer: issuer, JWKSURI: issuer + "/jwks.json", Audiences: audiences, RequiredScopes: scopes}
 }
 
 // selectors are the pod selectors of the Services the tests route to:
@@ -59,130 +59,130 @@ var selectors = map[types.NamespacedName]map[string]string{
 }
 
 func TestTranslateGolden(t *testing.T) {
-	tests := map[string]*gatewayv1alpha1.APIRule{
+	tests := map[string]*porticov1alpha1.APIRule{
 		"noauth": newAPIRule(),
 		"jwt-with-claims": newAPIRule(withRules(
-			gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
-			gatewayv1alpha1.Rule{Path: "/orders/*", Methods: []gatewayv1alpha1.HTTPMethod{"POST", "GET"},
+			porticov1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+			porticov1alpha1.Rule{Path: "/orders/*", Methods: []porticov1alpha1.HTTPMethod{"POST", "GET"},
 				JWT: jwt("https://idp.example.com", []string{"shop", "orders"}, []string{"orders.write", "orders.read"})},
-			gatewayv1alpha1.Rule{Path: "/admin/*", JWT: jwt("https://admin-idp.example.com", nil, nil)},
+			porticov1alpha1.Rule{Path: "/admin/*", JWT: jwt("https://admin-idp.example.com", nil, nil)},
 		)),
 		"rules-with-their-own-services": newAPIRule(withRules(
-			gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
-			gatewayv1alpha1.Rule{Path: "/reports/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"},
-				Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}, JWT: jwt("https://idp.example.com", []string{"reports"}, nil)},
-			gatewayv1alpha1.Rule{Path: "/exports/*",
-				Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}, JWT: jwt("https://idp.example.com", nil, []string{"export"})},
+			porticov1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+			porticov1alpha1.Rule{Path: "/reports/*", Methods: []porticov1alpha1.HTTPMethod{"GET"},
+				Service: &porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}, JWT: jwt("https://idp.example.com", []string{"reports"}, nil)},
+			porticov1alpha1.Rule{Path: "/exports/*",
+				Service: &porticov1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}, JWT: jwt("https://idp.example.com", nil, []string{"export"})},
 		)),
 		"jwt-several-issuers": newAPIRule(withRules(
-			gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
-			gatewayv1alpha1.Rule{Path: "/orders/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, JWT: &gatewayv1alpha1.JWTAuthentication{
-				Authentications: []gatewayv1alpha1.JWTIssuer{
+			porticov1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+			porticov1alpha1.Rule{Path: "/orders/*", Methods: []porticov1alpha1.HTTPMethod{"GET"}, JWT: &porticov1alpha1.JWTAuthentication{
+				Authentications: []porticov1alpha1.JWTIssuer{
 					{Issuer: "https://partners.example.com", JWKSURI: "https://partners.example.com/keys",
-						FromHeaders: []gatewayv1alpha1.JWTHeader{{Name: "x-partner-token"}, {Name: "Authorization", Prefix: "Bearer "}}},
+						FromHeaders: []porticov1alpha1.JWTHeader{{Name: "x-partner-token"}, {Name: "Authorization", Prefix: "Bearer "}}},
 					{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"},
 				},
-				Authorizations: []gatewayv1alpha1.JWTAuthorization{
+				Authorizations: []porticov1alpha1.JWTAuthorization{
 					{RequiredScopes: []string{"orders.read"}, Audiences: []string{"shop", "orders"}},
 					{RequiredScopes: []string{"admin", "orders.all"}},
 				},
 			}},
-			gatewayv1alpha1.Rule{Path: "/feeds/*", JWT: &gatewayv1alpha1.JWTAuthentication{
-				Authentications: []gatewayv1alpha1.JWTIssuer{
+			porticov1alpha1.Rule{Path: "/feeds/*", JWT: &porticov1alpha1.JWTAuthentication{
+				Authentications: []porticov1alpha1.JWTIssuer{
 					{Issuer: "https://feeds.example.com", JWKSURI: "https://feeds.example.com/jwks.json", FromParams: []string{"token"}},
 				},
 			}},
 		)),
-		"routing-cors-timeouts": newAPIRule(func(r *gatewayv1alpha1.APIRule) {
+		"routing-cors-timeouts": newAPIRule(func(r *porticov1alpha1.APIRule) {
 			r.Spec.Hosts = append(r.Spec.Hosts, "*.orders.example.com")
 			r.Spec.Timeout = &metav1.Duration{Duration: 15 * time.Second}
-			r.Spec.CORS = &gatewayv1alpha1.CORSPolicy{
-				AllowOrigins: []string{"https://shop.example.com", "*"}, AllowMethods: []gatewayv1alpha1.HTTPMethod{"PUT", "GET"},
+			r.Spec.CORS = &porticov1alpha1.CORSPolicy{
+				AllowOrigins: []string{"https://shop.example.com", "*"}, AllowMethods: []porticov1alpha1.HTTPMethod{"PUT", "GET"},
 				AllowHeaders: []string{"Authorization"}, ExposeHeaders: []string{"X-Request-Id"},
 				AllowCredentials: ptr.To(true), MaxAge: &metav1.Duration{Duration: 10 * time.Minute},
 			}
-			r.Spec.Rules = []gatewayv1alpha1.Rule{
+			r.Spec.Rules = []porticov1alpha1.Rule{
 				{Path: "/*", NoAuth: ptr.To(true)},
 				{Path: "/reports/*", NoAuth: ptr.To(true), Timeout: &metav1.Duration{Duration: 2 * time.Minute},
-					Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}},
-				{Path: "/orders", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
+					Service: &porticov1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}},
+				{Path: "/orders", Methods: []porticov1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
 			}
 		}),
-		"request-headers-and-cookies": newAPIRule(func(r *gatewayv1alpha1.APIRule) {
-			r.Spec.CORS = &gatewayv1alpha1.CORSPolicy{AllowOrigins: []string{"https://shop.example.com"}}
-			r.Spec.Rules = []gatewayv1alpha1.Rule{
-				{Path: "/orders/*", JWT: jwt("https://idp.example.com", nil, nil), Request: &gatewayv1alpha1.RequestModifier{
-					Headers: map[string]gatewayv1alpha1.RequestHeaderValue{"x-api-version": "2", "x-tenant": "shop eu-1"},
-					Cookies: map[string]gatewayv1alpha1.CookieValue{"region": "eu", "ab": "b=1"},
+		"request-headers-and-cookies": newAPIRule(func(r *porticov1alpha1.APIRule) {
+			r.Spec.CORS = &porticov1alpha1.CORSPolicy{AllowOrigins: []string{"https://shop.example.com"}}
+			r.Spec.Rules = []porticov1alpha1.Rule{
+				{Path: "/orders/*", JWT: jwt("https://idp.example.com", nil, nil), Request: &porticov1alpha1.RequestModifier{
+					Headers: map[string]porticov1alpha1.RequestHeaderValue{"x-api-version": "2", "x-tenant": "shop eu-1"},
+					Cookies: map[string]porticov1alpha1.CookieValue{"region": "eu", "ab": "b=1"},
 				}},
-				{Path: "/health", NoAuth: ptr.To(true), Request: &gatewayv1alpha1.RequestModifier{
-					Cookies: map[string]gatewayv1alpha1.CookieValue{"probe": "1"},
+				{Path: "/health", NoAuth: ptr.To(true), Request: &porticov1alpha1.RequestModifier{
+					Cookies: map[string]porticov1alpha1.CookieValue{"probe": "1"},
 				}},
 			}
 		}),
 		"rewrites": newAPIRule(withRules(
-			gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
-			gatewayv1alpha1.Rule{Path: "/status", NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Path: "/health"}},
-			gatewayv1alpha1.Rule{Path: "/old/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Path: "/health"}},
-			gatewayv1alpha1.Rule{Path: "/orders/*", JWT: jwt("https://idp.example.com", nil, nil), Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/v2/orders/"}},
-			gatewayv1alpha1.Rule{Path: "/shop/*", Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000},
-				NoAuth: ptr.To(true), Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/"}},
+			porticov1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+			porticov1alpha1.Rule{Path: "/status", NoAuth: ptr.To(true), Rewrite: &porticov1alpha1.Rewrite{Path: "/health"}},
+			porticov1alpha1.Rule{Path: "/old/*", Methods: []porticov1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true), Rewrite: &porticov1alpha1.Rewrite{Path: "/health"}},
+			porticov1alpha1.Rule{Path: "/orders/*", JWT: jwt("https://idp.example.com", nil, nil), Rewrite: &porticov1alpha1.Rewrite{Prefix: "/v2/orders/"}},
+			porticov1alpha1.Rule{Path: "/shop/*", Service: &porticov1alpha1.ServiceReference{Name: "reports", Port: 9000},
+				NoAuth: ptr.To(true), Rewrite: &porticov1alpha1.Rewrite{Prefix: "/"}},
 		)),
 		"path-templates": newAPIRule(withRules(
-			gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
-			gatewayv1alpha1.Rule{Path: "/orders/{*}/items", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
-			gatewayv1alpha1.Rule{Path: "/orders/{*}", JWT: jwt("https://idp.example.com", []string{"shop"}, nil)},
-			gatewayv1alpha1.Rule{Path: "/files/{**}", JWT: jwt("https://idp.example.com", []string{"shop"}, nil),
-				Rewrite: &gatewayv1alpha1.Rewrite{Path: "/archive"}},
-			gatewayv1alpha1.Rule{Path: "/v1.0/{*}/status", NoAuth: ptr.To(true),
-				Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}},
+			porticov1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+			porticov1alpha1.Rule{Path: "/orders/{*}/items", Methods: []porticov1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
+			porticov1alpha1.Rule{Path: "/orders/{*}", JWT: jwt("https://idp.example.com", []string{"shop"}, nil)},
+			porticov1alpha1.Rule{Path: "/files/{**}", JWT: jwt("https://idp.example.com", []string{"shop"}, nil),
+				Rewrite: &porticov1alpha1.Rewrite{Path: "/archive"}},
+			porticov1alpha1.Rule{Path: "/v1.0/{*}/status", NoAuth: ptr.To(true),
+				Service: &porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}},
 		)),
 		// A canary of the orders API, and a split of the reports between
 		// this namespace and a consenting one (routes only there).
 		"weighted-backends": newAPIRule(withRules(
-			gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
-			gatewayv1alpha1.Rule{Path: "/orders/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET", "POST"}, JWT: jwt("https://idp.example.com", []string{"orders"}, nil),
-				Backends: []gatewayv1alpha1.WeightedBackend{
-					{Service: gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 90},
-					{Service: gatewayv1alpha1.ServiceReference{Name: "orders-v2", Port: 8080}, Weight: 10},
+			porticov1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+			porticov1alpha1.Rule{Path: "/orders/*", Methods: []porticov1alpha1.HTTPMethod{"GET", "POST"}, JWT: jwt("https://idp.example.com", []string{"orders"}, nil),
+				Backends: []porticov1alpha1.WeightedBackend{
+					{Service: porticov1alpha1.ServiceReference{Name: "orders", Port: 8080}, Weight: 90},
+					{Service: porticov1alpha1.ServiceReference{Name: "orders-v2", Port: 8080}, Weight: 10},
 				}},
-			gatewayv1alpha1.Rule{Path: "/reports/*", NoAuth: ptr.To(true), Backends: []gatewayv1alpha1.WeightedBackend{
-				{Service: gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 80},
-				{Service: gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}, Weight: 20},
+			porticov1alpha1.Rule{Path: "/reports/*", NoAuth: ptr.To(true), Backends: []porticov1alpha1.WeightedBackend{
+				{Service: porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}, Weight: 80},
+				{Service: porticov1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}, Weight: 20},
 			}},
 		)),
 		// Rules on one path told apart by headers and query parameters;
 		// the ones with more matches are tried first.
 		"header-matching": newAPIRule(withRules(
-			gatewayv1alpha1.Rule{Path: "/orders", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, JWT: jwt("https://idp.example.com", nil, nil)},
-			gatewayv1alpha1.Rule{Path: "/orders", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, JWT: jwt("https://idp.example.com", nil, nil),
-				Service: &gatewayv1alpha1.ServiceReference{Name: "orders-admin", Port: 8080},
-				Match: &gatewayv1alpha1.RequestMatch{
-					Headers: []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-beta", Exact: "1"}, {Name: "user-agent", Prefix: "shop-app/2."}},
+			porticov1alpha1.Rule{Path: "/orders", Methods: []porticov1alpha1.HTTPMethod{"GET"}, JWT: jwt("https://idp.example.com", nil, nil)},
+			porticov1alpha1.Rule{Path: "/orders", Methods: []porticov1alpha1.HTTPMethod{"GET"}, JWT: jwt("https://idp.example.com", nil, nil),
+				Service: &porticov1alpha1.ServiceReference{Name: "orders-admin", Port: 8080},
+				Match: &porticov1alpha1.RequestMatch{
+					Headers: []porticov1alpha1.RuleHeaderMatch{{Name: "x-beta", Exact: "1"}, {Name: "user-agent", Prefix: "shop-app/2."}},
 				}},
-			gatewayv1alpha1.Rule{Path: "/orders/*", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000},
-				Match: &gatewayv1alpha1.RequestMatch{
-					Headers:     []gatewayv1alpha1.RuleHeaderMatch{{Name: "x-tenant", Regex: "team-[a-z]+"}},
-					QueryParams: []gatewayv1alpha1.RuleQueryParamMatch{{Name: "format", Exact: "csv"}, {Name: "v", Regex: "2|3"}},
+			porticov1alpha1.Rule{Path: "/orders/*", NoAuth: ptr.To(true), Service: &porticov1alpha1.ServiceReference{Name: "reports", Port: 9000},
+				Match: &porticov1alpha1.RequestMatch{
+					Headers:     []porticov1alpha1.RuleHeaderMatch{{Name: "x-tenant", Regex: "team-[a-z]+"}},
+					QueryParams: []porticov1alpha1.RuleQueryParamMatch{{Name: "format", Exact: "csv"}, {Name: "v", Regex: "2|3"}},
 				}},
 		)),
 		"extauth": newAPIRule(withRules(
-			gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
-			gatewayv1alpha1.Rule{Path: "/orders/*", Methods: []gatewayv1alpha1.HTTPMethod{"POST", "GET"}, ExtAuth: extAuth("ext-authz", nil)},
-			gatewayv1alpha1.Rule{Path: "/admin/*", ExtAuth: extAuth("ext-authz", jwt("https://idp.example.com", []string{"shop"}, []string{"admin"})),
-				Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/v2/admin/"}},
-			gatewayv1alpha1.Rule{Path: "/reports/*", Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000},
+			porticov1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+			porticov1alpha1.Rule{Path: "/orders/*", Methods: []porticov1alpha1.HTTPMethod{"POST", "GET"}, ExtAuth: extAuth("ext-authz", nil)},
+			porticov1alpha1.Rule{Path: "/admin/*", ExtAuth: extAuth("ext-authz", jwt("https://idp.example.com", []string{"shop"}, []string{"admin"})),
+				Rewrite: &porticov1alpha1.Rewrite{Prefix: "/v2/admin/"}},
+			porticov1alpha1.Rule{Path: "/reports/*", Service: &porticov1alpha1.ServiceReference{Name: "reports", Port: 9000},
 				ExtAuth: extAuth("opa.policies", nil)},
 		)),
 		// Istio mode only: see TestHTTPRouteModeRefusesRetries.
-		"retries": newAPIRule(func(r *gatewayv1alpha1.APIRule) {
+		"retries": newAPIRule(func(r *porticov1alpha1.APIRule) {
 			r.Spec.Timeout = &metav1.Duration{Duration: 10 * time.Second}
-			r.Spec.Rules = []gatewayv1alpha1.Rule{
-				{Path: "/orders/*", NoAuth: ptr.To(true), Retries: &gatewayv1alpha1.RetryPolicy{
+			r.Spec.Rules = []porticov1alpha1.Rule{
+				{Path: "/orders/*", NoAuth: ptr.To(true), Retries: &porticov1alpha1.RetryPolicy{
 					Attempts: 3, PerTryTimeout: &metav1.Duration{Duration: 2500 * time.Millisecond},
-					Codes: []int32{504, 503}, RetryOn: []gatewayv1alpha1.RetryCondition{"reset", "connect-failure"},
+					Codes: []int32{504, 503}, RetryOn: []porticov1alpha1.RetryCondition{"reset", "connect-failure"},
 				}},
-				{Path: "/health", NoAuth: ptr.To(true), Retries: &gatewayv1alpha1.RetryPolicy{Attempts: 1, Codes: []int32{503}}},
+				{Path: "/health", NoAuth: ptr.To(true), Retries: &porticov1alpha1.RetryPolicy{Attempts: 1, Codes: []int32{503}}},
 			}
 		}),
 	}
@@ -195,13 +195,13 @@ func TestTranslateGolden(t *testing.T) {
 		// of the VirtualService, the same access policies.
 		onGateway := rule.DeepCopy()
 		onGateway.Spec.Gateway = ""
-		onGateway.Spec.ParentRef = &gatewayv1alpha1.ParentReference{Namespace: "infra", Name: "public", SectionName: "https"}
+		onGateway.Spec.ParentRef = &porticov1alpha1.ParentReference{Namespace: "infra", Name: "public", SectionName: "https"}
 		checkGolden(t, name+".httproute", onGateway)
 	}
 }
 
 // checkGolden compares an APIRule's translation with testdata/<name>.golden.yaml.
-func checkGolden(t *testing.T, name string, rule *gatewayv1alpha1.APIRule) {
+func checkGolden(t *testing.T, name string, rule *porticov1alpha1.APIRule) {
 	t.Helper()
 	{
 		t.Run(name, func(t *testing.T) {
@@ -239,7 +239,7 @@ func TestRequestAuthenticationOnlyWithJWT(t *testing.T) {
 	g.Expect(out.Workloads).To(HaveLen(1))
 	g.Expect(out.Workloads[0].RequestAuthentication).To(BeNil())
 
-	out, err = Translate(Input{APIRule: newAPIRule(withRules(gatewayv1alpha1.Rule{Path: "/a", JWT: jwt("https://idp", nil, nil)})), Selectors: selectors})
+	out, err = Translate(Input{APIRule: newAPIRule(withRules(porticov1alpha1.Rule{Path: "/a", JWT: jwt("https://idp", nil, nil)})), Selectors: selectors})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out.Workloads[0].RequestAuthentication).NotTo(BeNil())
 	g.Expect(out.Workloads[0].RequestAuthentication.Spec.JwtRules).To(HaveLen(1))
@@ -250,12 +250,12 @@ func TestRequestAuthenticationOnlyWithJWT(t *testing.T) {
 // rule's JWT would be enforced nowhere.
 func TestEveryBackendGetsItsOwnAccessControl(t *testing.T) {
 	g := NewWithT(t)
-	reports := &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}
-	remote := &gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}
+	reports := &porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}
+	remote := &porticov1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}
 	out, err := Translate(Input{APIRule: newAPIRule(withRules(
-		gatewayv1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
-		gatewayv1alpha1.Rule{Path: "/reports/*", Service: reports, JWT: jwt("https://idp", []string{"reports"}, nil)},
-		gatewayv1alpha1.Rule{Path: "/export", Service: remote, JWT: jwt("https://idp", nil, nil)},
+		porticov1alpha1.Rule{Path: "/health", NoAuth: ptr.To(true)},
+		porticov1alpha1.Rule{Path: "/reports/*", Service: reports, JWT: jwt("https://idp", []string{"reports"}, nil)},
+		porticov1alpha1.Rule{Path: "/export", Service: remote, JWT: jwt("https://idp", nil, nil)},
 	)), Selectors: selectors})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out.Workloads).To(HaveLen(2))
@@ -290,7 +290,7 @@ func TestEveryBackendGetsItsOwnAccessControl(t *testing.T) {
 func TestJWTRulesPinTheIssuer(t *testing.T) {
 	g := NewWithT(t)
 	out, err := Translate(Input{APIRule: newAPIRule(withRules(
-		gatewayv1alpha1.Rule{Path: "/a", JWT: jwt("https://idp.example.com", nil, nil)},
+		porticov1alpha1.Rule{Path: "/a", JWT: jwt("https://idp.example.com", nil, nil)},
 	)), Selectors: selectors})
 	g.Expect(err).NotTo(HaveOccurred())
 	rule := out.Workloads[0].AuthorizationPolicy.Spec.Rules[0]
@@ -300,7 +300,7 @@ func TestJWTRulesPinTheIssuer(t *testing.T) {
 }
 
 func TestTranslateErrors(t *testing.T) {
-	admin := &gatewayv1alpha1.ServiceReference{Name: "orders-admin", Port: 8080}
+	admin := &porticov1alpha1.ServiceReference{Name: "orders-admin", Port: 8080}
 	tests := map[string]struct {
 		input   Input
 		wantErr string
@@ -311,73 +311,73 @@ func TestTranslateErrors(t *testing.T) {
 		},
 		"rule service without selector": {
 			input: Input{APIRule: newAPIRule(withRules(
-				gatewayv1alpha1.Rule{Path: "/a", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "external", Port: 80}},
+				porticov1alpha1.Rule{Path: "/a", NoAuth: ptr.To(true), Service: &porticov1alpha1.ServiceReference{Name: "external", Port: 80}},
 			)), Selectors: selectors},
 			wantErr: "service shop/external has no pod selector",
 		},
 		"one issuer, two key sets": {
 			input: Input{APIRule: newAPIRule(withRules(
-				gatewayv1alpha1.Rule{Path: "/a", JWT: &gatewayv1alpha1.JWTAuthentication{Issuer: "https://idp", JWKSURI: "https://idp/one"}},
-				gatewayv1alpha1.Rule{Path: "/b", JWT: &gatewayv1alpha1.JWTAuthentication{Issuer: "https://idp", JWKSURI: "https://idp/two"}},
+				porticov1alpha1.Rule{Path: "/a", JWT: &porticov1alpha1.JWTAuthentication{Issuer: "https://idp", JWKSURI: "https://idp/one"}},
+				porticov1alpha1.Rule{Path: "/b", JWT: &porticov1alpha1.JWTAuthentication{Issuer: "https://idp", JWKSURI: "https://idp/two"}},
 			)), Selectors: selectors},
 			wantErr: "one issuer needs one key set",
 		},
 		"noAuth prefix covers a JWT path": {
 			input: Input{APIRule: newAPIRule(withRules(
-				gatewayv1alpha1.Rule{Path: "/api/*", NoAuth: ptr.To(true)},
-				gatewayv1alpha1.Rule{Path: "/api/admin", JWT: jwt("https://idp", nil, nil)},
+				porticov1alpha1.Rule{Path: "/api/*", NoAuth: ptr.To(true)},
+				porticov1alpha1.Rule{Path: "/api/admin", JWT: jwt("https://idp", nil, nil)},
 			)), Selectors: selectors},
 			wantErr: "rule /api/* (noAuth) covers rule /api/admin (jwt issuer https://idp)",
 		},
 		"JWT prefix covers a path with more scopes": {
 			input: Input{APIRule: newAPIRule(withRules(
-				gatewayv1alpha1.Rule{Path: "/api/*", JWT: jwt("https://idp", nil, nil)},
-				gatewayv1alpha1.Rule{Path: "/api/admin/*", JWT: jwt("https://idp", nil, []string{"admin"})},
+				porticov1alpha1.Rule{Path: "/api/*", JWT: jwt("https://idp", nil, nil)},
+				porticov1alpha1.Rule{Path: "/api/admin/*", JWT: jwt("https://idp", nil, []string{"admin"})},
 			)), Selectors: selectors},
 			wantErr: "rule /api/* (jwt issuer https://idp) covers rule /api/admin/* (jwt issuer https://idp, scopes admin)",
 		},
 		"covered rule names the default service explicitly": {
 			input: Input{APIRule: newAPIRule(withRules(
-				gatewayv1alpha1.Rule{Path: "/api/*", NoAuth: ptr.To(true)},
-				gatewayv1alpha1.Rule{Path: "/api/admin", JWT: jwt("https://idp", nil, nil), Service: &gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8081}},
+				porticov1alpha1.Rule{Path: "/api/*", NoAuth: ptr.To(true)},
+				porticov1alpha1.Rule{Path: "/api/admin", JWT: jwt("https://idp", nil, nil), Service: &porticov1alpha1.ServiceReference{Name: "orders", Port: 8081}},
 			)), Selectors: selectors},
 			wantErr: "on the pods of service shop/orders",
 		},
 		"covered rule on another service selecting the same pods": {
 			input: Input{APIRule: newAPIRule(withRules(
-				gatewayv1alpha1.Rule{Path: "/api/*", NoAuth: ptr.To(true)},
-				gatewayv1alpha1.Rule{Path: "/api/admin", JWT: jwt("https://idp", nil, nil), Service: admin},
+				porticov1alpha1.Rule{Path: "/api/*", NoAuth: ptr.To(true)},
+				porticov1alpha1.Rule{Path: "/api/admin", JWT: jwt("https://idp", nil, nil), Service: admin},
 			)), Selectors: selectors},
 			wantErr: "on the pods of service shop/orders-admin",
 		},
 		"same path twice with other authentication": {
 			input: Input{APIRule: newAPIRule(withRules(
-				gatewayv1alpha1.Rule{Path: "/api/*", NoAuth: ptr.To(true)},
-				gatewayv1alpha1.Rule{Path: "/api/*", JWT: jwt("https://idp", nil, nil), Service: admin},
+				porticov1alpha1.Rule{Path: "/api/*", NoAuth: ptr.To(true)},
+				porticov1alpha1.Rule{Path: "/api/*", JWT: jwt("https://idp", nil, nil), Service: admin},
 			)), Selectors: selectors},
 			wantErr: "two rules have the path /api/* and a method in common",
 		},
 		"same exact path twice": {
 			input: Input{APIRule: newAPIRule(withRules(
-				gatewayv1alpha1.Rule{Path: "/health", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
-				gatewayv1alpha1.Rule{Path: "/health", JWT: jwt("https://idp", nil, nil), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 80}},
+				porticov1alpha1.Rule{Path: "/health", Methods: []porticov1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
+				porticov1alpha1.Rule{Path: "/health", JWT: jwt("https://idp", nil, nil), Service: &porticov1alpha1.ServiceReference{Name: "reports", Port: 80}},
 			)), Selectors: selectors},
 			wantErr: "two rules have the path /health and a method in common",
 		},
 		"wildcard inside a path": {
-			input:   Input{APIRule: newAPIRule(withRules(gatewayv1alpha1.Rule{Path: "/a/*/b", NoAuth: ptr.To(true)})), Selectors: selectors},
+			input:   Input{APIRule: newAPIRule(withRules(porticov1alpha1.Rule{Path: "/a/*/b", NoAuth: ptr.To(true)})), Selectors: selectors},
 			wantErr: "may only end with the wildcard",
 		},
 		"suffix match": {
-			input:   Input{APIRule: newAPIRule(withRules(gatewayv1alpha1.Rule{Path: "*/admin", NoAuth: ptr.To(true)})), Selectors: selectors},
+			input:   Input{APIRule: newAPIRule(withRules(porticov1alpha1.Rule{Path: "*/admin", NoAuth: ptr.To(true)})), Selectors: selectors},
 			wantErr: "must start with '/'",
 		},
 		"no service at all": {
-			input:   Input{APIRule: newAPIRule(func(r *gatewayv1alpha1.APIRule) { r.Spec.Service = nil }), Selectors: selectors},
+			input:   Input{APIRule: newAPIRule(func(r *porticov1alpha1.APIRule) { r.Spec.Service = nil }), Selectors: selectors},
 			wantErr: "a rule names no service",
 		},
 		"no gateway at all": {
-			input:   Input{APIRule: newAPIRule(func(r *gatewayv1alpha1.APIRule) { r.Spec.Gateway = "" }), Selectors: selectors},
+			input:   Input{APIRule: newAPIRule(func(r *porticov1alpha1.APIRule) { r.Spec.Gateway = "" }), Selectors: selectors},
 			wantErr: "the APIRule names no gateway",
 		},
 	}
@@ -393,18 +393,18 @@ func TestTranslateErrors(t *testing.T) {
 // Overlapping rules with other authentication are fine where Istio cannot
 // mix them up: disjoint methods, or pods that no Service has in common.
 func TestCoveredRulesThatCannotMeet(t *testing.T) {
-	tests := map[string][]gatewayv1alpha1.Rule{
+	tests := map[string][]porticov1alpha1.Rule{
 		"disjoint methods": {
-			{Path: "/api/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
-			{Path: "/api/admin", Methods: []gatewayv1alpha1.HTTPMethod{"POST"}, JWT: jwt("https://idp", nil, nil)},
+			{Path: "/api/*", Methods: []porticov1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true)},
+			{Path: "/api/admin", Methods: []porticov1alpha1.HTTPMethod{"POST"}, JWT: jwt("https://idp", nil, nil)},
 		},
 		"other pods": {
 			{Path: "/api/*", NoAuth: ptr.To(true)},
-			{Path: "/api/reports", JWT: jwt("https://idp", nil, nil), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 80}},
+			{Path: "/api/reports", JWT: jwt("https://idp", nil, nil), Service: &porticov1alpha1.ServiceReference{Name: "reports", Port: 80}},
 		},
 		"other namespace": {
 			{Path: "/api/*", NoAuth: ptr.To(true)},
-			{Path: "/api/reports", JWT: jwt("https://idp", nil, nil), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 80}},
+			{Path: "/api/reports", JWT: jwt("https://idp", nil, nil), Service: &porticov1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 80}},
 		},
 		"same authentication, audiences in another order": {
 			{Path: "/api/*", JWT: jwt("https://idp", []string{"a", "b"}, nil)},
@@ -439,7 +439,7 @@ func TestPolicyName(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			got := PolicyName(newAPIRule(func(r *gatewayv1alpha1.APIRule) { r.Name = tc.apiRule }), tc.backend)
+			got := PolicyName(newAPIRule(func(r *porticov1alpha1.APIRule) { r.Name = tc.apiRule }), tc.backend)
 			g.Expect(len(got)).To(BeNumerically("<=", 63))
 			g.Expect(got).To(Equal(tc.want))
 		})
@@ -449,11 +449,11 @@ func TestPolicyName(t *testing.T) {
 func TestServices(t *testing.T) {
 	g := NewWithT(t)
 	r := newAPIRule(withRules(
-		gatewayv1alpha1.Rule{Path: "/a", NoAuth: ptr.To(true)},
-		gatewayv1alpha1.Rule{Path: "/b", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "b", Port: 1}},
-		gatewayv1alpha1.Rule{Path: "/c", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "b", Port: 2}},
+		porticov1alpha1.Rule{Path: "/a", NoAuth: ptr.To(true)},
+		porticov1alpha1.Rule{Path: "/b", NoAuth: ptr.To(true), Service: &porticov1alpha1.ServiceReference{Name: "b", Port: 1}},
+		porticov1alpha1.Rule{Path: "/c", NoAuth: ptr.To(true), Service: &porticov1alpha1.ServiceReference{Name: "b", Port: 2}},
 	))
-	g.Expect(Services(r)).To(Equal([]gatewayv1alpha1.ServiceReference{
+	g.Expect(Services(r)).To(Equal([]porticov1alpha1.ServiceReference{
 		{Name: "b", Namespace: "shop", Port: 1},
 		{Name: "b", Namespace: "shop", Port: 2},
 		{Name: "orders", Namespace: "shop", Port: 8080},
@@ -474,7 +474,7 @@ func TestVirtualServiceGateway(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			r := newAPIRule(func(r *gatewayv1alpha1.APIRule) { r.Spec.Gateway = tc.spec })
+			r := newAPIRule(func(r *porticov1alpha1.APIRule) { r.Spec.Gateway = tc.spec })
 			out, err := Translate(Input{APIRule: r, Selectors: selectors, Gateway: tc.resolved})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(out.VirtualService.Spec.Gateways).To(Equal([]string{tc.want}))

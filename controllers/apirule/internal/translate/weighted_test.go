@@ -7,15 +7,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
-func split(backends ...gatewayv1alpha1.WeightedBackend) []gatewayv1alpha1.WeightedBackend {
+func split(backends ...porticov1alpha1.WeightedBackend) []porticov1alpha1.WeightedBackend {
 	return backends
 }
 
-func weighted(name, namespace string, weight int32) gatewayv1alpha1.WeightedBackend {
-	return gatewayv1alpha1.WeightedBackend{Service: gatewayv1alpha1.ServiceReference{Name: name, Namespace: namespace, Port: 8080}, Weight: weight}
+func weighted(name, namespace string, weight int32) porticov1alpha1.WeightedBackend {
+	return porticov1alpha1.WeightedBackend{Service: porticov1alpha1.ServiceReference{Name: name, Namespace: namespace, Port: 8080}, Weight: weight}
 }
 
 // A rule with backends serves every one of them: each check that compares
@@ -24,77 +24,77 @@ func weighted(name, namespace string, weight int32) gatewayv1alpha1.WeightedBack
 func TestTranslateWeightedBackendsRefusals(t *testing.T) {
 	canary := split(weighted("orders", "", 90), weighted("reports", "", 10))
 	for name, tc := range map[string]struct {
-		rules   []gatewayv1alpha1.Rule
+		rules   []porticov1alpha1.Rule
 		wantErr string
 	}{
-		"a canary split": {rules: []gatewayv1alpha1.Rule{
+		"a canary split": {rules: []porticov1alpha1.Rule{
 			{Path: "/orders/*", NoAuth: ptr.To(true), Backends: split(weighted("orders", "", 90), weighted("orders-v2", "", 10))},
 		}},
 		"a noAuth prefix split onto pods a JWT path of another Service guards": {
-			rules: []gatewayv1alpha1.Rule{
+			rules: []porticov1alpha1.Rule{
 				{Path: "/api/*", NoAuth: ptr.To(true), Backends: canary},
-				{Path: "/api/admin", JWT: jwt("https://idp.example.com", nil, nil), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}},
+				{Path: "/api/admin", JWT: jwt("https://idp.example.com", nil, nil), Service: &porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}},
 			},
 			wantErr: "rule /api/* (noAuth) covers rule /api/admin (jwt issuer https://idp.example.com) on the pods of service shop/reports",
 		},
 		"a noAuth prefix over a JWT path split onto its pods": {
-			rules: []gatewayv1alpha1.Rule{
-				{Path: "/api/*", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}},
+			rules: []porticov1alpha1.Rule{
+				{Path: "/api/*", NoAuth: ptr.To(true), Service: &porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}},
 				{Path: "/api/admin", JWT: jwt("https://idp.example.com", nil, nil), Backends: canary},
 			},
 			wantErr: "covers rule /api/admin",
 		},
-		"the same prefix over a JWT path of pods the split does not reach": {rules: []gatewayv1alpha1.Rule{
+		"the same prefix over a JWT path of pods the split does not reach": {rules: []porticov1alpha1.Rule{
 			{Path: "/api/*", NoAuth: ptr.To(true), Backends: split(weighted("orders", "", 50), weighted("orders-v2", "", 50))},
-			{Path: "/api/admin", JWT: jwt("https://idp.example.com", nil, nil), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}},
+			{Path: "/api/admin", JWT: jwt("https://idp.example.com", nil, nil), Service: &porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}},
 		}},
 		"a weight-0 backend counts too": {
-			rules: []gatewayv1alpha1.Rule{
+			rules: []porticov1alpha1.Rule{
 				{Path: "/api/*", NoAuth: ptr.To(true), Backends: split(weighted("orders", "", 100), weighted("reports", "", 0))},
-				{Path: "/api/admin", JWT: jwt("https://idp.example.com", nil, nil), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}},
+				{Path: "/api/admin", JWT: jwt("https://idp.example.com", nil, nil), Service: &porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}},
 			},
 			wantErr: "on the pods of service shop/reports",
 		},
 		"a noAuth rewrite from a split onto a guarded path": {
-			rules: []gatewayv1alpha1.Rule{
-				{Path: "/public/*", NoAuth: ptr.To(true), Backends: canary, Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/admin/"}},
-				{Path: "/admin/*", JWT: jwt("https://idp.example.com", nil, nil), Service: &gatewayv1alpha1.ServiceReference{Name: "reports", Port: 9000}},
+			rules: []porticov1alpha1.Rule{
+				{Path: "/public/*", NoAuth: ptr.To(true), Backends: canary, Rewrite: &porticov1alpha1.Rewrite{Prefix: "/admin/"}},
+				{Path: "/admin/*", JWT: jwt("https://idp.example.com", nil, nil), Service: &porticov1alpha1.ServiceReference{Name: "reports", Port: 9000}},
 			},
 			wantErr: "rewrites to /admin/*",
 		},
 		"weights adding up to 99": {
-			rules:   []gatewayv1alpha1.Rule{{Path: "/a", NoAuth: ptr.To(true), Backends: split(weighted("orders", "", 90), weighted("reports", "", 9))}},
+			rules:   []porticov1alpha1.Rule{{Path: "/a", NoAuth: ptr.To(true), Backends: split(weighted("orders", "", 90), weighted("reports", "", 9))}},
 			wantErr: "add up to 99; they are percentages of its requests and must add up to 100",
 		},
 		"every weight 0": {
-			rules:   []gatewayv1alpha1.Rule{{Path: "/a", NoAuth: ptr.To(true), Backends: split(weighted("orders", "", 0), weighted("reports", "", 0))}},
+			rules:   []porticov1alpha1.Rule{{Path: "/a", NoAuth: ptr.To(true), Backends: split(weighted("orders", "", 0), weighted("reports", "", 0))}},
 			wantErr: "add up to 0",
 		},
 		"a negative weight": {
-			rules:   []gatewayv1alpha1.Rule{{Path: "/a", NoAuth: ptr.To(true), Backends: split(weighted("orders", "", 110), weighted("reports", "", -10))}},
+			rules:   []porticov1alpha1.Rule{{Path: "/a", NoAuth: ptr.To(true), Backends: split(weighted("orders", "", 110), weighted("reports", "", -10))}},
 			wantErr: "weights are percentages from 0 to 100",
 		},
 		"one backend": {
-			rules:   []gatewayv1alpha1.Rule{{Path: "/a", NoAuth: ptr.To(true), Backends: split(weighted("orders", "", 100))}},
+			rules:   []porticov1alpha1.Rule{{Path: "/a", NoAuth: ptr.To(true), Backends: split(weighted("orders", "", 100))}},
 			wantErr: "has 1 backends; a rule splits its requests between 2 and 8",
 		},
 		"a backend twice, once with the APIRule's namespace": {
-			rules:   []gatewayv1alpha1.Rule{{Path: "/a", NoAuth: ptr.To(true), Backends: split(weighted("orders", "", 50), weighted("orders", "shop", 50))}},
+			rules:   []porticov1alpha1.Rule{{Path: "/a", NoAuth: ptr.To(true), Backends: split(weighted("orders", "", 50), weighted("orders", "shop", 50))}},
 			wantErr: "lists backend shop/orders port 8080 twice",
 		},
 		"service and backends": {
-			rules: []gatewayv1alpha1.Rule{{Path: "/a", NoAuth: ptr.To(true), Service: &gatewayv1alpha1.ServiceReference{Name: "orders", Port: 8080},
+			rules: []porticov1alpha1.Rule{{Path: "/a", NoAuth: ptr.To(true), Service: &porticov1alpha1.ServiceReference{Name: "orders", Port: 8080},
 				Backends: split(weighted("orders", "", 50), weighted("reports", "", 50))}},
 			wantErr: "has both service and backends",
 		},
 		"a backend without a pod selector": {
-			rules:   []gatewayv1alpha1.Rule{{Path: "/a", NoAuth: ptr.To(true), Backends: split(weighted("orders", "", 50), weighted("external", "", 50))}},
+			rules:   []porticov1alpha1.Rule{{Path: "/a", NoAuth: ptr.To(true), Backends: split(weighted("orders", "", 50), weighted("external", "", 50))}},
 			wantErr: "service shop/external has no pod selector",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			for _, parent := range []*gatewayv1alpha1.ParentReference{nil, {Namespace: "infra", Name: "public"}} {
+			for _, parent := range []*porticov1alpha1.ParentReference{nil, {Namespace: "infra", Name: "public"}} {
 				out, err := Translate(Input{APIRule: newAPIRule(withRules(tc.rules...)), Selectors: selectors, Parent: parent})
 				if tc.wantErr == "" {
 					g.Expect(err).NotTo(HaveOccurred())
@@ -114,7 +114,7 @@ func TestTranslateWeightedBackendsRefusals(t *testing.T) {
 func TestWeightedBackendsAreWorkloads(t *testing.T) {
 	g := NewWithT(t)
 	r := newAPIRule(withRules(
-		gatewayv1alpha1.Rule{Path: "/orders/*", JWT: jwt("https://idp.example.com", nil, nil),
+		porticov1alpha1.Rule{Path: "/orders/*", JWT: jwt("https://idp.example.com", nil, nil),
 			Backends: split(weighted("orders-v2", "", 100), weighted("reports", "", 0), weighted("reports", "analytics", 0))},
 	))
 	g.Expect(Backends(r)).To(Equal([]types.NamespacedName{

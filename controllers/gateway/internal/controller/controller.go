@@ -11,21 +11,20 @@ import (
 	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	"google.golang.org/protobuf/proto"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/gateway/internal/certs"
+	"github.com/portico-dev/portico/controllers/internal/owned"
 	"github.com/portico-dev/portico/internal/contract"
 )
 
@@ -129,7 +128,7 @@ func (r *Reconciler) enabled(ctx context.Context, gw *operatorv1alpha1.APIGatewa
 		return st, Resync, nil
 	}
 	if c.GatewayAPI && !r.GatewayAPI {
-		st.State, st.Reason = operatorv1alpha1.GatewayError, operatorv1alpha1.ReasonGatewayApplyFailed
+		st.State, st.Reason = operatorv1alpha1.GatewayError, operatorv1alpha1.ReasonApplyFailed
 		st.Message = fmt.Sprintf("spec.gateway.gatewayAPI is set but the Gateway API's CRDs %s and %s are not installed", contract.GatewayAPIGateways, contract.HTTPRoutes)
 		return st, 0, nil
 	}
@@ -246,7 +245,7 @@ func requeueAt(now, next time.Time) time.Duration {
 }
 
 func failed(st operatorv1alpha1.GatewayStatus, err error) operatorv1alpha1.GatewayStatus {
-	st.State, st.Reason = operatorv1alpha1.GatewayError, operatorv1alpha1.ReasonGatewayApplyFailed
+	st.State, st.Reason = operatorv1alpha1.GatewayError, operatorv1alpha1.ReasonApplyFailed
 	var notOwned *notOwnedError
 	switch {
 	case errors.As(err, &notOwned):
@@ -486,44 +485,45 @@ func (r *Reconciler) userSecret(ctx context.Context, c Config, now time.Time) (c
 
 // apply creates the Gateway or updates the controller's own.
 func (r *Reconciler) apply(ctx context.Context, gw *operatorv1alpha1.APIGateway, live, desired *networkingv1.Gateway) error {
-	if live == nil {
-		err := r.create(ctx, desired)
-		if apierrors.IsAlreadyExists(err) {
-			return &notOwnedError{"Istio Gateway", desired.Namespace + "/" + desired.Name}
-		}
-		return err
+	var liveObj client.Object
+	if live != nil {
+		liveObj = live
 	}
-	if proto.Equal(&live.Spec, &desired.Spec) && sameMeta(&live.ObjectMeta, &desired.ObjectMeta) {
-		return nil
-	}
-	updated := live.DeepCopy()
-	updated.Spec = *desired.Spec.DeepCopy()
-	updated.Labels, updated.OwnerReferences = desired.Labels, desired.OwnerReferences
-	return r.update(ctx, updated)
+	return r.write(ctx, gw, "Istio Gateway", desired, liveObj)
 }
 
 func (r *Reconciler) applyHealth(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config) error {
-	desired := DesiredHealth(gw, c)
-	live := &networkingv1.VirtualService{}
+	return r.applyNamed(ctx, gw, "VirtualService", DesiredHealth(gw, c))
+}
+
+// applyNamed writes desired after reading its name past the cache: a
+// same-named object the controller did not create is a notOwnedError, with
+// kind as the message names it.
+func (r *Reconciler) applyNamed(ctx context.Context, gw *operatorv1alpha1.APIGateway, kind string, desired client.Object) error {
+	live := written.Of(desired).New()
 	err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	switch {
 	case apierrors.IsNotFound(err):
-		return r.create(ctx, desired)
+		live = nil
 	case err != nil:
 		return err
 	case !metav1.IsControlledBy(live, gw):
-		return &notOwnedError{"VirtualService", c.Namespace + "/" + desired.Name}
-	case proto.Equal(&live.Spec, &desired.Spec) && sameMeta(&live.ObjectMeta, &desired.ObjectMeta):
-		return nil
+		return &notOwnedError{kind, desired.GetNamespace() + "/" + desired.GetName()}
 	}
-	live.Spec = *desired.Spec.DeepCopy()
-	live.Labels, live.OwnerReferences = desired.Labels, desired.OwnerReferences
-	return r.update(ctx, live)
+	return r.write(ctx, gw, kind, desired, live)
 }
 
-func sameMeta(live, desired *metav1.ObjectMeta) bool {
-	return fmt.Sprint(live.Labels) == fmt.Sprint(desired.Labels) && len(live.OwnerReferences) == 1 &&
-		live.OwnerReferences[0].UID == desired.OwnerReferences[0].UID
+// write creates desired when live is nil, or updates live, which the
+// caller found to be the controller's, when its spec, labels or owner
+// differ (the write path of package owned). A same-named object that
+// appeared meanwhile and is not the controller's is a notOwnedError, with
+// kind as the message names it.
+func (r *Reconciler) write(ctx context.Context, gw *operatorv1alpha1.APIGateway, kind string, desired, live client.Object) error {
+	_, conflict, err := r.writer().Write(ctx, owned.ControlledBy(gw, ""), desired, live)
+	if conflict != "" {
+		return &notOwnedError{kind, desired.GetNamespace() + "/" + desired.GetName()}
+	}
+	return err
 }
 
 // removeOtherSources deletes what earlier certificate sources left in the
@@ -546,14 +546,12 @@ func (r *Reconciler) removeOtherSources(ctx context.Context, gw *operatorv1alpha
 // cert-manager's Secret counts as created by it when it carries the
 // controller's label (cert-manager copies it from the secretTemplate).
 func (r *Reconciler) deleteOwned(ctx context.Context, gw *operatorv1alpha1.APIGateway, obj client.Object, ns, name string) error {
-	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
-		return client.IgnoreNotFound(err)
+	controlled := owned.ControlledBy(gw, "")
+	owns := func(obj client.Object) bool {
+		issuedForUs := name == CertManagerSecret && obj.GetLabels()[LabelManagedBy] == ManagedBy
+		return controlled(obj) || issuedForUs
 	}
-	issuedForUs := name == CertManagerSecret && obj.GetLabels()[LabelManagedBy] == ManagedBy
-	if !metav1.IsControlledBy(obj, gw) && !issuedForUs {
-		return nil
-	}
-	return client.IgnoreNotFound(r.delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}))
+	return r.writer().Remove(ctx, owns, obj, client.ObjectKey{Namespace: ns, Name: name})
 }
 
 // removeStale removes the default gateway the controller left in other
@@ -620,7 +618,7 @@ func (r *Reconciler) ownedGateways(ctx context.Context, gw *operatorv1alpha1.API
 	if !r.GatewayAPI {
 		return out, nil
 	}
-	api := &gatewayapiv1.GatewayList{}
+	api := &gwapiv1.GatewayList{}
 	if err := r.Client.List(ctx, api, client.MatchingLabels{LabelManagedBy: ManagedBy}); err != nil {
 		return nil, err
 	}
@@ -644,7 +642,7 @@ func (r *Reconciler) users(ctx context.Context, ref string, withDefault bool) ([
 	if !r.APIRules {
 		return nil, nil
 	}
-	list := &gatewayv1alpha1.APIRuleList{}
+	list := &porticov1alpha1.APIRuleList{}
 	if err := r.Client.List(ctx, list); err != nil {
 		return nil, fmt.Errorf("list APIRules: %w", err)
 	}
@@ -690,7 +688,7 @@ func (r *Reconciler) disabled(ctx context.Context, gw *operatorv1alpha1.APIGatew
 	if err := errors.Join(errs...); err != nil {
 		return failed(operatorv1alpha1.GatewayStatus{}, err), err
 	}
-	return operatorv1alpha1.GatewayStatus{State: operatorv1alpha1.GatewayDisabled, Reason: operatorv1alpha1.ReasonGatewayNotConfigured,
+	return operatorv1alpha1.GatewayStatus{State: operatorv1alpha1.GatewayDisabled, Reason: operatorv1alpha1.ReasonNotConfigured,
 		Message: "no default gateway: spec.gateway is not set or not enabled"}, nil
 }
 

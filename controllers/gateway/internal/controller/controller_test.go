@@ -19,9 +19,9 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/gateway/internal/certs"
 	"github.com/portico-dev/portico/test/testenv"
@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 		CertManager: true,
 		GatewayAPI:  true,
 		// The gateway controller's types (controllers/gateway/main.go).
-		AddToScheme: []func(*runtime.Scheme) error{gatewayv1alpha1.AddToScheme, networkingv1.AddToScheme, cmv1.AddToScheme, gatewayapiv1.Install},
+		AddToScheme: []func(*runtime.Scheme) error{porticov1alpha1.AddToScheme, networkingv1.AddToScheme, cmv1.AddToScheme, gwapiv1.Install},
 		Namespaces:  []string{ns},
 		Setup: func(_ context.Context, e *testenv.Env) error {
 			k8sClient, env = e.Client, e
@@ -306,12 +306,12 @@ func TestDefaultGatewayLifecycle(t *testing.T) {
 
 	t.Run("disabled: kept while APIRules use it, removed once none does", func(t *testing.T) {
 		g := NewWithT(t)
-		rule := &gatewayv1alpha1.APIRule{
+		rule := &porticov1alpha1.APIRule{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"},
-			Spec: gatewayv1alpha1.APIRuleSpec{
-				Hosts:   []gatewayv1alpha1.Hostname{"orders.example.com"},
-				Service: &gatewayv1alpha1.ServiceReference{Name: "orders", Port: 80},
-				Rules:   []gatewayv1alpha1.Rule{{Path: "/*", NoAuth: ptr.To(true)}},
+			Spec: porticov1alpha1.APIRuleSpec{
+				Hosts:   []porticov1alpha1.Hostname{"orders.example.com"},
+				Service: &porticov1alpha1.ServiceReference{Name: "orders", Port: 80},
+				Rules:   []porticov1alpha1.Rule{{Path: "/*", NoAuth: ptr.To(true)}},
 			},
 		}
 		g.Expect(k8sClient.Create(ctx, rule)).To(Succeed())

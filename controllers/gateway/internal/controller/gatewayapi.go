@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
@@ -31,26 +31,26 @@ const httpListener = "http"
 // an HTTP listener "http" for *.<domain> that admits routes of the
 // gateway's own namespace only: the redirect. Every field the API server
 // would default is written out, so the live Gateway compares equal.
-func DesiredGatewayAPIGateway(gw *operatorv1alpha1.APIGateway, c Config, credential string) *gatewayapiv1.Gateway {
-	host := gatewayapiv1.Hostname("*." + c.Domain)
-	https := &gatewayapiv1.RouteNamespaces{From: ptr.To(gatewayapiv1.NamespacesFromAll)}
+func DesiredGatewayAPIGateway(gw *operatorv1alpha1.APIGateway, c Config, credential string) *gwapiv1.Gateway {
+	host := gwapiv1.Hostname("*." + c.Domain)
+	https := &gwapiv1.RouteNamespaces{From: ptr.To(gwapiv1.NamespacesFromAll)}
 	if c.RouteNamespaces != nil {
-		https = &gatewayapiv1.RouteNamespaces{From: ptr.To(gatewayapiv1.NamespacesFromSelector), Selector: c.RouteNamespaces.DeepCopy()}
+		https = &gwapiv1.RouteNamespaces{From: ptr.To(gwapiv1.NamespacesFromSelector), Selector: c.RouteNamespaces.DeepCopy()}
 	}
-	return &gatewayapiv1.Gateway{
-		TypeMeta:   metav1.TypeMeta{APIVersion: gatewayapiv1.GroupVersion.String(), Kind: "Gateway"},
+	return &gwapiv1.Gateway{
+		TypeMeta:   metav1.TypeMeta{APIVersion: gwapiv1.GroupVersion.String(), Kind: "Gateway"},
 		ObjectMeta: objectMeta(gw, c.Namespace, operatorv1alpha1.DefaultGatewayName),
-		Spec: gatewayapiv1.GatewaySpec{
-			GatewayClassName: gatewayapiv1.ObjectName(c.ClassName),
-			Listeners: []gatewayapiv1.Listener{{
-				Name: operatorv1alpha1.DefaultGatewayListener, Hostname: &host, Port: 443, Protocol: gatewayapiv1.HTTPSProtocolType,
-				TLS: &gatewayapiv1.ListenerTLSConfig{Mode: ptr.To(gatewayapiv1.TLSModeTerminate), CertificateRefs: []gatewayapiv1.SecretObjectReference{{
-					Group: ptr.To(gatewayapiv1.Group("")), Kind: ptr.To(gatewayapiv1.Kind("Secret")), Name: gatewayapiv1.ObjectName(credential),
+		Spec: gwapiv1.GatewaySpec{
+			GatewayClassName: gwapiv1.ObjectName(c.ClassName),
+			Listeners: []gwapiv1.Listener{{
+				Name: operatorv1alpha1.DefaultGatewayListener, Hostname: &host, Port: 443, Protocol: gwapiv1.HTTPSProtocolType,
+				TLS: &gwapiv1.ListenerTLSConfig{Mode: ptr.To(gwapiv1.TLSModeTerminate), CertificateRefs: []gwapiv1.SecretObjectReference{{
+					Group: ptr.To(gwapiv1.Group("")), Kind: ptr.To(gwapiv1.Kind("Secret")), Name: gwapiv1.ObjectName(credential),
 				}}},
-				AllowedRoutes: &gatewayapiv1.AllowedRoutes{Namespaces: https},
+				AllowedRoutes: &gwapiv1.AllowedRoutes{Namespaces: https},
 			}, {
-				Name: httpListener, Hostname: &host, Port: 80, Protocol: gatewayapiv1.HTTPProtocolType,
-				AllowedRoutes: &gatewayapiv1.AllowedRoutes{Namespaces: &gatewayapiv1.RouteNamespaces{From: ptr.To(gatewayapiv1.NamespacesFromSame)}},
+				Name: httpListener, Hostname: &host, Port: 80, Protocol: gwapiv1.HTTPProtocolType,
+				AllowedRoutes: &gwapiv1.AllowedRoutes{Namespaces: &gwapiv1.RouteNamespaces{From: ptr.To(gwapiv1.NamespacesFromSame)}},
 			}},
 		},
 	}
@@ -58,20 +58,20 @@ func DesiredGatewayAPIGateway(gw *operatorv1alpha1.APIGateway, c Config, credent
 
 // DesiredRedirectRoute redirects every request of the HTTP listener to
 // HTTPS, permanently.
-func DesiredRedirectRoute(gw *operatorv1alpha1.APIGateway, c Config) *gatewayapiv1.HTTPRoute {
-	return &gatewayapiv1.HTTPRoute{
-		TypeMeta:   metav1.TypeMeta{APIVersion: gatewayapiv1.GroupVersion.String(), Kind: "HTTPRoute"},
+func DesiredRedirectRoute(gw *operatorv1alpha1.APIGateway, c Config) *gwapiv1.HTTPRoute {
+	return &gwapiv1.HTTPRoute{
+		TypeMeta:   metav1.TypeMeta{APIVersion: gwapiv1.GroupVersion.String(), Kind: "HTTPRoute"},
 		ObjectMeta: objectMeta(gw, c.Namespace, RedirectRoute),
-		Spec: gatewayapiv1.HTTPRouteSpec{
-			CommonRouteSpec: gatewayapiv1.CommonRouteSpec{ParentRefs: []gatewayapiv1.ParentReference{{
-				Group: ptr.To(gatewayapiv1.Group(gatewayapiv1.GroupName)), Kind: ptr.To(gatewayapiv1.Kind("Gateway")),
-				Name: operatorv1alpha1.DefaultGatewayName, SectionName: ptr.To(gatewayapiv1.SectionName(httpListener)),
+		Spec: gwapiv1.HTTPRouteSpec{
+			CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: []gwapiv1.ParentReference{{
+				Group: ptr.To(gwapiv1.Group(gwapiv1.GroupName)), Kind: ptr.To(gwapiv1.Kind("Gateway")),
+				Name: operatorv1alpha1.DefaultGatewayName, SectionName: ptr.To(gwapiv1.SectionName(httpListener)),
 			}}},
-			Rules: []gatewayapiv1.HTTPRouteRule{{
-				Matches: []gatewayapiv1.HTTPRouteMatch{{Path: &gatewayapiv1.HTTPPathMatch{Type: ptr.To(gatewayapiv1.PathMatchPathPrefix), Value: ptr.To("/")}}},
-				Filters: []gatewayapiv1.HTTPRouteFilter{{
-					Type:            gatewayapiv1.HTTPRouteFilterRequestRedirect,
-					RequestRedirect: &gatewayapiv1.HTTPRequestRedirectFilter{Scheme: ptr.To("https"), StatusCode: ptr.To(301)},
+			Rules: []gwapiv1.HTTPRouteRule{{
+				Matches: []gwapiv1.HTTPRouteMatch{{Path: &gwapiv1.HTTPPathMatch{Type: ptr.To(gwapiv1.PathMatchPathPrefix), Value: ptr.To("/")}}},
+				Filters: []gwapiv1.HTTPRouteFilter{{
+					Type:            gwapiv1.HTTPRouteFilterRequestRedirect,
+					RequestRedirect: &gwapiv1.HTTPRequestRedirectFilter{Scheme: ptr.To("https"), StatusCode: ptr.To(301)},
 				}},
 			}},
 		},
@@ -80,7 +80,7 @@ func DesiredRedirectRoute(gw *operatorv1alpha1.APIGateway, c Config) *gatewayapi
 
 // gatewayAPICredential is the Secret the live Gateway API Gateway's HTTPS
 // listener serves, or "".
-func gatewayAPICredential(g *gatewayapiv1.Gateway) string {
+func gatewayAPICredential(g *gwapiv1.Gateway) string {
 	for _, l := range g.Spec.Listeners {
 		if string(l.Name) == operatorv1alpha1.DefaultGatewayListener && l.TLS != nil && len(l.TLS.CertificateRefs) > 0 {
 			return string(l.TLS.CertificateRefs[0].Name)
@@ -95,7 +95,7 @@ func gatewayAPICredential(g *gatewayapiv1.Gateway) string {
 // and returns the credential served, the one kept meanwhile ("" if none),
 // and why the Gateway is not Programmed yet ("" once it is).
 func (r *Reconciler) applyGatewayAPI(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config, cert certificate) (credential, kept, pending string, err error) {
-	live := &gatewayapiv1.Gateway{}
+	live := &gwapiv1.Gateway{}
 	err = r.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: operatorv1alpha1.DefaultGatewayName}, live)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -116,9 +116,7 @@ func (r *Reconciler) applyGatewayAPI(ctx context.Context, gw *operatorv1alpha1.A
 	if live != nil {
 		liveObj = live
 	}
-	if err := r.applyObject(ctx, gw, "Gateway API Gateway", liveObj, desired, func(live client.Object) bool {
-		return equality.Semantic.DeepEqual(live.(*gatewayapiv1.Gateway).Spec, desired.Spec)
-	}, func(live client.Object) { live.(*gatewayapiv1.Gateway).Spec = *desired.Spec.DeepCopy() }); err != nil {
+	if err := r.write(ctx, gw, "Gateway API Gateway", desired, liveObj); err != nil {
 		return "", "", "", err
 	}
 	if err := r.applyRedirect(ctx, gw, c); err != nil {
@@ -136,8 +134,8 @@ func (r *Reconciler) applyGatewayAPI(ctx context.Context, gw *operatorv1alpha1.A
 
 // programmed returns "" when the Gateway's controller reports the Gateway
 // Programmed at its generation, else what it said.
-func programmed(g *gatewayapiv1.Gateway, c Config) string {
-	cond := meta.FindStatusCondition(g.Status.Conditions, string(gatewayapiv1.GatewayConditionProgrammed))
+func programmed(g *gwapiv1.Gateway, c Config) string {
+	cond := meta.FindStatusCondition(g.Status.Conditions, string(gwapiv1.GatewayConditionProgrammed))
 	switch {
 	case cond == nil || cond.ObservedGeneration < g.Generation:
 		return notProgrammedYet(c)
@@ -155,46 +153,7 @@ func notProgrammedYet(c Config) string {
 }
 
 func (r *Reconciler) applyRedirect(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config) error {
-	desired := DesiredRedirectRoute(gw, c)
-	var live client.Object = &gatewayapiv1.HTTPRoute{}
-	err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
-	switch {
-	case apierrors.IsNotFound(err):
-		live = nil
-	case err != nil:
-		return err
-	case !metav1.IsControlledBy(live, gw):
-		return &notOwnedError{"HTTPRoute", c.Namespace + "/" + RedirectRoute}
-	}
-	return r.applyObject(ctx, gw, "HTTPRoute", live, desired, func(live client.Object) bool {
-		return equality.Semantic.DeepEqual(live.(*gatewayapiv1.HTTPRoute).Spec, desired.Spec)
-	}, func(live client.Object) { live.(*gatewayapiv1.HTTPRoute).Spec = *desired.Spec.DeepCopy() })
-}
-
-// applyObject creates desired when live is nil (a same-named object that
-// appeared meanwhile is not ours), or updates live's spec, labels and owner
-// when same says they differ.
-func (r *Reconciler) applyObject(ctx context.Context, gw *operatorv1alpha1.APIGateway, kind string, live, desired client.Object, same func(client.Object) bool, setSpec func(client.Object)) error {
-	if live == nil {
-		err := r.create(ctx, desired)
-		if apierrors.IsAlreadyExists(err) {
-			return &notOwnedError{kind, desired.GetNamespace() + "/" + desired.GetName()}
-		}
-		return err
-	}
-	lm, dm := metaOf(live), metaOf(desired)
-	if same(live) && sameMeta(lm, dm) {
-		return nil
-	}
-	updated := live.DeepCopyObject().(client.Object)
-	setSpec(updated)
-	updated.SetLabels(desired.GetLabels())
-	updated.SetOwnerReferences(desired.GetOwnerReferences())
-	return r.update(ctx, updated)
-}
-
-func metaOf(o client.Object) *metav1.ObjectMeta {
-	return &metav1.ObjectMeta{Labels: o.GetLabels(), OwnerReferences: o.GetOwnerReferences()}
+	return r.applyNamed(ctx, gw, "HTTPRoute", DesiredRedirectRoute(gw, c))
 }
 
 // removeIstioMode deletes the Istio Gateway and health VirtualService the
@@ -212,8 +171,8 @@ func (r *Reconciler) removeGatewayAPIMode(ctx context.Context, gw *operatorv1alp
 	if !r.GatewayAPI {
 		return nil
 	}
-	if err := r.deleteOwned(ctx, gw, &gatewayapiv1.Gateway{}, ns, operatorv1alpha1.DefaultGatewayName); err != nil {
+	if err := r.deleteOwned(ctx, gw, &gwapiv1.Gateway{}, ns, operatorv1alpha1.DefaultGatewayName); err != nil {
 		return err
 	}
-	return r.deleteOwned(ctx, gw, &gatewayapiv1.HTTPRoute{}, ns, RedirectRoute)
+	return r.deleteOwned(ctx, gw, &gwapiv1.HTTPRoute{}, ns, RedirectRoute)
 }

@@ -9,14 +9,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 )
 
-func liveGatewayAPIGateway(t *testing.T) *gatewayapiv1.Gateway {
+func liveGatewayAPIGateway(t *testing.T) *gwapiv1.Gateway {
 	t.Helper()
-	gw := &gatewayapiv1.Gateway{}
+	gw := &gwapiv1.Gateway{}
 	NewWithT(t).Expect(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: operatorv1alpha1.DefaultGatewayName}, gw)).To(Succeed())
 	return gw
 }
@@ -46,10 +46,10 @@ func TestDefaultGatewayAsGatewayAPIGateway(t *testing.T) {
 		g.Expect(string(https.Name)).To(Equal("https"))
 		g.Expect(string(*https.Hostname)).To(Equal("*.apis.example.com"))
 		g.Expect(string(https.TLS.CertificateRefs[0].Name)).To(Equal(SelfSignedSecret))
-		g.Expect(*https.AllowedRoutes.Namespaces.From).To(Equal(gatewayapiv1.NamespacesFromSelector))
+		g.Expect(*https.AllowedRoutes.Namespaces.From).To(Equal(gwapiv1.NamespacesFromSelector))
 		g.Expect(https.AllowedRoutes.Namespaces.Selector.MatchLabels).To(Equal(selector.MatchLabels))
-		g.Expect(*live.Spec.Listeners[1].AllowedRoutes.Namespaces.From).To(Equal(gatewayapiv1.NamespacesFromSame), "only the redirect on HTTP")
-		route := &gatewayapiv1.HTTPRoute{}
+		g.Expect(*live.Spec.Listeners[1].AllowedRoutes.Namespaces.From).To(Equal(gwapiv1.NamespacesFromSame), "only the redirect on HTTP")
+		route := &gwapiv1.HTTPRoute{}
 		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: RedirectRoute}, route)).To(Succeed())
 		g.Expect(route.Spec.Rules[0].Filters[0].RequestRedirect.Scheme).To(Equal(ptrTo("https")))
 		g.Expect(gone(&networkingv1.Gateway{}, operatorv1alpha1.DefaultGatewayName)).To(BeTrue())
@@ -73,7 +73,7 @@ func TestDefaultGatewayAsGatewayAPIGateway(t *testing.T) {
 		g.Expect(st.State).To(Equal(operatorv1alpha1.GatewayReady), st.Message)
 		g.Expect(st.Message).To(ContainSubstring("Gateway API Gateway"))
 		g.Expect(liveGatewayAPIGateway(t).Generation).To(Equal(int64(1)), "written once: the live Gateway compares equal")
-		route := &gatewayapiv1.HTTPRoute{}
+		route := &gwapiv1.HTTPRoute{}
 		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: RedirectRoute}, route)).To(Succeed())
 		g.Expect(route.Generation).To(Equal(int64(1)))
 	})
@@ -84,8 +84,8 @@ func TestDefaultGatewayAsGatewayAPIGateway(t *testing.T) {
 		st := reconcileOnce(t, r)
 		g.Expect(st.GatewayAPI).To(BeFalse())
 		g.Expect(liveGateway(t).Spec.Servers).To(HaveLen(2))
-		g.Expect(gone(&gatewayapiv1.Gateway{}, operatorv1alpha1.DefaultGatewayName)).To(BeTrue())
-		g.Expect(gone(&gatewayapiv1.HTTPRoute{}, RedirectRoute)).To(BeTrue())
+		g.Expect(gone(&gwapiv1.Gateway{}, operatorv1alpha1.DefaultGatewayName)).To(BeTrue())
+		g.Expect(gone(&gwapiv1.HTTPRoute{}, RedirectRoute)).To(BeTrue())
 	})
 	setGateway(t, nil)
 	reconcileOnce(t, r)

@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/internal/fairqueue"
 )
@@ -38,21 +38,21 @@ func ConfigureCache(opts *cache.Options, certManager, gatewayAPI bool) {
 		opts.ByObject[&cmv1.Certificate{}] = managed
 	}
 	if gatewayAPI {
-		opts.ByObject[&gatewayapiv1.Gateway{}] = managed
-		opts.ByObject[&gatewayapiv1.HTTPRoute{}] = managed
+		opts.ByObject[&gwapiv1.Gateway{}] = managed
+		opts.ByObject[&gwapiv1.HTTPRoute{}] = managed
 	}
-	opts.ByObject[&gatewayv1alpha1.APIRule{}] = cache.ByObject{Transform: stripAPIRule}
+	opts.ByObject[&porticov1alpha1.APIRule{}] = cache.ByObject{Transform: stripAPIRule}
 }
 
 // stripAPIRule keeps what the in-use check reads.
 func stripAPIRule(obj any) (any, error) {
-	r, ok := obj.(*gatewayv1alpha1.APIRule)
+	r, ok := obj.(*porticov1alpha1.APIRule)
 	if !ok {
 		return obj, nil
 	}
-	return &gatewayv1alpha1.APIRule{TypeMeta: r.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+	return &porticov1alpha1.APIRule{TypeMeta: r.TypeMeta, ObjectMeta: metav1.ObjectMeta{
 		Name: r.Name, Namespace: r.Namespace, UID: r.UID, ResourceVersion: r.ResourceVersion,
-	}, Spec: gatewayv1alpha1.APIRuleSpec{Gateway: r.Spec.Gateway, ParentRef: r.Spec.ParentRef}}, nil
+	}, Spec: porticov1alpha1.APIRuleSpec{Gateway: r.Spec.Gateway, ParentRef: r.Spec.ParentRef}}, nil
 }
 
 // SetupWithManager registers the controller: the APIGateway named default
@@ -79,12 +79,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.GatewayAPI {
 		// Its own Gateway's status (Programmed) and its redirect route.
-		b = b.Watches(&gatewayapiv1.Gateway{}, toDefault).Watches(&gatewayapiv1.HTTPRoute{}, toDefault)
+		b = b.Watches(&gwapiv1.Gateway{}, toDefault).Watches(&gwapiv1.HTTPRoute{}, toDefault)
 	}
 	if r.APIRules {
-		b = b.Watches(&gatewayv1alpha1.APIRule{}, toDefault, builder.WithPredicates(predicate.Funcs{
+		b = b.Watches(&porticov1alpha1.APIRule{}, toDefault, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool {
-				before, after := e.ObjectOld.(*gatewayv1alpha1.APIRule), e.ObjectNew.(*gatewayv1alpha1.APIRule)
+				before, after := e.ObjectOld.(*porticov1alpha1.APIRule), e.ObjectNew.(*porticov1alpha1.APIRule)
 				return before.Spec.Gateway != after.Spec.Gateway || !equality.Semantic.DeepEqual(before.Spec.ParentRef, after.Spec.ParentRef)
 			},
 		}))

@@ -1,0 +1,21 @@
+// Package owned is the one write path of the controllers for the objects
+// they own: a table of kinds (how to read, list, compare and copy the spec
+// of each) and a Writer that creates, updates and deletes objects of those
+// kinds on behalf of an owner.
+//
+// Its guarantees are the apirule controller's (threat-model.md §16):
+// writes are create-first (an object the cache does not show is created,
+// and one that turns out to exist is read past the cache before anything
+// else); an update carries the resourceVersion of the object whose
+// ownership was checked, so it fails rather than overwrite a replacement;
+// ownership is proven by the caller's Owns (a controller reference, in the
+// owner's namespace for namespaced owners), never by labels; deletions
+// carry a UID precondition and leave tombstones, so that a cached copy of a
+// deleted object is read again past the cache. It sends no API request
+// beyond the one write per object (and a read when a create meets an
+// object or a tombstone).
+//
+// It does not decide what is desired, reports no status and holds no
+// watch: the controllers keep those, and their own event filters (through
+// Observer).
+package owned

@@ -1,0 +1,36 @@
+package owned
+
+import (
+	"google.golang.org/protobuf/proto"
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// The kinds Portico's controllers write, each described once; a
+// controller's Table lists those it writes.
+var (
+	VirtualServices = Proto("VirtualService", func(o *networkingv1.VirtualService) proto.Message { return &o.Spec },
+		func(l *networkingv1.VirtualServiceList) []*networkingv1.VirtualService { return l.Items })
+	AuthorizationPolicies = Proto("AuthorizationPolicy", func(o *securityv1.AuthorizationPolicy) proto.Message { return &o.Spec },
+		func(l *securityv1.AuthorizationPolicyList) []*securityv1.AuthorizationPolicy { return l.Items })
+	RequestAuthentications = Proto("RequestAuthentication", func(o *securityv1.RequestAuthentication) proto.Message { return &o.Spec },
+		func(l *securityv1.RequestAuthenticationList) []*securityv1.RequestAuthentication { return l.Items })
+	IstioGateways = Proto("Istio Gateway", func(o *networkingv1.Gateway) proto.Message { return &o.Spec },
+		func(l *networkingv1.GatewayList) []*networkingv1.Gateway { return l.Items })
+	HTTPRoutes = Struct("HTTPRoute", func(o *gwapiv1.HTTPRoute) *gwapiv1.HTTPRouteSpec { return &o.Spec },
+		func(dst, src *gwapiv1.HTTPRoute) { dst.Spec = *src.Spec.DeepCopy() },
+		func(l *gwapiv1.HTTPRouteList) []*gwapiv1.HTTPRoute { return pointers(l.Items) })
+	GatewayAPIGateways = Struct("Gateway API Gateway", func(o *gwapiv1.Gateway) *gwapiv1.GatewaySpec { return &o.Spec },
+		func(dst, src *gwapiv1.Gateway) { dst.Spec = *src.Spec.DeepCopy() },
+		func(l *gwapiv1.GatewayList) []*gwapiv1.Gateway { return pointers(l.Items) })
+)
+
+// pointers points at the items of a list whose items are values.
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
+}
