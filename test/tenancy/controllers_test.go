@@ -6,15 +6,36 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/portico-dev/portico/internal/contract"
+	"github.com/portico-dev/portico/internal/globallimit"
 	"github.com/portico-dev/portico/test/framework"
 	"github.com/portico-dev/portico/test/testenv"
 )
 
-// controllerNames are the controller binaries under test.
-var controllerNames = []string{"apirule", "ratelimit"}
+// controllerNames are the binaries under test: the controllers and
+// Portico's rate-limit service (which global RateLimits reach).
+var controllerNames = []string{"apirule", "ratelimit", "ratelimitservice"}
+
+// serviceAccounts are the ServiceAccounts binaries run as that are not
+// named <name>-controller.
+var serviceAccounts = map[string]string{"ratelimitservice": globallimit.ServiceName}
+
+// processArgs are each binary's flags beyond the standard ones, and
+// processEnv its environment: the ratelimit controller writes global
+// limits for the rate-limit service, which counts in the suite's Redis.
+var (
+	processArgs = map[string]func() []string{
+		"ratelimit": func() []string { return []string{"--global-ratelimit"} },
+		"ratelimitservice": func() []string {
+			return []string{"--grpc-bind-address=" + rlsAddr, "--redis-config-dir=" + redisConfigDir, "--max-keys-per-rule=" + strconv.Itoa(maxKeysPerRule)}
+		},
+	}
+	processEnv = []string{contract.EnvPodNamespace + "=" + systemNS}
+)
 
 // controller is one controller binary run as a process under its
 // ServiceAccount.
@@ -42,7 +63,11 @@ func startControllers(ctx context.Context, adminKubeconfig string) error {
 			return err
 		}
 		c := &controller{name: name, binary: binary}
-		kubeconfig, err := framework.ImpersonatingKubeconfig(adminKubeconfig, workDir, systemNS, name+"-controller")
+		sa := name + "-controller"
+		if s, ok := serviceAccounts[name]; ok {
+			sa = s
+		}
+		kubeconfig, err := framework.ImpersonatingKubeconfig(adminKubeconfig, workDir, systemNS, sa)
 		if err != nil {
 			return err
 		}
@@ -77,9 +102,11 @@ func (c *controller) start() error {
 	}
 	c.starts++
 	log := filepath.Join(workDir, fmt.Sprintf("%s-controller.%d.log", c.name, c.starts))
-	p, err := framework.StartProcess(c.binary, []string{
-		"--kubeconfig=" + c.kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=" + probe,
-	}, nil, log)
+	args := []string{"--kubeconfig=" + c.kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=" + probe}
+	if more, ok := processArgs[c.name]; ok {
+		args = append(args, more()...)
+	}
+	p, err := framework.StartProcess(c.binary, args, processEnv, log)
 	if err != nil {
 		return fmt.Errorf("start %s-controller: %w", c.name, err)
 	}

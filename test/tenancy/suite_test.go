@@ -85,6 +85,9 @@ func setUp(ctx context.Context, env *testenv.Env) error {
 	if bob, err = tenant("bob", "team-b-devs"); err != nil {
 		return err
 	}
+	if err := startRedis(ctx); err != nil {
+		return fmt.Errorf("start Redis for the rate-limit service: %w", err)
+	}
 	return startControllers(ctx, kubeconfig)
 }
 
@@ -92,6 +95,7 @@ func setUp(ctx context.Context, env *testenv.Env) error {
 // failed.
 func tearDown(code int) {
 	stopControllers()
+	stopRedis()
 	if workDir == "" {
 		return
 	}
