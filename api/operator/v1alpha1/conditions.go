@@ -38,6 +38,16 @@ const (
 	// ReasonDependencyNotReady (Blocked): a controller this one depends on is
 	// not Ready.
 	ReasonDependencyNotReady = "DependencyNotReady"
+	// ReasonNotConfigured (Disabled): the component runs only when the spec
+	// configures it (the rate-limit service: spec.rateLimits.global).
+	ReasonNotConfigured = "NotConfigured"
+	// ReasonSecretNotFound (Blocked): a Secret the spec names (the Redis
+	// Secret of spec.rateLimits.global) does not exist in Portico's
+	// namespace, or lacks a required key; the message names both.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonSecretInvalid (Blocked): a Secret the spec names holds a value
+	// the component cannot use (a Redis address that is not host:port).
+	ReasonSecretInvalid = "SecretInvalid"
 	// ReasonRolloutInProgress (Progressing): the Deployment is rolling out.
 	ReasonRolloutInProgress = "RolloutInProgress"
 	// ReasonRolloutComplete (Ready): the Deployment's rollout is complete.
