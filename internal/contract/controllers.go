@@ -28,8 +28,12 @@ type Controller struct {
 	// Flags are the names (without "--") of every flag the controller's
 	// binary declares; a test compares them with each binary's flag set.
 	// The operator accepts spec.controllers[].extraArgs only among them,
-	// less ReservedFlags.
+	// less Reserved().
 	Flags []string
+	// OwnReserved are flags of this binary alone (beyond the command every
+	// controller shares) that the operator sets itself, so extraArgs may
+	// not: the global rate limits' flags.
+	OwnReserved []string
 	// BinaryName, when set, replaces <name>-controller as the binary,
 	// image, Deployment and ServiceAccount name (a component that is not a
 	// controller, such as the rate-limit service).
@@ -99,7 +103,8 @@ var (
 		Name:     operatorv1alpha1.ControllerRateLimit,
 		Required: []CRD{RateLimits, EnvoyFilters},
 		Optional: []CRD{IstioGateways, GatewayAPIGateways, APIRules},
-		Flags:    append(slices.Clone(runnerFlags), FlagGlobalRateLimit, FlagGlobalRateLimitFailOpen, FlagGlobalRateLimitTimeout),
+		Flags:       append(slices.Clone(runnerFlags), FlagGlobalRateLimit, FlagGlobalRateLimitFailOpen, FlagGlobalRateLimitTimeout),
+		OwnReserved: []string{FlagGlobalRateLimit, FlagGlobalRateLimitFailOpen, FlagGlobalRateLimitTimeout},
 	}
 	// RateLimitService is Portico's rate-limit service: the gRPC
 	// RateLimitService v3 that the gateways' global rate limit filters
@@ -110,6 +115,7 @@ var (
 		Name:                        operatorv1alpha1.ControllerRateLimitService,
 		Required:                    []CRD{EnvoyFilters},
 		Flags:                       append(slices.Clone(runnerFlags), FlagGRPCAddress, FlagRedisConfigDir, FlagRedisTLS, FlagMaxKeysPerRule),
+		OwnReserved:                 []string{FlagGRPCAddress, FlagRedisConfigDir, FlagRedisTLS, FlagMaxKeysPerRule},
 		BinaryName:                  "portico-ratelimit-service",
 		ServesWithoutLeaderElection: true,
 		ProbePort:                   RateLimitServiceHealthPort,
@@ -143,12 +149,16 @@ var runnerFlags = []string{
 var ReservedFlags = []string{
 	FlagMetricsAddress, FlagHealthAddress, FlagLeaderElect, FlagLeaderElectionNS, FlagLogLevel,
 	FlagKubeconfig, "version",
-	FlagGlobalRateLimit, FlagGlobalRateLimitFailOpen, FlagGlobalRateLimitTimeout,
-	FlagGRPCAddress, FlagRedisConfigDir, FlagRedisTLS, FlagMaxKeysPerRule,
+}
+
+// Reserved are the flags of the controller that extraArgs may not set:
+// ReservedFlags and its OwnReserved.
+func (c Controller) Reserved() []string {
+	return append(slices.Clone(ReservedFlags), c.OwnReserved...)
 }
 
 // Flags of the global rate limits, which the operator sets from
-// spec.rateLimits.global (all reserved).
+// spec.rateLimits.global (each in its binary's OwnReserved).
 const (
 	// FlagGlobalRateLimit (ratelimit controller, bool) writes the global
 	// rate limit filters and the rate-limit service's feed; the operator

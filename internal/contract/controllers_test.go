@@ -41,10 +41,11 @@ func TestGlobalRateLimitFlags(t *testing.T) {
 		named := map[string]Controller{RateLimit.Binary(): RateLimit, RateLimitService.Binary(): RateLimitService}[c]
 		for _, f := range flags {
 			g.Expect(named.Flags).To(ContainElement(f), "%s declares --%s", c, f)
-			g.Expect(ReservedFlags).To(ContainElement(f), "--%s is the operator's", f)
+			g.Expect(named.Reserved()).To(ContainElement(f), "--%s is the operator's", f)
 		}
 	}
 	g.Expect(APIRule.Flags).NotTo(ContainElement(FlagGlobalRateLimit))
+	g.Expect(APIRule.Reserved()).To(Equal(ReservedFlags))
 }
 
 // Every controller of the contract has its main package (controllers/<name>,

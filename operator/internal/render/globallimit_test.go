@@ -163,3 +163,30 @@ func TestRateLimitServiceNetworkPolicy(t *testing.T) {
 	g.Expect(other.Spec.Egress).To(HaveLen(2))
 	g.Expect(other.Spec.Ingress).To(BeEmpty())
 }
+
+func TestGlobalRateLimitFlagsAreReserved(t *testing.T) {
+	tests := map[string]struct {
+		entry   catalog.Entry
+		arg     string
+		refused string
+	}{
+		"ratelimit: global on":        {entry: rateLimit, arg: "--global-ratelimit=false", refused: "set by the operator"},
+		"ratelimit: fail open":        {entry: rateLimit, arg: "--global-ratelimit-fail-open=false", refused: "set by the operator"},
+		"ratelimit: timeout":          {entry: rateLimit, arg: "--global-ratelimit-timeout=1s", refused: "set by the operator"},
+		"service: redis TLS":          {entry: rateLimitService, arg: "--redis-tls=true", refused: "set by the operator"},
+		"service: gRPC address":       {entry: rateLimitService, arg: "--grpc-bind-address=:9000", refused: "set by the operator"},
+		"service: a runner flag":      {entry: rateLimitService, arg: "--kube-api-qps=10"},
+		"apirule: not its flag":       {entry: apirule, arg: "--global-ratelimit=true", refused: "is not a flag of apirule-controller"},
+		"service: keys per rule too":  {entry: rateLimitService, arg: "--max-keys-per-rule=5", refused: "set by the operator"},
+		"service: config dir too":     {entry: rateLimitService, arg: "--redis-config-dir=/tmp", refused: "set by the operator"},
+		"ratelimit: its runner flags": {entry: rateLimit, arg: "--kube-api-burst=10"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			message, refused := Refusal(tc.entry, operatorv1alpha1.ControllerSpec{ExtraArgs: []string{tc.arg}})
+			g.Expect(refused).To(Equal(tc.refused != ""), message)
+			g.Expect(message).To(ContainSubstring(tc.refused))
+		})
+	}
+}
