@@ -799,6 +799,7 @@ func TestHelpers(t *testing.T) {
 	}
 	t.Run("relatedImageEnv", func(t *testing.T) {
 		NewWithT(t).Expect(relatedImageEnv("apirule")).To(Equal("RELATED_IMAGE_APIRULE_CONTROLLER"))
+		NewWithT(t).Expect(relatedImageEnv("ratelimitservice")).To(Equal("RELATED_IMAGE_PORTICO_RATELIMIT_SERVICE"))
 	})
 	t.Run("oneLine", func(t *testing.T) {
 		NewWithT(t).Expect(oneLine("a b\nc\n\nd\n e")).To(Equal("a b c\n\nd e"))

@@ -14,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/hack/release/helmchart"
+	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/internal/manifest"
 )
 
@@ -37,10 +39,18 @@ func (i images) ref(image string) string {
 	return i.registry + "/" + image + ":" + i.tag
 }
 
-func controllerBinary(name string) string { return name + "-controller" }
+// controllerBinary is the binary, image and ServiceAccount of catalog entry
+// <name>: the contract's (<name>-controller, portico-ratelimit-service for
+// the rate-limit service).
+func controllerBinary(name string) string {
+	if c, ok := contract.ControllerNamed(operatorv1alpha1.ControllerName(name)); ok {
+		return c.Binary()
+	}
+	return name + "-controller"
+}
 
 // relatedImageEnv is the operator's variable that overrides the image of
-// controller <name> (OLM convention), RELATED_IMAGE_<NAME>_CONTROLLER.
+// controller <name> (OLM convention), RELATED_IMAGE_<BINARY>.
 func relatedImageEnv(name string) string {
 	return relatedImageEnvPrefix + strings.ToUpper(strings.ReplaceAll(controllerBinary(name), "-", "_"))
 }
