@@ -108,6 +108,15 @@ func TestRateLimitServiceFollowsTheSpecAndTheRedisSecret(t *testing.T) {
 		g.Expect(controllerStatus(g, operatorv1alpha1.ControllerRateLimitService).Phase).To(Equal(operatorv1alpha1.PhaseReady))
 	}, eventually).Should(Succeed())
 
+	// Settled, the operator sends nothing: the server's defaults of the
+	// Service (clusterIP, sessionAffinity...) and of the Secret volume do not
+	// read as drift.
+	expectIdle(t, func() []string {
+		d, s := getDeployment(g, rateLimitServiceBinary), &corev1.Service{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: rateLimitServiceBinary}, s)).To(Succeed())
+		return []string{d.ResourceVersion, s.ResourceVersion, getDeployment(g, "ratelimit-controller").ResourceVersion}
+	})
+
 	// Deleting the Secret takes the service away, and the gateways' flags.
 	g.Expect(k8sClient.Delete(ctx, secret)).To(Succeed())
 	g.Eventually(deploymentGone(rateLimitServiceBinary), eventually).Should(BeTrue())
