@@ -124,6 +124,27 @@ func TestControllerFlagsMatchTheCode(t *testing.T) {
 	}
 	col := tb.col("passed by the operator")
 	rows := flagRows(t, d, where, tb)
+	// The global rate limits' flags are the ratelimit controller's and the
+	// rate-limit service's own (contract OwnReserved), in their own table.
+	const globalWhere = `"Global rate limit flags"`
+	global := findTable(t, d, d.section(t, "Global rate limit flags"), globalWhere, "flag", "binary", "passed by the operator")
+	globalRows := flagRows(t, d, globalWhere, global)
+	for key, row := range globalRows {
+		f, isPassed := passed[key]
+		binary := spans(row[global.col("binary")])
+		owned := len(binary) == 1 && slices.ContainsFunc(contract.Controllers, func(c contract.Controller) bool {
+			return c.Binary() == binary[0] && slices.Contains(c.OwnReserved, key)
+		})
+		switch {
+		case !owned:
+			t.Errorf("%s, %s: --%s is not in the OwnReserved flags of %q (internal/contract)", d.name, globalWhere, key, binary)
+		case !isPassed:
+			t.Errorf("%s, %s: says the operator passes --%s, but %s does not", d.name, globalWhere, key, render.dir)
+		case !docDefault(f, row[global.col("passed by the operator")]):
+			t.Errorf("%s, %s: says the operator passes --%s=%s, but %s passes %q", d.name, globalWhere, key, row[global.col("passed by the operator")], render.dir, f.def.String())
+		}
+		delete(passed, key)
+	}
 	for key, row := range rows {
 		f, isPassed := passed[key]
 		switch {
