@@ -6,6 +6,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,9 +15,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/operator/internal/reconciler"
 )
 
 const rateLimitServiceBinary = "portico-ratelimit-service"
+
+// operatorMetrics are the series of the suite's operator.
+var operatorMetrics = reconciler.NewMetrics(prometheus.NewRegistry())
+
+func mode(m string) float64 { return testutil.ToFloat64(operatorMetrics.GlobalRateLimitMode.WithLabelValues(m)) }
 
 func serviceGone(name string) func() bool {
 	return func() bool {
@@ -103,9 +111,12 @@ func TestRateLimitServiceFollowsTheSpecAndTheRedisSecret(t *testing.T) {
 		g.Expect(p.Spec.Ingress[0].Ports[0].Port.String()).To(Equal("grpc-rls"))
 	}, eventually).Should(Succeed())
 
+	g.Expect(mode(reconciler.ModeFailClosed)).To(Equal(1.0), "the gateways fail closed while the service runs")
+	g.Expect(mode(reconciler.ModeFailOpen)).To(BeZero())
 	setRollout(t, rateLimitServiceBinary, rolledOut)
 	g.Eventually(func(g Gomega) {
 		g.Expect(controllerStatus(g, operatorv1alpha1.ControllerRateLimitService).Phase).To(Equal(operatorv1alpha1.PhaseReady))
+		g.Expect(testutil.ToFloat64(operatorMetrics.ReadyReplicas.WithLabelValues("ratelimitservice"))).To(Equal(1.0))
 	}, eventually).Should(Succeed())
 
 	// Settled, the operator sends nothing: the server's defaults of the
@@ -125,6 +136,7 @@ func TestRateLimitServiceFollowsTheSpecAndTheRedisSecret(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(controllerStatus(g, operatorv1alpha1.ControllerRateLimitService).Reason).To(Equal(operatorv1alpha1.ReasonSecretNotFound))
 		g.Expect(containerArgs(g, "ratelimit-controller")).NotTo(ContainElement(HavePrefix("--global-ratelimit")))
+		g.Expect(mode(reconciler.ModeFailClosed)).To(BeZero())
 	}, eventually).Should(Succeed())
 
 	// Unset: Disabled, NotConfigured.

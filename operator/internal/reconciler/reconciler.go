@@ -97,6 +97,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		// deleting them here as well makes removal prompt and independent of
 		// the GC (and of clusters without kube-controller-manager).
 		retErr = r.deleteAll(ctx, snap)
+		r.Metrics.setGlobalRateLimitMode(false, true)
 		if gw != nil {
 			retErr = errors.Join(retErr, r.writeStatus(ctx, gw, r.deletingStatus(gw)))
 		}
@@ -104,6 +105,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 
 	snap.globalRateLimits = r.globalRateLimits(gw, snap)
+	r.Metrics.setGlobalRateLimitMode(snap.globalRateLimits.run, gw.Spec.GlobalRateLimits().FailsOpen())
 	results := make([]status.Controller, 0, len(r.Catalog))
 	phases := map[operatorv1alpha1.ControllerName]operatorv1alpha1.ControllerPhase{}
 	var errs []error
@@ -400,6 +402,7 @@ func (r *Reconciler) recordTransitions(gw *operatorv1alpha1.APIGateway, newStatu
 	}
 	for _, c := range newStatus.Controllers {
 		r.Metrics.setPhase(c.Name, c.Phase)
+		r.Metrics.ReadyReplicas.WithLabelValues(string(c.Name)).Set(float64(c.ReadyReplicas))
 		if r.Recorder == nil || previous[c.Name] == c.Phase {
 			continue
 		}
