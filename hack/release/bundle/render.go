@@ -14,9 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/hack/release/helmchart"
-	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/internal/manifest"
 )
 
@@ -42,12 +40,7 @@ func (i images) ref(image string) string {
 // controllerBinary is the binary, image and ServiceAccount of catalog entry
 // <name>: the contract's (<name>-controller, portico-ratelimit-service for
 // the rate-limit service).
-func controllerBinary(name string) string {
-	if c, ok := contract.ControllerNamed(operatorv1alpha1.ControllerName(name)); ok {
-		return c.Binary()
-	}
-	return name + "-controller"
-}
+func controllerBinary(name string) string { return helmchart.ControllerBinary(name) }
 
 // relatedImageEnv is the operator's variable that overrides the image of
 // controller <name> (OLM convention), RELATED_IMAGE_<BINARY>.
