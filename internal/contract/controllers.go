@@ -100,9 +100,9 @@ var (
 	// rate-limit service runs, the operator passes it the global limits'
 	// flags (FlagGlobalRateLimit and the others).
 	RateLimit = Controller{
-		Name:     operatorv1alpha1.ControllerRateLimit,
-		Required: []CRD{RateLimits, EnvoyFilters},
-		Optional: []CRD{IstioGateways, GatewayAPIGateways, APIRules},
+		Name:        operatorv1alpha1.ControllerRateLimit,
+		Required:    []CRD{RateLimits, EnvoyFilters},
+		Optional:    []CRD{IstioGateways, GatewayAPIGateways, APIRules},
 		Flags:       append(slices.Clone(runnerFlags), FlagGlobalRateLimit, FlagGlobalRateLimitFailOpen, FlagGlobalRateLimitTimeout),
 		OwnReserved: []string{FlagGlobalRateLimit, FlagGlobalRateLimitFailOpen, FlagGlobalRateLimitTimeout},
 	}

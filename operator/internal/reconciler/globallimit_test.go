@@ -23,7 +23,9 @@ const rateLimitServiceBinary = "portico-ratelimit-service"
 // operatorMetrics are the series of the suite's operator.
 var operatorMetrics = reconciler.NewMetrics(prometheus.NewRegistry())
 
-func mode(m string) float64 { return testutil.ToFloat64(operatorMetrics.GlobalRateLimitMode.WithLabelValues(m)) }
+func mode(m string) float64 {
+	return testutil.ToFloat64(operatorMetrics.GlobalRateLimitMode.WithLabelValues(m))
+}
 
 func serviceGone(name string) func() bool {
 	return func() bool {
