@@ -25,6 +25,10 @@ const (
 	APIServerService   = "kubernetes"
 )
 
+// HelmReleaseSecretType is the type of the Secrets Helm records releases
+// in; the operator never needs them.
+const HelmReleaseSecretType = "helm.sh/release.v1"
+
 // ManagedSelector selects the objects the operator manages.
 var ManagedSelector = labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": operatorv1alpha1.ManagedBy})
 
@@ -73,11 +77,13 @@ func CacheOptions(namespace string, requiredCRDs []string) cache.Options {
 			&appsv1.ReplicaSet{}: replicaSets,
 			&corev1.Pod{}:        pods,
 			&corev1.Service{}:    services,
-			// Secrets of the operator's namespace only, and of each only its
-			// keys and the Redis address (TransformSecret): the cache holds
-			// no credential.
+			// Secrets of the operator's namespace only, but Helm's release
+			// records (the largest and most numerous there), and of each only
+			// its keys and the Redis address (TransformSecret): the cache
+			// holds no credential.
 			&corev1.Secret{}: {
 				Namespaces: map[string]cache.Config{namespace: {}},
+				Field:      fields.OneTermNotEqualSelector("type", HelmReleaseSecretType),
 				Transform:  TransformSecret,
 			},
 		},
