@@ -8,7 +8,15 @@ SHELL := /usr/bin/env bash -o pipefail
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
 REGISTRY ?= ghcr.io/portico-dev
-CONTROLLERS := apirule ratelimit gateway
+CONTROLLERS := apirule ratelimit gateway ratelimitservice
+# COMPONENT_NAMES sets, in a recipe's loop over CONTROLLERS ($$c), the
+# component's binary, image and RBAC name ($$b: contract.Controller.Binary,
+# <name>-controller but for the rate-limit service) and the packages whose
+# RBAC markers it gets ($$p: a controller's, with the runner's it links; the
+# rate-limit service's own only).
+COMPONENT_NAMES = case $$c in \
+	ratelimitservice) b=portico-ratelimit-service; p="./controllers/$$c/...";; \
+	*) b=$$c-controller; p="./controllers/$$c/...;./controllers/internal/...";; esac
 PLATFORMS ?= linux/amd64,linux/arm64
 CONTAINER_TOOL ?= docker
 
@@ -73,9 +81,10 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs (config/crd/bases), RBAC (config/r
 	$(CONTROLLER_GEN) rbac:roleName=portico-operator paths="./operator/..." output:rbac:artifacts:config=config/rbac/operator
 	@for c in $(CONTROLLERS); do \
 		[ -d controllers/$$c ] || continue; \
-		echo "controller-gen rbac $$c-controller"; \
-		$(CONTROLLER_GEN) rbac:roleName=$$c-controller paths="./controllers/$$c/...;./controllers/internal/..." \
-			output:rbac:artifacts:config=config/rbac/$$c-controller; done
+		$(COMPONENT_NAMES); \
+		echo "controller-gen rbac $$b"; \
+		$(CONTROLLER_GEN) rbac:roleName=$$b paths="$$p" \
+			output:rbac:artifacts:config=config/rbac/$$b; done
 	@$(MAKE) --no-print-directory chart bundle
 
 .PHONY: chart
@@ -116,9 +125,10 @@ check-clean: ## Fail if go.mod/go.sum of a module in MODULE_DIRS are not tidy, o
 build: ## Build the operator and every controller binary into ./bin.
 	go build -ldflags '$(GO_LDFLAGS)' -o $(LOCALBIN)/portico-operator ./operator
 	@for c in $(CONTROLLERS); do \
-		if [ -d controllers/$$c ]; then \
-			echo "go build $$c-controller"; \
-			go build -ldflags '$(GO_LDFLAGS)' -o $(LOCALBIN)/$$c-controller ./controllers/$$c; \
+		if [ -f controllers/$$c/main.go ]; then \
+			$(COMPONENT_NAMES); \
+			echo "go build $$b"; \
+			go build -ldflags '$(GO_LDFLAGS)' -o $(LOCALBIN)/$$b ./controllers/$$c; \
 		fi; done
 
 IMAGES_DIR ?= $(LOCALBIN)/images

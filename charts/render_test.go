@@ -18,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/portico-dev/portico/internal/globallimit"
 	"github.com/portico-dev/portico/internal/manifest"
 )
 
@@ -200,7 +201,7 @@ func readGeneratedRBAC(t *testing.T) []generatedRBAC {
 	var out []generatedRBAC
 	for _, p := range paths {
 		binary := filepath.Base(filepath.Dir(p))
-		if binary != "operator" && !strings.HasSuffix(binary, "-controller") {
+		if binary != "operator" && !strings.HasSuffix(binary, "-controller") && binary != globallimit.ServiceName {
 			continue
 		}
 		objects, err := manifest.ReadObjects(p)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -77,11 +78,13 @@ func TestDefaultRendersACompleteInstall(t *testing.T) {
 	}
 	binaries := []string{"apirule-controller", "gateway-controller", "portico-operator", "ratelimit-controller"}
 	g.Expect(kinds["CustomResourceDefinition"]).To(ConsistOf("apigateways.operator.portico.dev", "apirules.gateway.portico.dev", "ratelimits.gateway.portico.dev"))
-	g.Expect(kinds["ServiceAccount"]).To(ConsistOf(binaries))
+	// The rate-limit service reads only in portico-system: a Role, no ClusterRole.
+	namespaced := append(slices.Clone(binaries), "portico-ratelimit-service")
+	g.Expect(kinds["ServiceAccount"]).To(ConsistOf(namespaced))
 	g.Expect(kinds["ClusterRole"]).To(ConsistOf(binaries))
 	g.Expect(kinds["ClusterRoleBinding"]).To(ConsistOf(binaries))
-	g.Expect(kinds["Role"]).To(ConsistOf(binaries))
-	g.Expect(kinds["RoleBinding"]).To(ConsistOf(binaries))
+	g.Expect(kinds["Role"]).To(ConsistOf(namespaced))
+	g.Expect(kinds["RoleBinding"]).To(ConsistOf(namespaced))
 	g.Expect(kinds["Deployment"]).To(ConsistOf("portico-operator"))
 	// Only the operator has anything in namespace default: a Role that reads
 	// the API server's EndpointSlices (Service default/kubernetes's), and its

@@ -138,6 +138,14 @@ var contractValues = func() map[string]value {
 		"FlagKubeAPIBurst":            contract.FlagKubeAPIBurst,
 		"FlagKubeAPITimeout":          contract.FlagKubeAPITimeout,
 		"FlagGracefulShutdownTimeout": contract.FlagGracefulShutdownTimeout,
+		"FlagGlobalRateLimit":         contract.FlagGlobalRateLimit,
+		"FlagGlobalRateLimitFailOpen": contract.FlagGlobalRateLimitFailOpen,
+		"FlagGlobalRateLimitTimeout":  contract.FlagGlobalRateLimitTimeout,
+		"FlagGRPCAddress":             contract.FlagGRPCAddress,
+		"FlagRedisConfigDir":          contract.FlagRedisConfigDir,
+		"FlagRedisTLS":                contract.FlagRedisTLS,
+		"FlagMaxKeysPerRule":          contract.FlagMaxKeysPerRule,
+		"RedisConfigDir":              contract.RedisConfigDir,
 	} {
 		out[name] = value{kind: kindString, text: flag}
 	}

@@ -23,10 +23,10 @@ import (
 
 // Flags of the service besides the standard ones (internal/contract).
 const (
-	flagGRPCAddress    = "grpc-bind-address"
-	flagRedisConfigDir = "redis-config-dir"
-	flagRedisTLS       = "redis-tls"
-	flagMaxKeysPerRule = "max-keys-per-rule"
+	flagGRPCAddress    = contract.FlagGRPCAddress
+	flagRedisConfigDir = contract.FlagRedisConfigDir
+	flagRedisTLS       = contract.FlagRedisTLS
+	flagMaxKeysPerRule = contract.FlagMaxKeysPerRule
 )
 
 type options struct {
@@ -60,7 +60,7 @@ func newCommand() *cobra.Command {
 	fs.Bool("version", false, "print the version and exit")
 	s := &o.server
 	fs.StringVar(&s.MetricsAddr, contract.FlagMetricsAddress, fmt.Sprintf(":%d", contract.MetricsPort), "address the Prometheus metrics endpoint binds to; 0 disables it")
-	fs.StringVar(&s.HealthAddr, contract.FlagHealthAddress, fmt.Sprintf(":%d", globallimit.HealthPort), "address the /healthz and /readyz endpoints bind to (not the gRPC port)")
+	fs.StringVar(&s.HealthAddr, contract.FlagHealthAddress, fmt.Sprintf(":%d", contract.RateLimitServiceHealthPort), "address the /healthz and /readyz endpoints bind to (not the gRPC port)")
 	fs.StringVar(&s.GRPCAddr, flagGRPCAddress, fmt.Sprintf(":%d", globallimit.GRPCPort), "address the RateLimitService v3 gRPC server binds to")
 	fs.StringVar(&s.RedisDir, flagRedisConfigDir, "/etc/portico/redis", "directory of the Redis connection files: address (host:port, required), username, password, ca.crt; re-read when they change")
 	fs.BoolVar(&s.RedisTLS, flagRedisTLS, false, "connect to Redis with TLS (ca.crt of --"+flagRedisConfigDir+" as the root CA when present)")

@@ -5,8 +5,9 @@
 //     CRD verbatim below a metadata block that adds the chart's labels and,
 //     with crds.keep, the helm.sh/resource-policy: keep annotation; the whole
 //     object renders only with crds.install;
-//   - config/rbac/operator/role.yaml and every config/rbac/*-controller/role.yaml
-//     become files/rbac/<dir>.yaml, the ClusterRole and Role rules the chart's
+//   - config/rbac/operator/role.yaml, every config/rbac/*-controller/role.yaml
+//     and config/rbac/portico-ratelimit-service/role.yaml (the rate-limit
+//     service's) become files/rbac/<dir>.yaml, the ClusterRole and Role rules the chart's
 //     RBAC templates read. controller-gen pins the Role to portico-system; the
 //     chart puts it in the release namespace instead. The operator may also
 //     have a Role in namespace default (to read the API server's
@@ -37,6 +38,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/portico-dev/portico/internal/globallimit"
 	"github.com/portico-dev/portico/internal/manifest"
 )
 
@@ -122,7 +124,7 @@ func sourcesOf(config fs.FS) (map[string]string, error) {
 	}
 	for _, p := range roles {
 		binary := path.Base(path.Dir(p))
-		if binary == "operator" || strings.HasSuffix(binary, "-controller") { // else not a Portico binary's RBAC
+		if binary == "operator" || strings.HasSuffix(binary, "-controller") || binary == globallimit.ServiceName { // else not a Portico binary's RBAC
 			sources[rbacFileDir+"/"+binary+".yaml"] = p
 		}
 	}

@@ -40,14 +40,6 @@ const (
 	FlagGracefulShutdownTimeout = "graceful-shutdown-timeout"
 	// FlagKubeconfig is controller-runtime's --kubeconfig.
 	FlagKubeconfig = "kubeconfig"
-	// FlagGlobalRateLimit, FlagGlobalRateLimitFailOpen and
-	// FlagGlobalRateLimitTimeout tell the ratelimit controller that the
-	// administrator enabled global rate limits (APIGateway
-	// spec.rateLimits.global), whether gateways serve when the rate-limit
-	// service cannot answer, and how long they wait for it.
-	FlagGlobalRateLimit         = "global-ratelimit"
-	FlagGlobalRateLimitFailOpen = "global-ratelimit-fail-open"
-	FlagGlobalRateLimitTimeout  = "global-ratelimit-timeout"
 
 	// DefaultKubeAPIQPS is the sustained request rate of one process: far
 	// above what a controller needs at steady state, so it only shapes a

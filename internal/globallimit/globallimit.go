@@ -18,9 +18,6 @@ const (
 	GRPCPort = 8081
 	// GRPCPortName makes Istio treat the port as gRPC (HTTP/2).
 	GRPCPortName = "grpc-rls"
-	// HealthPort serves the service's /healthz and /readyz: not
-	// contract.HealthPort, which is GRPCPort too.
-	HealthPort = 8082
 )
 
 // ClusterName is the Envoy cluster Istio builds for the service's gRPC

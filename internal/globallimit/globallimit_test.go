@@ -72,15 +72,3 @@ func TestNamesAreStable(t *testing.T) {
 		t.Errorf("ConfigMapName = %q", n)
 	}
 }
-
-// The service's ports must differ: the controllers' health port
-// (contract.HealthPort, 8081) is the service's gRPC port.
-func TestServicePortsDiffer(t *testing.T) {
-	ports := map[int]string{}
-	for name, p := range map[string]int{"GRPCPort": GRPCPort, "HealthPort": HealthPort, "metrics (contract.MetricsPort)": 8080} {
-		if other, ok := ports[p]; ok {
-			t.Errorf("%s and %s are both %d", name, other, p)
-		}
-		ports[p] = name
-	}
-}

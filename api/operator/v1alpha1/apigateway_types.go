@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -11,7 +13,7 @@ import (
 const SingletonName = "default"
 
 // ControllerName names a controller of Portico's catalog.
-// +kubebuilder:validation:Enum=apirule;ratelimit;gateway
+// +kubebuilder:validation:Enum=apirule;ratelimit;gateway;ratelimitservice
 type ControllerName string
 
 // The controllers of the catalog.
@@ -23,6 +25,10 @@ const (
 	// ControllerGateway runs the default gateway (spec.gateway): an Istio
 	// Gateway with its TLS certificate.
 	ControllerGateway ControllerName = "gateway"
+	// ControllerRateLimitService is Portico's rate-limit service
+	// (portico-ratelimit-service), which the gateways' global rate limit
+	// filters call; it runs only while spec.rateLimits.global is set.
+	ControllerRateLimitService ControllerName = "ratelimitservice"
 )
 
 // LogLevel is the verbosity of a controller's logs.
@@ -69,6 +75,120 @@ type APIGatewaySpec struct {
 	// enforces nothing. Not set: on, and no namespace may reach the metrics.
 	// +optional
 	NetworkPolicies *NetworkPoliciesSpec `json:"networkPolicies,omitempty"`
+
+	// rateLimits configures what RateLimits rely on beyond the gateways
+	// themselves: today, the service that enforces their global limits.
+	// +optional
+	RateLimits *RateLimitsSpec `json:"rateLimits,omitempty"`
+}
+
+// RateLimitsSpec configures the rate limiting of RateLimits.
+type RateLimitsSpec struct {
+	// global runs Portico's rate-limit service (Deployment and Service
+	// portico-ratelimit-service in Portico's namespace), which counts the
+	// requests of RateLimits' spec.global rules in Redis, so a budget is
+	// shared by every gateway replica. The gateways call it over gRPC
+	// before each request their global rules match. Not set: the service
+	// does not run and spec.global rules are not enforced (local limits
+	// still are).
+	// +optional
+	Global *GlobalRateLimitsSpec `json:"global,omitempty"`
+}
+
+// GlobalRateLimitsSpec configures the rate-limit service of global limits.
+type GlobalRateLimitsSpec struct {
+	// redis is where the service keeps its counters.
+	// +required
+	Redis RedisSpec `json:"redis"`
+
+	// failOpen lets the gateways serve requests when the service or Redis
+	// cannot answer within timeout: true (the default) lets them through
+	// unlimited; false refuses them (HTTP 500) until the service answers
+	// again. Choose false only where an unlimited request costs more than
+	// a refused one.
+	// +optional
+	// +kubebuilder:default=true
+	FailOpen *bool `json:"failOpen,omitempty"`
+
+	// maxKeysPerRule bounds how many distinct clients (client key values)
+	// get their own budget per rule and time window; clients beyond it
+	// share one overflow budget, so a flood of new keys cannot exhaust
+	// Redis's memory. Default 10000, from 1 to 1000000.
+	// +optional
+	// +kubebuilder:default=10000
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	MaxKeysPerRule *int32 `json:"maxKeysPerRule,omitempty"`
+
+	// timeout is how long a gateway waits for the service's decision
+	// before failing open or closed (failOpen), from 10ms to 5s. Default
+	// 100ms.
+	// +optional
+	// +kubebuilder:default="100ms"
+	// +kubebuilder:validation:XValidation:rule="self != '' && self.matches('^([0-9]+([.][0-9]{1,3})?s)?([0-9]+ms)?$') && duration(self) >= duration('10ms') && duration(self) <= duration('5s')",message="timeout must be a duration from 10ms to 5s in whole milliseconds, such as 100ms, 250ms or 1.5s"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// RedisSpec says how the rate-limit service reaches Redis.
+type RedisSpec struct {
+	// secretName is a Secret in Portico's namespace (the operator's,
+	// portico-system by default) holding the connection: key address
+	// (host:port, required), and optional keys username, password and
+	// ca.crt (a PEM root CA for tls). The service runs only while the
+	// Secret exists with an address; it is mounted into its pods as a
+	// volume, so a changed password reaches them without a restart.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	SecretName string `json:"secretName"`
+
+	// tls connects to Redis over TLS, verifying its certificate against
+	// the Secret's ca.crt when present, else the system's roots. Default
+	// false.
+	// +optional
+	// +kubebuilder:default=false
+	TLS bool `json:"tls,omitempty"`
+}
+
+// Default settings of spec.rateLimits.global.
+const (
+	DefaultGlobalRateLimitFailOpen       = true
+	DefaultGlobalRateLimitMaxKeysPerRule = int32(10000)
+	DefaultGlobalRateLimitTimeout        = 100 * time.Millisecond
+)
+
+// GlobalRateLimits is spec.rateLimits.global, or nil when it is not set.
+func (s *APIGatewaySpec) GlobalRateLimits() *GlobalRateLimitsSpec {
+	if s == nil || s.RateLimits == nil {
+		return nil
+	}
+	return s.RateLimits.Global
+}
+
+// FailsOpen reports whether the gateways serve when the service cannot
+// answer: failOpen, default true.
+func (g *GlobalRateLimitsSpec) FailsOpen() bool {
+	if g == nil || g.FailOpen == nil {
+		return DefaultGlobalRateLimitFailOpen
+	}
+	return *g.FailOpen
+}
+
+// KeysPerRule is maxKeysPerRule, default 10000.
+func (g *GlobalRateLimitsSpec) KeysPerRule() int32 {
+	if g == nil || g.MaxKeysPerRule == nil {
+		return DefaultGlobalRateLimitMaxKeysPerRule
+	}
+	return *g.MaxKeysPerRule
+}
+
+// DecisionTimeout is timeout, default 100ms.
+func (g *GlobalRateLimitsSpec) DecisionTimeout() time.Duration {
+	if g == nil || g.Timeout == nil || g.Timeout.Duration <= 0 {
+		return DefaultGlobalRateLimitTimeout
+	}
+	return g.Timeout.Duration
 }
 
 // NetworkPoliciesSpec configures the controllers' NetworkPolicies.

@@ -38,6 +38,18 @@ const (
 	// ReasonDependencyNotReady (Blocked): a controller this one depends on is
 	// not Ready.
 	ReasonDependencyNotReady = "DependencyNotReady"
+	// ReasonNotConfigured (Disabled): the spec does not configure what needs
+	// it: a component that runs only when configured (the rate-limit
+	// service: spec.rateLimits.global), or the default gateway
+	// (spec.gateway not set or disabled; GatewayStatus.Reason).
+	ReasonNotConfigured = "NotConfigured"
+	// ReasonSecretNotFound (Blocked): a Secret the spec names (the Redis
+	// Secret of spec.rateLimits.global) does not exist in Portico's
+	// namespace, or lacks a required key; the message names both.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonSecretInvalid (Blocked): a Secret the spec names holds a value
+	// the component cannot use (a Redis address that is not host:port).
+	ReasonSecretInvalid = "SecretInvalid"
 	// ReasonRolloutInProgress (Progressing): the Deployment is rolling out.
 	ReasonRolloutInProgress = "RolloutInProgress"
 	// ReasonRolloutComplete (Ready): the Deployment's rollout is complete.

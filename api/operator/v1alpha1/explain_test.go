@@ -19,6 +19,12 @@ func TestKubectlExplainDocumentsTheGatewayAPIDefaultGateway(t *testing.T) {
 		"apigateways.spec.apiRules.extAuthProviders":             {"AuthorizerNotPermitted", "meshConfig extensionProviders"},
 		"apigateways.spec.networkPolicies.enabled":               {"Default true"},
 		"apigateways.spec.networkPolicies.metricsFromNamespaces": {"metrics port"},
+		"apigateways.spec.rateLimits.global":                     {"portico-ratelimit-service", "Redis", "enforced"},
+		"apigateways.spec.rateLimits.global.redis.secretName":    {"address", "username", "password", "ca.crt", "restart"},
+		"apigateways.spec.rateLimits.global.redis.tls":           {"ca.crt", "roots"},
+		"apigateways.spec.rateLimits.global.failOpen":            {"unlimited", "500"},
+		"apigateways.spec.rateLimits.global.maxKeysPerRule":      {"overflow", "10000"},
+		"apigateways.spec.rateLimits.global.timeout":             {"10ms", "5s", "100ms"},
 	} {
 		NewWithT(t).Eventually(func(g Gomega) {
 			out, err := env.Explain(field)

@@ -229,8 +229,8 @@ const (
 
 // Reasons of the default gateway's state, in GatewayStatus.Reason.
 const (
-	// ReasonNotConfigured (Disabled): spec.gateway is not set or disabled.
-	ReasonNotConfigured = "NotConfigured"
+	// ReasonNotConfigured (conditions.go) (Disabled): spec.gateway is not
+	// set or disabled.
 	// ReasonGatewayReady (Ready): the Gateway and a valid certificate are in place.
 	ReasonGatewayReady = "GatewayReady"
 	// ReasonGatewayInUse (Warning): the gateway is disabled but APIRules

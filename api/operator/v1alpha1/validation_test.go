@@ -317,3 +317,76 @@ func TestAvailabilityFieldsAreAccepted(t *testing.T) {
 	g.Expect(got.Spec.Controllers[0].PodDisruptionBudget.MinAvailable).To(Equal(ptr.To(intstr.FromString("50%"))))
 	g.Expect(got.Spec.Controllers[0].ExtraArgs).To(HaveLen(2))
 }
+
+func withGlobal(global *operatorv1alpha1.GlobalRateLimitsSpec) *operatorv1alpha1.APIGateway {
+	gw := gateway("default")
+	gw.Spec.RateLimits = &operatorv1alpha1.RateLimitsSpec{Global: global}
+	return gw
+}
+
+func redis(secret string) operatorv1alpha1.RedisSpec {
+	return operatorv1alpha1.RedisSpec{SecretName: secret}
+}
+
+func TestGlobalRateLimitsValidation(t *testing.T) {
+	duration := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+	tests := map[string]struct {
+		global  *operatorv1alpha1.GlobalRateLimitsSpec
+		wantErr string
+	}{
+		"the Secret alone":                 {global: &operatorv1alpha1.GlobalRateLimitsSpec{Redis: redis("redis")}},
+		"every field at its upper bound":   {global: &operatorv1alpha1.GlobalRateLimitsSpec{Redis: operatorv1alpha1.RedisSpec{SecretName: "redis.conn", TLS: true}, FailOpen: ptr.To(false), MaxKeysPerRule: ptr.To[int32](1_000_000), Timeout: duration(5 * time.Second)}},
+		"every field at its lower bound":   {global: &operatorv1alpha1.GlobalRateLimitsSpec{Redis: redis("r"), MaxKeysPerRule: ptr.To[int32](1), Timeout: duration(10 * time.Millisecond)}},
+		"a fractional second timeout":      {global: &operatorv1alpha1.GlobalRateLimitsSpec{Redis: redis("redis"), Timeout: duration(1500 * time.Millisecond)}},
+		"no Secret":                        {global: &operatorv1alpha1.GlobalRateLimitsSpec{}, wantErr: "spec.rateLimits.global.redis.secretName"},
+		"a Secret name that is not a name": {global: &operatorv1alpha1.GlobalRateLimitsSpec{Redis: redis("Redis_Conn")}, wantErr: "spec.rateLimits.global.redis.secretName in body should match"},
+		"no keys per rule":                 {global: &operatorv1alpha1.GlobalRateLimitsSpec{Redis: redis("redis"), MaxKeysPerRule: ptr.To[int32](0)}, wantErr: "should be greater than or equal to 1"},
+		"too many keys per rule":           {global: &operatorv1alpha1.GlobalRateLimitsSpec{Redis: redis("redis"), MaxKeysPerRule: ptr.To[int32](1_000_001)}, wantErr: "should be less than or equal to 1000000"},
+		"a timeout too short":              {global: &operatorv1alpha1.GlobalRateLimitsSpec{Redis: redis("redis"), Timeout: duration(9 * time.Millisecond)}, wantErr: "timeout must be a duration from 10ms to 5s"},
+		"a timeout too long":               {global: &operatorv1alpha1.GlobalRateLimitsSpec{Redis: redis("redis"), Timeout: duration(6 * time.Second)}, wantErr: "timeout must be a duration from 10ms to 5s"},
+		"a timeout in minutes":             {global: &operatorv1alpha1.GlobalRateLimitsSpec{Redis: redis("redis"), Timeout: duration(time.Minute)}, wantErr: "timeout must be a duration from 10ms to 5s"},
+		"a sub-millisecond timeout":        {global: &operatorv1alpha1.GlobalRateLimitsSpec{Redis: redis("redis"), Timeout: duration(100*time.Millisecond + 500*time.Microsecond)}, wantErr: "timeout must be a duration from 10ms to 5s"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := k8sClient.Create(context.Background(), withGlobal(tc.global), client.DryRunAll)
+			if tc.wantErr == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+		})
+	}
+}
+
+func TestGlobalRateLimitsDefaults(t *testing.T) {
+	g := NewWithT(t)
+	gw := withGlobal(&operatorv1alpha1.GlobalRateLimitsSpec{Redis: redis("redis")})
+	g.Expect(k8sClient.Create(context.Background(), gw, client.DryRunAll)).To(Succeed())
+	global := gw.Spec.GlobalRateLimits()
+	g.Expect(global).NotTo(BeNil())
+	g.Expect(global.FailOpen).To(Equal(ptr.To(true)))
+	g.Expect(global.MaxKeysPerRule).To(Equal(ptr.To[int32](10000)))
+	g.Expect(global.Timeout).To(Equal(&metav1.Duration{Duration: 100 * time.Millisecond}))
+	g.Expect(global.Redis.TLS).To(BeFalse())
+	g.Expect(global.FailsOpen()).To(BeTrue())
+	g.Expect(global.KeysPerRule()).To(BeEquivalentTo(10000))
+	g.Expect(global.DecisionTimeout()).To(Equal(100 * time.Millisecond))
+
+	// The accessors' defaults match the schema's, for specs the API server
+	// has not defaulted (a nil global, unset fields).
+	var none *operatorv1alpha1.GlobalRateLimitsSpec
+	g.Expect(none.FailsOpen()).To(BeTrue())
+	g.Expect(none.KeysPerRule()).To(BeEquivalentTo(10000))
+	g.Expect(none.DecisionTimeout()).To(Equal(100 * time.Millisecond))
+	g.Expect((&operatorv1alpha1.APIGatewaySpec{}).GlobalRateLimits()).To(BeNil())
+	g.Expect((&operatorv1alpha1.APIGatewaySpec{RateLimits: &operatorv1alpha1.RateLimitsSpec{}}).GlobalRateLimits()).To(BeNil())
+
+	closed := withGlobal(&operatorv1alpha1.GlobalRateLimitsSpec{Redis: redis("redis"), FailOpen: ptr.To(false)})
+	g.Expect(k8sClient.Create(context.Background(), closed, client.DryRunAll)).To(Succeed())
+	g.Expect(closed.Spec.GlobalRateLimits().FailsOpen()).To(BeFalse())
+
+	service := gateway("default", operatorv1alpha1.ControllerSpec{Name: operatorv1alpha1.ControllerRateLimitService, Replicas: ptr.To[int32](2)})
+	g.Expect(k8sClient.Create(context.Background(), service, client.DryRunAll)).To(Succeed(), "spec.controllers[] configures the rate-limit service")
+}

@@ -42,8 +42,30 @@ Call with (dict "root" $ "name" "apirule").
 */}}
 {{- define "portico.controller.labels" -}}
 {{ include "portico.labels" .root }}
-app.kubernetes.io/name: {{ .name }}-controller
+app.kubernetes.io/name: {{ include "portico.controller.binary" .name }}
 operator.portico.dev/controller: {{ .name }}
+{{- end }}
+
+{{/*
+The binary, image, ServiceAccount and RBAC name of catalog entry <name>
+(contract.Controller.Binary): <name>-controller, but portico-ratelimit-service
+for the rate-limit service.
+*/}}
+{{- define "portico.controller.binary" -}}
+{{- if eq . "ratelimitservice" -}}
+portico-ratelimit-service
+{{- else -}}
+{{ . }}-controller
+{{- end }}
+{{- end }}
+
+{{/* The catalog entry of a binary name: the inverse of portico.controller.binary. */}}
+{{- define "portico.controller.nameOf" -}}
+{{- if eq . "portico-ratelimit-service" -}}
+ratelimitservice
+{{- else -}}
+{{ trimSuffix "-controller" . }}
+{{- end }}
 {{- end }}
 
 {{/* The operator image: repository@digest or repository:tag. */}}
@@ -55,9 +77,9 @@ operator.portico.dev/controller: {{ .name }}
 {{- end }}
 {{- end }}
 
-{{/* The RELATED_IMAGE_* variable (OLM convention) of controller <name>. */}}
+{{/* The RELATED_IMAGE_* variable (OLM convention) of controller <name>: RELATED_IMAGE_<BINARY>. */}}
 {{- define "portico.controller.relatedImageEnv" -}}
-RELATED_IMAGE_{{ printf "%s_CONTROLLER" . | upper | replace "-" "_" }}
+RELATED_IMAGE_{{ include "portico.controller.binary" . | upper | replace "-" "_" }}
 {{- end }}
 
 {{/* Validation that JSON schema cannot express with a clear message. */}}

@@ -149,7 +149,7 @@ func TestWatchdogFollowsTheRequiredCRD(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 			Spec: porticov1alpha1.RateLimitSpec{
 				TargetRef: porticov1alpha1.TargetReference{Kind: porticov1alpha1.TargetGateway, Name: "public"},
-				Local: &porticov1alpha1.TokenBucket{MaxTokens: 10, TokensPerFill: 1, FillInterval: metav1.Duration{Duration: time.Second}},
+				Local:     &porticov1alpha1.TokenBucket{MaxTokens: 10, TokensPerFill: 1, FillInterval: metav1.Duration{Duration: time.Second}},
 			},
 		}
 	}

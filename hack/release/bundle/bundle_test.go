@@ -542,11 +542,11 @@ func TestRelatedImages(t *testing.T) {
 			}
 			wantNames := []string{"portico-operator"}
 			for _, name := range controllers {
-				binary := name + "-controller"
+				binary := controllerBinary(name)
 				wantNames = append(wantNames, binary)
 				g.Expect(related).To(HaveKey(binary))
 				g.Expect(related[binary]).To(MatchRegexp(`/%s:[^/]+$`, binary))
-				envName := "RELATED_IMAGE_" + strings.ToUpper(name) + "_CONTROLLER"
+				envName := "RELATED_IMAGE_" + strings.ToUpper(strings.ReplaceAll(binary, "-", "_"))
 				g.Expect(env).To(HaveKeyWithValue(envName, related[binary]), "the operator gets no %s", envName)
 			}
 			g.Expect(related).To(HaveLen(len(wantNames)), "relatedImages: %v", related)
@@ -621,12 +621,14 @@ func TestPermissionsMatchConfigRBAC(t *testing.T) {
 	g.Expect(gotCluster).To(Equal(wantCluster), "clusterPermissions that config/rbac does not grant")
 	g.Expect(gotNamespaced).To(Equal(wantNamespaced), "permissions that config/rbac does not grant")
 
-	// The contract's ServiceAccounts, the operator's first.
+	// The contract's ServiceAccounts, the operator's first; the rate-limit
+	// service has namespaced permissions only.
 	wantSAs := []string{"portico-operator"}
 	for _, name := range chartControllerNames(t) {
-		wantSAs = append(wantSAs, name+"-controller")
+		wantSAs = append(wantSAs, controllerBinary(name))
 	}
-	g.Expect(slices.Collect(maps.Keys(gotCluster))).To(ConsistOf(wantSAs))
+	g.Expect(slices.Concat(slices.Collect(maps.Keys(gotCluster)), []string{"portico-ratelimit-service"})).To(ConsistOf(wantSAs))
+	g.Expect(gotNamespaced).To(HaveKey("portico-ratelimit-service"))
 	g.Expect(csv.Spec.Install.Spec.ClusterPermissions[0].ServiceAccountName).To(Equal("portico-operator"))
 }
 
@@ -799,6 +801,7 @@ func TestHelpers(t *testing.T) {
 	}
 	t.Run("relatedImageEnv", func(t *testing.T) {
 		NewWithT(t).Expect(relatedImageEnv("apirule")).To(Equal("RELATED_IMAGE_APIRULE_CONTROLLER"))
+		NewWithT(t).Expect(relatedImageEnv("ratelimitservice")).To(Equal("RELATED_IMAGE_PORTICO_RATELIMIT_SERVICE"))
 	})
 	t.Run("oneLine", func(t *testing.T) {
 		NewWithT(t).Expect(oneLine("a b\nc\n\nd\n e")).To(Equal("a b c\n\nd e"))

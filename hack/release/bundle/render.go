@@ -37,10 +37,13 @@ func (i images) ref(image string) string {
 	return i.registry + "/" + image + ":" + i.tag
 }
 
-func controllerBinary(name string) string { return name + "-controller" }
+// controllerBinary is the binary, image and ServiceAccount of catalog entry
+// <name>: the contract's (<name>-controller, portico-ratelimit-service for
+// the rate-limit service).
+func controllerBinary(name string) string { return helmchart.ControllerBinary(name) }
 
 // relatedImageEnv is the operator's variable that overrides the image of
-// controller <name> (OLM convention), RELATED_IMAGE_<NAME>_CONTROLLER.
+// controller <name> (OLM convention), RELATED_IMAGE_<BINARY>.
 func relatedImageEnv(name string) string {
 	return relatedImageEnvPrefix + strings.ToUpper(strings.ReplaceAll(controllerBinary(name), "-", "_"))
 }

@@ -18,6 +18,7 @@ import (
 	"helm.sh/helm/v3/pkg/registry"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/internal/manifest"
 )
@@ -97,6 +98,16 @@ func Controllers(chrt *chart.Chart) ([]string, error) {
 	return names, nil
 }
 
+// ControllerBinary is the image of the chart's controller <name>: the
+// contract's binary (<name>-controller; portico-ratelimit-service for the
+// rate-limit service).
+func ControllerBinary(name string) string {
+	if c, ok := contract.ControllerNamed(operatorv1alpha1.ControllerName(name)); ok {
+		return c.Binary()
+	}
+	return name + "-controller"
+}
+
 // pinnedValues is the chart's values.yaml with the release's images: the
 // operator's repository, tag and digest, the controllers' default registry
 // and tag, and every controller's image by digest.
@@ -123,7 +134,7 @@ func pinnedValues(chrt *chart.Chart, images Images, controllers []string) ([]byt
 		"controllerImages.tag":      images.Version,
 	}
 	for _, name := range controllers {
-		set["controllers."+name+".image"] = images.ref(name + "-controller")
+		set["controllers."+name+".image"] = images.ref(ControllerBinary(name))
 	}
 	keys := make([]string, 0, len(set))
 	for k := range set {

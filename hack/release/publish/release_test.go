@@ -31,10 +31,11 @@ var (
 
 func pinned() helmchart.Images {
 	return helmchart.Images{Registry: "registry.example/portico", Version: "v1.2.3", Digests: map[string]string{
-		OperatorImage:          "sha256:" + strings.Repeat("a", 64),
-		"apirule-controller":   "sha256:" + strings.Repeat("b", 64),
-		"ratelimit-controller": "sha256:" + strings.Repeat("c", 64),
-		"gateway-controller":   "sha256:" + strings.Repeat("d", 64),
+		OperatorImage:               "sha256:" + strings.Repeat("a", 64),
+		"apirule-controller":        "sha256:" + strings.Repeat("b", 64),
+		"ratelimit-controller":      "sha256:" + strings.Repeat("c", 64),
+		"gateway-controller":        "sha256:" + strings.Repeat("d", 64),
+		"portico-ratelimit-service": "sha256:" + strings.Repeat("e", 64),
 	}}
 }
 
@@ -65,6 +66,7 @@ func TestPackageChartPinsEveryImageByDigest(t *testing.T) {
 	controllers := loaded.Values["controllers"].(map[string]any)
 	g.Expect(controllers["apirule"].(map[string]any)["image"]).To(Equal("registry.example/portico/apirule-controller@" + pinned().Digests["apirule-controller"]))
 	g.Expect(controllers["ratelimit"].(map[string]any)["image"]).To(Equal("registry.example/portico/ratelimit-controller@" + pinned().Digests["ratelimit-controller"]))
+	g.Expect(controllers["ratelimitservice"].(map[string]any)["image"]).To(Equal("registry.example/portico/portico-ratelimit-service@" + pinned().Digests["portico-ratelimit-service"]))
 	gateway := controllers["gateway"].(map[string]any)
 	g.Expect(gateway["image"]).To(Equal("registry.example/portico/gateway-controller@" + pinned().Digests["gateway-controller"]))
 	g.Expect(gateway).To(HaveKeyWithValue("secretNames", BeEmpty()), "pinning the image keeps the controller's other values")

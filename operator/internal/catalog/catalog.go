@@ -33,6 +33,10 @@ type Entry struct {
 	Args []string
 	// ProgressDeadlineSeconds of the controller's Deployment.
 	ProgressDeadlineSeconds int32
+	// NeedsGlobalRateLimits runs the entry only while
+	// spec.rateLimits.global is set and its Redis Secret is usable
+	// (gating.CheckGlobalRateLimits).
+	NeedsGlobalRateLimits bool
 }
 
 // SpecCRD is a CRD a controller needs only for some APIGateway specs.
@@ -103,6 +107,12 @@ var Builtin = Catalog{
 			Needed: usesGatewayAPI,
 		}},
 		ProgressDeadlineSeconds: 600,
+	},
+	{
+		Controller:              contract.RateLimitService,
+		Description:             "Enforces RateLimits' global limits: the gRPC rate-limit service the gateways call, counting in Redis; runs only while spec.rateLimits.global is set.",
+		ProgressDeadlineSeconds: 600,
+		NeedsGlobalRateLimits:   true,
 	},
 }
 

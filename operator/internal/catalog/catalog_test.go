@@ -24,7 +24,23 @@ func TestDefaultCatalogMatchesTheAPIEnum(t *testing.T) {
 	for _, e := range Builtin {
 		names = append(names, e.Name)
 	}
-	g.Expect(names).To(ConsistOf(operatorv1alpha1.ControllerAPIRule, operatorv1alpha1.ControllerRateLimit, operatorv1alpha1.ControllerGateway))
+	g.Expect(names).To(ConsistOf(operatorv1alpha1.ControllerAPIRule, operatorv1alpha1.ControllerRateLimit, operatorv1alpha1.ControllerGateway,
+		operatorv1alpha1.ControllerRateLimitService))
+}
+
+func TestRateLimitServiceEntry(t *testing.T) {
+	g := NewWithT(t)
+	e, ok := Builtin.Get(operatorv1alpha1.ControllerRateLimitService)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(e.Binary()).To(Equal("portico-ratelimit-service"))
+	g.Expect(e.RelatedImageEnv()).To(Equal("RELATED_IMAGE_PORTICO_RATELIMIT_SERVICE"))
+	g.Expect(e.NeedsGlobalRateLimits).To(BeTrue())
+	g.Expect(e.ServesWithoutLeaderElection).To(BeTrue())
+	g.Expect(e.HealthPortOf()).To(BeEquivalentTo(8082))
+	g.Expect(e.CRDsFor(nil)).To(ConsistOf(CRD{Name: "envoyfilters.networking.istio.io", Version: "v1alpha3"}))
+	for _, other := range Builtin {
+		g.Expect(other.NeedsGlobalRateLimits).To(Equal(other.Name == operatorv1alpha1.ControllerRateLimitService), other.Name)
+	}
 }
 
 func TestEntryNames(t *testing.T) {

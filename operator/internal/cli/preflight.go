@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +22,7 @@ import (
 
 func newPreflightCommand() *cobra.Command {
 	var timeout time.Duration
+	var namespace string
 	cmd := &cobra.Command{
 		Use:   "preflight",
 		Short: "Tell which controllers would run on this cluster and what the others miss",
@@ -39,7 +41,7 @@ and prints, for every controller of the catalog, whether it would run. It exits
 			if err != nil {
 				return fmt.Errorf("create client: %w", err)
 			}
-			results, err := Preflight(ctx, c, catalog.Builtin)
+			results, err := Preflight(ctx, c, catalog.Builtin, namespace)
 			if err != nil {
 				return err
 			}
@@ -66,6 +68,7 @@ and prints, for every controller of the catalog, whether it would run. It exits
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the API server")
+	cmd.Flags().StringVar(&namespace, "namespace", "portico-system", "Portico's namespace, where spec.rateLimits.global's Redis Secret lives")
 	return cmd
 }
 
@@ -77,8 +80,9 @@ type PreflightResult struct {
 }
 
 // Preflight evaluates every controller's preconditions against the cluster,
-// reading CRDs and the APIGateway directly (no cache).
-func Preflight(ctx context.Context, c client.Reader, cat catalog.Catalog) ([]PreflightResult, error) {
+// reading CRDs, the APIGateway and the Secret it names in Portico's
+// namespace directly (no cache).
+func Preflight(ctx context.Context, c client.Reader, cat catalog.Catalog, namespace string) ([]PreflightResult, error) {
 	crds := map[string]gating.CRDState{}
 	for _, name := range cat.CRDNames() {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -98,6 +102,10 @@ func Preflight(ctx context.Context, c client.Reader, cat catalog.Catalog) ([]Pre
 		}
 		gw = &operatorv1alpha1.APIGateway{}
 	}
+	secrets, err := preflightSecrets(ctx, c, &gw.Spec, namespace)
+	if err != nil {
+		return nil, err
+	}
 	ordered, err := cat.Ordered()
 	if err != nil {
 		return nil, err
@@ -107,12 +115,35 @@ func Preflight(ctx context.Context, c client.Reader, cat catalog.Catalog) ([]Pre
 	var out []PreflightResult
 	for _, e := range ordered {
 		enabled := gw.Spec.ControllerEnabled(e.Name)
-		res := gating.Evaluate(gating.Input{Entry: e, Enabled: enabled, Spec: &gw.Spec, Cluster: gating.Cluster{CRDs: crds, Phases: phases}})
+		res := gating.Evaluate(gating.Input{Entry: e, Enabled: enabled, Spec: &gw.Spec,
+			Cluster: gating.Cluster{CRDs: crds, Phases: phases, Namespace: namespace, Secrets: secrets}})
 		phases[e.Name] = res.Phase
 		if res.Run {
 			phases[e.Name] = operatorv1alpha1.PhaseReady
 		}
-		out = append(out, PreflightResult{Name: e.Name, Enabled: enabled, Result: res})
+		// A component the spec does not configure is not wanted.
+		out = append(out, PreflightResult{Name: e.Name, Enabled: enabled && res.Phase != operatorv1alpha1.PhaseDisabled, Result: res})
 	}
 	return out, nil
+}
+
+// preflightSecrets reads the Redis Secret spec.rateLimits.global names, if
+// any, as gating sees it.
+func preflightSecrets(ctx context.Context, c client.Reader, spec *operatorv1alpha1.APIGatewaySpec, namespace string) (map[string]gating.SecretState, error) {
+	global := spec.GlobalRateLimits()
+	if global == nil {
+		return nil, nil
+	}
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: global.Redis.SecretName}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read Secret %s/%s: %w", namespace, global.Redis.SecretName, err)
+	}
+	st := gating.SecretState{Address: string(secret.Data[contract.RedisAddressKey])}
+	for k := range secret.Data {
+		st.Keys = append(st.Keys, k)
+	}
+	return map[string]gating.SecretState{secret.Name: st}, nil
 }

@@ -1,8 +1,11 @@
 package gating
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
@@ -20,6 +23,20 @@ type Cluster struct {
 	CRDs map[string]CRDState
 	// Phases maps a controller to the phase already decided for it this round.
 	Phases map[operatorv1alpha1.ControllerName]operatorv1alpha1.ControllerPhase
+	// Namespace is Portico's (the operator's) namespace.
+	Namespace string
+	// Secrets are the Secrets of Portico's namespace the spec names, by
+	// name; an absent name does not exist.
+	Secrets map[string]SecretState
+}
+
+// SecretState is what gating reads of a Secret: its keys, and the value
+// of the Redis Secret's address (host:port, not a credential).
+type SecretState struct {
+	// Keys are the Secret's data keys.
+	Keys []string
+	// Address is the value of key address.
+	Address string
 }
 
 // Input is one controller's question: may it run?
@@ -51,7 +68,7 @@ type Result struct {
 type Check func(in Input) (result Result, failed bool)
 
 // Chain is the ordered list of checks every controller goes through.
-var Chain = []Check{CheckEnabled, CheckCRDs, CheckDependencies}
+var Chain = []Check{CheckEnabled, CheckGlobalRateLimits, CheckCRDs, CheckDependencies}
 
 // Evaluate runs the chain and returns the first failure, or Run.
 func Evaluate(in Input) Result {
@@ -73,6 +90,65 @@ func CheckEnabled(in Input) (Result, bool) {
 		Reason:  operatorv1alpha1.ReasonDisabled,
 		Message: fmt.Sprintf("%s is disabled in spec.controllers", in.Entry.Name),
 	}, true
+}
+
+// CheckGlobalRateLimits fails, for an entry that needs the global rate
+// limits' configuration, while spec.rateLimits.global is not set
+// (Disabled, NotConfigured) or its Redis Secret does not exist in Portico's
+// namespace with a host:port address (Blocked, SecretNotFound or
+// SecretInvalid).
+func CheckGlobalRateLimits(in Input) (Result, bool) {
+	if !in.Entry.NeedsGlobalRateLimits {
+		return Result{}, false
+	}
+	global := in.Spec.GlobalRateLimits()
+	if global == nil {
+		return Result{
+			Phase:   operatorv1alpha1.PhaseDisabled,
+			Reason:  operatorv1alpha1.ReasonNotConfigured,
+			Message: "spec.rateLimits.global is not set",
+		}, true
+	}
+	ref := in.Cluster.Namespace + "/" + global.Redis.SecretName
+	secret, ok := in.Cluster.Secrets[global.Redis.SecretName]
+	switch {
+	case !ok:
+		return Result{
+			Phase:   operatorv1alpha1.PhaseBlocked,
+			Reason:  operatorv1alpha1.ReasonSecretNotFound,
+			Message: fmt.Sprintf("waiting for Secret %s with key %s (spec.rateLimits.global.redis.secretName): it does not exist", ref, contract.RedisAddressKey),
+		}, true
+	case !slices.Contains(secret.Keys, contract.RedisAddressKey):
+		return Result{
+			Phase:   operatorv1alpha1.PhaseBlocked,
+			Reason:  operatorv1alpha1.ReasonSecretNotFound,
+			Message: fmt.Sprintf("waiting for Secret %s with key %s (spec.rateLimits.global.redis.secretName): it has no key %s", ref, contract.RedisAddressKey, contract.RedisAddressKey),
+		}, true
+	}
+	if _, err := RedisPort(secret.Address); err != nil {
+		return Result{
+			Phase:   operatorv1alpha1.PhaseBlocked,
+			Reason:  operatorv1alpha1.ReasonSecretInvalid,
+			Message: fmt.Sprintf("Secret %s: key %s must be host:port, such as redis.example.com:6379: %v", ref, contract.RedisAddressKey, err),
+		}, true
+	}
+	return Result{}, false
+}
+
+// RedisPort is the port of a Redis address, host:port.
+func RedisPort(address string) (int32, error) {
+	host, port, err := net.SplitHostPort(strings.TrimSpace(address))
+	if err != nil {
+		return 0, err
+	}
+	if host == "" {
+		return 0, errors.New("no host")
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	return int32(n), nil
 }
 
 // CheckCRDs fails when any required CRD is missing, not Established, being

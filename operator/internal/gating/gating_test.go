@@ -222,3 +222,84 @@ func TestSpecDependentCRDs(t *testing.T) {
 		})
 	}
 }
+
+func globalSpec(secret string) *operatorv1alpha1.APIGatewaySpec {
+	return &operatorv1alpha1.APIGatewaySpec{RateLimits: &operatorv1alpha1.RateLimitsSpec{
+		Global: &operatorv1alpha1.GlobalRateLimitsSpec{Redis: operatorv1alpha1.RedisSpec{SecretName: secret}},
+	}}
+}
+
+func TestCheckGlobalRateLimits(t *testing.T) {
+	service := catalog.Entry{Controller: contract.RateLimitService, NeedsGlobalRateLimits: true, ProgressDeadlineSeconds: 600}
+	redis := SecretState{Keys: []string{"address", "password"}, Address: "redis.example.com:6380"}
+	tests := map[string]struct {
+		entry   catalog.Entry
+		spec    *operatorv1alpha1.APIGatewaySpec
+		secrets map[string]SecretState
+		want    Result
+		failed  bool
+	}{
+		"an entry that does not need global limits passes": {
+			entry: testEntry, spec: nil,
+		},
+		"no spec: not configured": {
+			entry: service, spec: nil, failed: true,
+			want: Result{Phase: operatorv1alpha1.PhaseDisabled, Reason: operatorv1alpha1.ReasonNotConfigured,
+				Message: "spec.rateLimits.global is not set"},
+		},
+		"rateLimits without global: not configured": {
+			entry: service, spec: &operatorv1alpha1.APIGatewaySpec{RateLimits: &operatorv1alpha1.RateLimitsSpec{}}, failed: true,
+			want: Result{Phase: operatorv1alpha1.PhaseDisabled, Reason: operatorv1alpha1.ReasonNotConfigured,
+				Message: "spec.rateLimits.global is not set"},
+		},
+		"Secret missing": {
+			entry: service, spec: globalSpec("redis"), secrets: map[string]SecretState{"other": redis}, failed: true,
+			want: Result{Phase: operatorv1alpha1.PhaseBlocked, Reason: operatorv1alpha1.ReasonSecretNotFound,
+				Message: "waiting for Secret portico-system/redis with key address (spec.rateLimits.global.redis.secretName): it does not exist"},
+		},
+		"Secret without address": {
+			entry: service, spec: globalSpec("redis"), secrets: map[string]SecretState{"redis": {Keys: []string{"password"}}}, failed: true,
+			want: Result{Phase: operatorv1alpha1.PhaseBlocked, Reason: operatorv1alpha1.ReasonSecretNotFound,
+				Message: "waiting for Secret portico-system/redis with key address (spec.rateLimits.global.redis.secretName): it has no key address"},
+		},
+		"address without a port": {
+			entry: service, spec: globalSpec("redis"), secrets: map[string]SecretState{"redis": {Keys: []string{"address"}, Address: "redis"}}, failed: true,
+			want: Result{Phase: operatorv1alpha1.PhaseBlocked, Reason: operatorv1alpha1.ReasonSecretInvalid,
+				Message: "Secret portico-system/redis: key address must be host:port, such as redis.example.com:6379: address redis: missing port in address"},
+		},
+		"configured with a usable Secret passes": {
+			entry: service, spec: globalSpec("redis"), secrets: map[string]SecretState{"redis": redis},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, failed := CheckGlobalRateLimits(Input{Entry: tc.entry, Enabled: true, Spec: tc.spec,
+				Cluster: Cluster{Namespace: "portico-system", Secrets: tc.secrets}})
+			g.Expect(failed).To(Equal(tc.failed))
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestRedisPort(t *testing.T) {
+	for address, want := range map[string]int32{
+		"redis:6379": 6379, "10.0.0.1:7000": 7000, "[fd00::1]:6380": 6380, " redis:6379\n": 6379,
+		"redis": 0, ":6379": 0, "redis:0": 0, "redis:65536": 0, "redis:port": 0,
+	} {
+		got, err := RedisPort(address)
+		NewWithT(t).Expect(got).To(Equal(want), address)
+		NewWithT(t).Expect(err == nil).To(Equal(want != 0), address)
+	}
+}
+
+func TestEvaluateRunsTheGlobalCheckAfterEnabled(t *testing.T) {
+	g := NewWithT(t)
+	service := catalog.Entry{Controller: contract.RateLimitService, NeedsGlobalRateLimits: true, ProgressDeadlineSeconds: 600}
+	g.Expect(Evaluate(Input{Entry: service, Enabled: false}).Reason).To(Equal(operatorv1alpha1.ReasonDisabled))
+	g.Expect(Evaluate(Input{Entry: service, Enabled: true}).Reason).To(Equal(operatorv1alpha1.ReasonNotConfigured),
+		"not configured comes before the CRDs: the service is not wanted")
+	g.Expect(Evaluate(Input{Entry: service, Enabled: true, Spec: globalSpec("redis"),
+		Cluster: Cluster{Namespace: "ns", Secrets: map[string]SecretState{"redis": {Keys: []string{"address"}, Address: "r:1"}}}}).Reason).
+		To(Equal(operatorv1alpha1.ReasonCRDNotFound))
+}

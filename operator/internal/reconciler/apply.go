@@ -7,12 +7,14 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -58,6 +60,13 @@ var (
 		newObj: func() *policyv1.PodDisruptionBudget { return &policyv1.PodDisruptionBudget{} },
 		extract: func(b *policyv1.PodDisruptionBudget) (any, error) {
 			return policyv1ac.ExtractPodDisruptionBudget(b, operatorv1alpha1.FieldManager)
+		},
+	}
+	serviceKind = managedKind[*corev1.Service]{
+		name:   "service",
+		newObj: func() *corev1.Service { return &corev1.Service{} },
+		extract: func(s *corev1.Service) (any, error) {
+			return corev1ac.ExtractService(s, operatorv1alpha1.FieldManager)
 		},
 	}
 	networkPolicyKind = managedKind[*networkingv1.NetworkPolicy]{

@@ -25,16 +25,21 @@ const (
 	APIServerService   = "kubernetes"
 )
 
+// HelmReleaseSecretType is the type of the Secrets Helm records releases
+// in; the operator never needs them.
+const HelmReleaseSecretType = "helm.sh/release.v1"
+
 // ManagedSelector selects the objects the operator manages.
 var ManagedSelector = labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": operatorv1alpha1.ManagedBy})
 
 // CacheOptions configures the manager's cache so memory stays flat however
 // many CRDs the cluster has: CRDs keep only what gating reads (and nothing
 // at all unless the catalog needs them), Deployments, PodDisruptionBudgets,
-// NetworkPolicies, the Deployments' ReplicaSets and pods are cached only in
+// NetworkPolicies, Services, the Deployments' ReplicaSets and pods are cached only in
 // the operator namespace with the managed-by label (ReplicaSets and pods
-// inherit it from the pod template), and EndpointSlices only the API
-// server's one. Informers reconnect as package backoff says.
+// inherit it from the pod template), EndpointSlices only the API
+// server's one, and Secrets only the operator namespace's, without their
+// values (TransformSecret). Informers reconnect as package backoff says.
 func CacheOptions(namespace string, requiredCRDs []string) cache.Options {
 	managed := cache.ByObject{
 		Namespaces: map[string]cache.Config{namespace: {}},
@@ -50,6 +55,8 @@ func CacheOptions(namespace string, requiredCRDs []string) cache.Options {
 	policies.Transform = KeepOwnManagedFields
 	replicaSets := managed
 	replicaSets.Transform = TransformReplicaSet
+	services := managed
+	services.Transform = KeepOwnManagedFields
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		// Informers watch again within a second of the API server's return,
@@ -69,8 +76,47 @@ func CacheOptions(namespace string, requiredCRDs []string) cache.Options {
 			},
 			&appsv1.ReplicaSet{}: replicaSets,
 			&corev1.Pod{}:        pods,
+			&corev1.Service{}:    services,
+			// Secrets of the operator's namespace only, but Helm's release
+			// records (the largest and most numerous there), and of each only
+			// its keys and the Redis address (TransformSecret): the cache
+			// holds no credential.
+			&corev1.Secret{}: {
+				Namespaces: map[string]cache.Config{namespace: {}},
+				Field:      fields.OneTermNotEqualSelector("type", HelmReleaseSecretType),
+				Transform:  TransformSecret,
+			},
 		},
 	}
+}
+
+// TransformSecret keeps what gating reads of a Secret: its identity, its
+// data keys without their values, and the value of key address (the Redis
+// Secret's host:port, whose port the rate-limit service's NetworkPolicy
+// allows). Passwords, keys and certificates never reach the cache.
+func TransformSecret(in any) (any, error) {
+	secret, ok := in.(*corev1.Secret)
+	if !ok {
+		return in, nil
+	}
+	data := make(map[string][]byte, len(secret.Data)+len(secret.StringData))
+	for k := range secret.Data {
+		data[k] = nil
+	}
+	if address, ok := secret.Data[contract.RedisAddressKey]; ok {
+		data[contract.RedisAddressKey] = address
+	}
+	return &corev1.Secret{
+		TypeMeta: secret.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              secret.Name,
+			Namespace:         secret.Namespace,
+			UID:               secret.UID,
+			ResourceVersion:   secret.ResourceVersion,
+			DeletionTimestamp: secret.DeletionTimestamp,
+		},
+		Data: data,
+	}, nil
 }
 
 // KeepOwnManagedFields keeps only the operator's own managedFields entries

@@ -29,7 +29,19 @@ type Metrics struct {
 	Writes *prometheus.CounterVec
 	// Errors counts failed writes per controller.
 	Errors *prometheus.CounterVec
+	// ReadyReplicas is each controller's ready replicas, as in status.
+	ReadyReplicas *prometheus.GaugeVec
+	// GlobalRateLimitMode is 1 for the mode (fail-open, fail-closed) the
+	// gateways' global rate limit filters run in while the rate-limit
+	// service runs, 0 otherwise: the alert on the service says which.
+	GlobalRateLimitMode *prometheus.GaugeVec
 }
+
+// The modes of portico_global_ratelimit_mode.
+const (
+	ModeFailOpen   = "fail-open"
+	ModeFailClosed = "fail-closed"
+)
 
 // NewMetrics creates the series and registers them with reg when it is not nil.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -54,6 +66,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "portico_operator_write_errors_total",
 			Help: "Failed API writes by controller and operation.",
 		}, []string{"controller", "operation"}),
+		ReadyReplicas: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "portico_controller_ready_replicas",
+			Help: "Ready replicas of each catalog controller's Deployment (0 without one).",
+		}, []string{"controller"}),
+		GlobalRateLimitMode: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "portico_global_ratelimit_mode",
+			Help: "1 for the mode (fail-open, fail-closed) of the gateways' global rate limits while the rate-limit service runs, 0 otherwise.",
+		}, []string{"mode"}),
 	}
 	// The write counters start at zero for every label value they can take,
 	// so that rate() and increase() see a failure's first increment (a
@@ -68,7 +88,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Errors.WithLabelValues(string(c.Name), "delete")
 	}
 	if reg != nil {
-		reg.MustRegister(m.Phase, m.CRDAvailable, m.PreconditionsMet, m.Writes, m.Errors)
+		reg.MustRegister(m.Phase, m.CRDAvailable, m.PreconditionsMet, m.Writes, m.Errors, m.ReadyReplicas, m.GlobalRateLimitMode)
 	}
 	return m
 }
@@ -85,6 +105,13 @@ func (m *Metrics) setPhase(name operatorv1alpha1.ControllerName, phase operatorv
 		}
 		m.Phase.WithLabelValues(string(name), string(p)).Set(v)
 	}
+}
+
+// setGlobalRateLimitMode sets the mode series: running says whether the
+// rate-limit service runs, failOpen how the gateways treat its absence.
+func (m *Metrics) setGlobalRateLimitMode(running, failOpen bool) {
+	m.GlobalRateLimitMode.WithLabelValues(ModeFailOpen).Set(boolGauge(running && failOpen))
+	m.GlobalRateLimitMode.WithLabelValues(ModeFailClosed).Set(boolGauge(running && !failOpen))
 }
 
 func boolGauge(b bool) float64 {

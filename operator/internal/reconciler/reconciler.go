@@ -83,7 +83,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}
 
-	snap, err := r.readSnapshot(ctx)
+	var spec *operatorv1alpha1.APIGatewaySpec
+	if gw != nil && gw.DeletionTimestamp.IsZero() {
+		spec = &gw.Spec
+	}
+	snap, err := r.readSnapshot(ctx, spec)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -93,12 +97,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		// deleting them here as well makes removal prompt and independent of
 		// the GC (and of clusters without kube-controller-manager).
 		retErr = r.deleteAll(ctx, snap)
+		r.Metrics.setGlobalRateLimitMode(false, true)
 		if gw != nil {
 			retErr = errors.Join(retErr, r.writeStatus(ctx, gw, r.deletingStatus(gw)))
 		}
 		return ctrl.Result{}, retErr
 	}
 
+	snap.globalRateLimits = r.globalRateLimits(gw, snap)
+	r.Metrics.setGlobalRateLimitMode(snap.globalRateLimits.run, gw.Spec.GlobalRateLimits().FailsOpen())
 	results := make([]status.Controller, 0, len(r.Catalog))
 	phases := map[operatorv1alpha1.ControllerName]operatorv1alpha1.ControllerPhase{}
 	var errs []error
@@ -132,13 +139,18 @@ func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alph
 	res := status.Controller{Enabled: enabled, ControllerStatus: operatorv1alpha1.ControllerStatus{Name: entry.Name}}
 	live := snap.deployments[entry.Binary()]
 
-	gate := gating.Evaluate(gating.Input{Entry: entry, Enabled: enabled, Spec: &gw.Spec, Cluster: gating.Cluster{CRDs: snap.crds, Phases: phases}})
+	gate := r.gate(gw, entry, enabled, snap, phases)
 	r.recordPreconditions(entry, &gw.Spec, snap, gate)
 	if !gate.Run {
 		res.Phase, res.Reason, res.Message, res.MissingCRDs = gate.Phase, gate.Reason, gate.Message, gate.MissingCRDs
+		// A component the spec does not configure is not wanted, as a
+		// disabled controller is not: it counts neither as enabled nor as
+		// a warning.
+		res.Enabled = enabled && gate.Phase != operatorv1alpha1.PhaseDisabled
 		err := errors.Join(deleteManaged(ctx, r, deploymentKind, entry.Name, live),
 			deleteManaged(ctx, r, disruptionBudgetKind, entry.Name, snap.budgets[entry.Binary()]),
-			deleteManaged(ctx, r, networkPolicyKind, entry.Name, snap.policies[entry.Binary()]))
+			deleteManaged(ctx, r, networkPolicyKind, entry.Name, snap.policies[entry.Binary()]),
+			r.deleteServices(ctx, entry, snap))
 		if err != nil {
 			setDegraded(&res, err)
 			return res, err
@@ -159,10 +171,13 @@ func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alph
 	image := render.Image(entry, spec, r.Images)
 	res.Image = image
 	res.Replicas = render.Replicas(spec)
-	desired := render.Deployment(render.Input{
-		Entry: entry, Spec: spec, Namespace: r.Namespace, Image: image,
-		Owner: render.Owner{Name: gw.Name, UID: gw.UID},
-	})
+	companions := render.Input{Entry: entry, Spec: spec, Namespace: r.Namespace, Owner: render.Owner{Name: gw.Name, UID: gw.UID}}
+	if snap.globalRateLimits.run && (entry.NeedsGlobalRateLimits || entry.Name == operatorv1alpha1.ControllerRateLimit) {
+		companions.Global, companions.RedisPort = gw.Spec.GlobalRateLimits(), snap.globalRateLimits.redisPort
+	}
+	rendering := companions
+	rendering.Image = image
+	desired := render.Deployment(rendering)
 	if live != nil && !live.DeletionTimestamp.IsZero() {
 		res.Phase, res.Reason = operatorv1alpha1.PhaseProgressing, operatorv1alpha1.ReasonRolloutInProgress
 		res.Message = fmt.Sprintf("waiting for the old deployment %s to be deleted before recreating it", live.Name)
@@ -173,10 +188,10 @@ func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alph
 		setDegraded(&res, err)
 		return res, err
 	}
-	companions := render.Input{Entry: entry, Spec: spec, Namespace: r.Namespace, Owner: render.Owner{Name: gw.Name, UID: gw.UID}}
 	if err := errors.Join(
 		reconcileManaged(ctx, r, disruptionBudgetKind, entry.Name, render.DisruptionBudget(companions), snap.budgets[entry.Binary()], snap),
 		r.reconcileNetworkPolicy(ctx, &gw.Spec, companions, snap),
+		r.reconcileService(ctx, companions, snap),
 	); err != nil {
 		setDegraded(&res, err)
 		return res, err
@@ -216,6 +231,71 @@ func (r *Reconciler) reconcileNetworkPolicy(ctx context.Context, spec *operatorv
 	return reconcileManaged(ctx, r, networkPolicyKind, in.Entry.Name, desired, live, snap)
 }
 
+// gate decides whether the entry may run this round.
+func (r *Reconciler) gate(gw *operatorv1alpha1.APIGateway, entry catalog.Entry, enabled bool, snap *snapshot,
+	phases map[operatorv1alpha1.ControllerName]operatorv1alpha1.ControllerPhase) gating.Result {
+	return gating.Evaluate(gating.Input{Entry: entry, Enabled: enabled, Spec: &gw.Spec, Cluster: gating.Cluster{
+		CRDs: snap.crds, Phases: phases, Namespace: r.Namespace, Secrets: snap.secrets,
+	}})
+}
+
+// globalRateLimitsRound is whether the rate-limit service runs this round,
+// which the ratelimit controller's flags follow, and the Redis port its
+// NetworkPolicy allows.
+type globalRateLimitsRound struct {
+	run       bool
+	redisPort int32
+}
+
+// globalRateLimits gates the catalog's rate-limit service ahead of the
+// round (it depends on no other controller), so the ratelimit controller,
+// which comes before it, is rendered with the global flags exactly while
+// the service runs.
+func (r *Reconciler) globalRateLimits(gw *operatorv1alpha1.APIGateway, snap *snapshot) globalRateLimitsRound {
+	global := gw.Spec.GlobalRateLimits()
+	if global == nil {
+		return globalRateLimitsRound{}
+	}
+	for _, entry := range r.Catalog {
+		if !entry.NeedsGlobalRateLimits {
+			continue
+		}
+		if !r.gate(gw, entry, gw.Spec.Controller(entry.Name).IsEnabled(), snap, nil).Run {
+			return globalRateLimitsRound{}
+		}
+		port, _ := gating.RedisPort(snap.secrets[global.Redis.SecretName].Address) // gating checked it
+		return globalRateLimitsRound{run: true, redisPort: port}
+	}
+	return globalRateLimitsRound{}
+}
+
+// reconcileService applies the component's Service (the rate-limit
+// service's), or deletes the one it has when it must have none.
+func (r *Reconciler) reconcileService(ctx context.Context, in render.Input, snap *snapshot) error {
+	desired := render.Service(in)
+	var errs []error
+	for name, live := range snap.services {
+		if controllerOf(live) == in.Entry.Name && (desired == nil || name != *desired.Name) {
+			errs = append(errs, deleteManaged(ctx, r, serviceKind, in.Entry.Name, live))
+		}
+	}
+	if desired != nil {
+		errs = append(errs, reconcileManaged(ctx, r, serviceKind, in.Entry.Name, desired, snap.services[*desired.Name], snap))
+	}
+	return errors.Join(errs...)
+}
+
+// deleteServices removes every managed Service of the entry.
+func (r *Reconciler) deleteServices(ctx context.Context, entry catalog.Entry, snap *snapshot) error {
+	var errs []error
+	for _, live := range snap.services {
+		if controllerOf(live) == entry.Name {
+			errs = append(errs, deleteManaged(ctx, r, serviceKind, entry.Name, live))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // imageID is the digest the ready pods of the Deployment's current template
 // run in the controller container.
 func imageID(d *appsv1.Deployment, entry catalog.Entry, snap *snapshot) string {
@@ -239,6 +319,10 @@ func (r *Reconciler) deleteUnknown(ctx context.Context, snap *snapshot) error {
 	errs = append(errs, deleteEach(ctx, r, deploymentKind, snap.deployments, known)...)
 	errs = append(errs, deleteEach(ctx, r, disruptionBudgetKind, snap.budgets, known)...)
 	errs = append(errs, deleteEach(ctx, r, networkPolicyKind, snap.policies, known)...)
+	knownController := func(name string) bool {
+		return slices.ContainsFunc(r.Catalog, func(e catalog.Entry) bool { return e.Name == controllerOf(snap.services[name]) })
+	}
+	errs = append(errs, deleteEach(ctx, r, serviceKind, snap.services, knownController)...)
 	return errors.Join(errs...)
 }
 
@@ -248,6 +332,7 @@ func (r *Reconciler) deleteAll(ctx context.Context, snap *snapshot) error {
 	errs = append(errs, deleteEach(ctx, r, deploymentKind, snap.deployments, none)...)
 	errs = append(errs, deleteEach(ctx, r, disruptionBudgetKind, snap.budgets, none)...)
 	errs = append(errs, deleteEach(ctx, r, networkPolicyKind, snap.policies, none)...)
+	errs = append(errs, deleteEach(ctx, r, serviceKind, snap.services, none)...)
 	return errors.Join(errs...)
 }
 
@@ -317,6 +402,7 @@ func (r *Reconciler) recordTransitions(gw *operatorv1alpha1.APIGateway, newStatu
 	}
 	for _, c := range newStatus.Controllers {
 		r.Metrics.setPhase(c.Name, c.Phase)
+		r.Metrics.ReadyReplicas.WithLabelValues(string(c.Name)).Set(float64(c.ReadyReplicas))
 		if r.Recorder == nil || previous[c.Name] == c.Phase {
 			continue
 		}

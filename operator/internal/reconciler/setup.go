@@ -27,8 +27,10 @@ import (
 // Deployments' ReplicaSets and pods in its own namespace, write Events and
 // Leases (leader election also records a core Event on its Lease), and read
 // the EndpointSlices of namespace default (the API server's addresses, which
-// the NetworkPolicies allow; the cache reads only Service kubernetes's).
-// Nothing else.
+// the NetworkPolicies allow; the cache reads only Service kubernetes's),
+// manage the rate-limit service's Service and read the Secrets of its own
+// namespace (the Redis Secret of spec.rateLimits.global: whether it exists
+// with an address; the cache keeps no value but the address). Nothing else.
 //
 // +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups=operator.portico.dev,resources=apigateways/status,verbs=get;update;patch
@@ -42,6 +44,8 @@ import (
 // +kubebuilder:rbac:groups=discovery.k8s.io,namespace=default,resources=endpointslices,resourceNames=kubernetes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,namespace=portico-system,resources=replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=portico-system,resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=portico-system,resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",namespace=portico-system,resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=portico-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // SetupWithManager registers the reconciler. Every watched event maps to
@@ -70,6 +74,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&discoveryv1.EndpointSlice{}, toDefault, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == APIServerNamespace && o.GetName() == APIServerService
 		}))).
+		Watches(&corev1.Service{}, toDefault, builder.WithPredicates(managed)).
+		// Only the Redis Secret the spec names: its coming, going and keys
+		// decide whether the rate-limit service runs.
+		Watches(&corev1.Secret{}, toDefault, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == r.Namespace && o.GetName() == r.redisSecretName(context.Background())
+		}))).
 		Watches(&appsv1.ReplicaSet{}, toDefault, builder.WithPredicates(managed)).
 		Watches(&corev1.Pod{}, toDefault, builder.WithPredicates(managed)).
 		// Retries as every Portico controller's (package backoff): within
@@ -77,4 +87,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// where controller-runtime's default lets them wait up to 1000 s.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1, RateLimiter: backoff.Limiter[reconcile.Request]()}).
 		Complete(r)
+}
+
+// redisSecretName is the Secret spec.rateLimits.global.redis names, read
+// from the cache; "" when none is named.
+func (r *Reconciler) redisSecretName(ctx context.Context) string {
+	gw := &operatorv1alpha1.APIGateway{}
+	if err := r.Client.Get(ctx, Request.NamespacedName, gw); err != nil {
+		return ""
+	}
+	if global := gw.Spec.GlobalRateLimits(); global != nil {
+		return global.Redis.SecretName
+	}
+	return ""
 }

@@ -33,6 +33,14 @@ type snapshot struct {
 	// policies are the managed NetworkPolicies an APIGateway controls, by
 	// name.
 	policies map[string]*networkingv1.NetworkPolicy
+	// services are the managed Services an APIGateway controls, by name
+	// (the rate-limit service's).
+	services map[string]*corev1.Service
+	// secrets are the Secrets of the operator's namespace the spec names
+	// (the Redis Secret), as gating reads them.
+	secrets map[string]gating.SecretState
+	// globalRateLimits is whether the rate-limit service runs this round.
+	globalRateLimits globalRateLimitsRound
 	// foreign are the names of managed-labelled budgets and policies no
 	// APIGateway controls, by kind ("poddisruptionbudget/<name>"): someone
 	// else's, which the operator neither writes nor deletes.
@@ -43,12 +51,23 @@ type snapshot struct {
 	pods        map[operatorv1alpha1.ControllerName][]corev1.Pod
 }
 
-func (r *Reconciler) readSnapshot(ctx context.Context) (*snapshot, error) {
+func (r *Reconciler) readSnapshot(ctx context.Context, spec *operatorv1alpha1.APIGatewaySpec) (*snapshot, error) {
 	s := &snapshot{
 		crds:        map[string]gating.CRDState{},
 		deployments: map[string]*appsv1.Deployment{},
 		budgets:     map[string]*policyv1.PodDisruptionBudget{},
+		secrets:     map[string]gating.SecretState{},
 		foreign:     map[string]bool{},
+	}
+	if global := spec.GlobalRateLimits(); global != nil {
+		secret := &corev1.Secret{}
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: global.Redis.SecretName}, secret)
+		switch {
+		case err == nil:
+			s.secrets[secret.Name] = secretState(secret)
+		case !apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("read Secret %s/%s from cache: %w", r.Namespace, global.Redis.SecretName, err)
+		}
 	}
 	for _, name := range r.Catalog.CRDNames() {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -81,6 +100,12 @@ func (r *Reconciler) readSnapshot(ctx context.Context) (*snapshot, error) {
 	}
 	s.policies = controlledByName(policies.Items, networkPolicyKind.name, s.foreign)
 
+	var services corev1.ServiceList
+	if err := r.listManaged(ctx, &services, "services"); err != nil {
+		return nil, err
+	}
+	s.services = controlledByName(services.Items, serviceKind.name, s.foreign)
+
 	var endpoints discoveryv1.EndpointSliceList
 	if err := r.Client.List(ctx, &endpoints, client.InNamespace(APIServerNamespace)); err != nil {
 		return nil, fmt.Errorf("list the API server's endpointslices from cache: %w", err)
@@ -102,6 +127,20 @@ func (r *Reconciler) readSnapshot(ctx context.Context) (*snapshot, error) {
 	}
 	s.pods = byController(pods.Items)
 	return s, nil
+}
+
+// secretState is what gating reads of a Secret: its keys and the Redis
+// address.
+func secretState(secret *corev1.Secret) gating.SecretState {
+	st := gating.SecretState{Address: string(secret.Data[contract.RedisAddressKey])}
+	for k := range secret.Data {
+		st.Keys = append(st.Keys, k)
+	}
+	for k := range secret.StringData {
+		st.Keys = append(st.Keys, k)
+	}
+	slices.Sort(st.Keys)
+	return st
 }
 
 // controlledByName maps the objects an APIGateway controls by name, and

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -113,7 +112,7 @@ func startOperator(ctx context.Context, env *testenv.Env) error {
 		},
 		Recorder: mgr.GetEventRecorder(operatorv1alpha1.FieldManager),
 		Clock:    clock.RealClock{},
-		Metrics:  reconciler.NewMetrics(prometheus.NewRegistry()),
+		Metrics:  operatorMetrics,
 
 		APIServerClusterIP: apiServerClusterIP,
 	}

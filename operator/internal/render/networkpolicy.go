@@ -43,7 +43,9 @@ func (a APIServer) Known() bool {
 // NetworkPolicy renders the controller's NetworkPolicy, named like its
 // Deployment and selecting exactly its pods: egress only to the API server
 // and DNS, ingress only to the metrics port from pods in the named
-// namespaces (none: nobody may connect). The kubelet's probes of the health
+// namespaces (none: nobody may connect). The rate-limit service may also
+// reach Redis (its address's port, any destination) and accept its gRPC
+// port from any pod (globalRateLimitIngress). The kubelet's probes of the health
 // port come from the node, which enforcing CNIs allow without a rule. Nil
 // when no API server endpoint is known.
 func NetworkPolicy(in Input, api APIServer, metricsFrom []string) *networkingv1ac.NetworkPolicyApplyConfiguration {
@@ -53,7 +55,9 @@ func NetworkPolicy(in Input, api APIServer, metricsFrom []string) *networkingv1a
 	spec := networkingv1ac.NetworkPolicySpec().
 		WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(in.Entry.Name))).
 		WithPolicyTypes("Ingress", "Egress").
-		WithEgress(apiServerEgress(api), dnsEgress())
+		WithEgress(apiServerEgress(api), dnsEgress()).
+		WithEgress(globalRateLimitEgress(in)...).
+		WithIngress(globalRateLimitIngress(in)...)
 	if len(metricsFrom) > 0 {
 		spec.WithIngress(networkingv1ac.NetworkPolicyIngressRule().
 			WithPorts(port(corev1.ProtocolTCP, intstr.FromString(MetricsPortName))).

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
-	"github.com/portico-dev/portico/internal/contract"
 	"github.com/portico-dev/portico/operator/internal/catalog"
 )
 
@@ -36,7 +35,7 @@ func checkExtraArgs(entry catalog.Entry, spec operatorv1alpha1.ControllerSpec) (
 		switch {
 		case !strings.HasPrefix(arg, "--") || !hasValue || name == "":
 			return fmt.Sprintf("extraArgs entry %q is not a flag in the form --name=value", arg), true
-		case slices.Contains(contract.ReservedFlags, name):
+		case slices.Contains(entry.Reserved(), name):
 			return fmt.Sprintf("extraArgs flag --%s is set by the operator and may not be overridden", name), true
 		case !slices.Contains(entry.Flags, name):
 			return fmt.Sprintf("extraArgs flag --%s is not a flag of %s (it takes: %s)", name, entry.Binary(), strings.Join(settableFlags(entry), ", ")), true
@@ -49,7 +48,7 @@ func checkExtraArgs(entry catalog.Entry, spec operatorv1alpha1.ControllerSpec) (
 func settableFlags(entry catalog.Entry) []string {
 	var out []string
 	for _, f := range entry.Flags {
-		if !slices.Contains(contract.ReservedFlags, f) {
+		if !slices.Contains(entry.Reserved(), f) {
 			out = append(out, "--"+f)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
+	"github.com/portico-dev/portico/internal/globallimit"
 	"github.com/portico-dev/portico/operator/internal/catalog"
 )
 
@@ -68,12 +69,27 @@ type Input struct {
 	Namespace string
 	Image     string
 	Owner     Owner
+	// Global is spec.rateLimits.global, set for the rate-limit service
+	// (which runs only with it) and for the ratelimit controller while the
+	// rate-limit service runs; nil otherwise.
+	Global *operatorv1alpha1.GlobalRateLimitsSpec
+	// RedisPort is the port of the Redis Secret's address, which the
+	// rate-limit service's NetworkPolicy lets it reach.
+	RedisPort int32
+}
+
+// binaryOf is the binary (Deployment) name of the named controller.
+func binaryOf(name operatorv1alpha1.ControllerName) string {
+	if c, ok := contract.ControllerNamed(name); ok {
+		return c.Binary()
+	}
+	return contract.Controller{Name: name}.Binary()
 }
 
 // Labels returns the contract labels of a controller's managed objects.
 func Labels(name operatorv1alpha1.ControllerName) map[string]string {
 	return map[string]string{
-		"app.kubernetes.io/name":         contract.Controller{Name: name}.Binary(),
+		"app.kubernetes.io/name":         binaryOf(name),
 		"app.kubernetes.io/part-of":      operatorv1alpha1.PartOf,
 		"app.kubernetes.io/managed-by":   operatorv1alpha1.ManagedBy,
 		operatorv1alpha1.LabelController: string(name),
@@ -83,7 +99,7 @@ func Labels(name operatorv1alpha1.ControllerName) map[string]string {
 // SelectorLabels are the immutable Deployment selector of a controller.
 func SelectorLabels(name operatorv1alpha1.ControllerName) map[string]string {
 	return map[string]string{
-		"app.kubernetes.io/name":         contract.Controller{Name: name}.Binary(),
+		"app.kubernetes.io/name":         binaryOf(name),
 		operatorv1alpha1.LabelController: string(name),
 	}
 }
@@ -137,6 +153,7 @@ func podTemplate(in Input, labels map[string]string) *corev1ac.PodTemplateSpecAp
 			WithRunAsNonRoot(true).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 		WithContainers(container(in))
+	podSpec.WithVolumes(volumes(in)...)
 	if len(in.Spec.NodeSelector) > 0 {
 		podSpec.WithNodeSelector(in.Spec.NodeSelector)
 	}
@@ -173,10 +190,8 @@ func container(in Input) *corev1ac.ContainerApplyConfiguration {
 		WithImagePullPolicy(corev1.PullIfNotPresent).
 		WithArgs(containerArgs(in)...).
 		WithEnv(containerEnv(in.Spec.Env)...).
-		WithPorts(
-			corev1ac.ContainerPort().WithName(MetricsPortName).WithContainerPort(contract.MetricsPort).WithProtocol(corev1.ProtocolTCP),
-			corev1ac.ContainerPort().WithName(HealthPortName).WithContainerPort(contract.HealthPort).WithProtocol(corev1.ProtocolTCP),
-		).
+		WithPorts(containerPorts(in)...).
+		WithVolumeMounts(volumeMounts(in)...).
 		WithResources(resourcesApply(resources)).
 		WithLivenessProbe(probe(contract.HealthzPath, 15, 20)).
 		WithReadinessProbe(probe(contract.ReadyzPath, 5, 10)).
@@ -197,11 +212,12 @@ func containerArgs(in Input) []string {
 	}
 	args := []string{
 		contract.Flag(contract.FlagMetricsAddress, fmt.Sprintf(":%d", contract.MetricsPort)),
-		contract.Flag(contract.FlagHealthAddress, fmt.Sprintf(":%d", contract.HealthPort)),
+		contract.Flag(contract.FlagHealthAddress, fmt.Sprintf(":%d", in.Entry.HealthPortOf())),
 		contract.Flag(contract.FlagLeaderElect, "true"),
 		contract.Flag(contract.FlagLogLevel, string(logLevel)),
 	}
 	args = append(args, in.Entry.Args...)
+	args = append(args, globalRateLimitArgs(in)...)
 	return append(args, in.Spec.ExtraArgs...)
 }
 
@@ -227,6 +243,19 @@ func containerEnv(specEnv []corev1.EnvVar) []*corev1ac.EnvVarApplyConfiguration 
 		env = append(env, envVar(specEnv[i]))
 	}
 	return env
+}
+
+// containerPorts are the metrics and health ports, and the rate-limit
+// service's gRPC port.
+func containerPorts(in Input) []*corev1ac.ContainerPortApplyConfiguration {
+	ports := []*corev1ac.ContainerPortApplyConfiguration{
+		corev1ac.ContainerPort().WithName(MetricsPortName).WithContainerPort(contract.MetricsPort).WithProtocol(corev1.ProtocolTCP),
+		corev1ac.ContainerPort().WithName(HealthPortName).WithContainerPort(in.Entry.HealthPortOf()).WithProtocol(corev1.ProtocolTCP),
+	}
+	if servesGlobalRateLimits(in) {
+		ports = append(ports, corev1ac.ContainerPort().WithName(globallimit.GRPCPortName).WithContainerPort(globallimit.GRPCPort).WithProtocol(corev1.ProtocolTCP))
+	}
+	return ports
 }
 
 func probe(path string, initialDelay, period int32) *corev1ac.ProbeApplyConfiguration {
