@@ -29,6 +29,10 @@
 //     10s); specs cause faults and record how long each alert takes to fire
 //     and to resolve (_artifacts/alert-timings.md), and every metric the
 //     rules and the dashboard read must be among the series it scraped.
+//     Global rate limits run on real parts too: Debian's redis-server
+//     (hack/redis.sh) as a host process, Portico's rate-limit service as
+//     the operator runs it, and three replicas of the gateway stand-in that
+//     call it as Envoy's global rate limit filter would.
 //     The suite removes the node with everything it made (hack/node.sh
 //     down) and stops Traefik and Prometheus.
 //   - kind (`make test-e2e-kind`, needs Docker and kind): a kind cluster, the

@@ -86,14 +86,6 @@ func nodeAddress(ctx context.Context) string {
 	return ""
 }
 
-// freePort asks the kernel for a free TCP port.
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // deployRateLimitedGateway runs, in namespace ratelimits, the echo backend,
 // three gateway stand-ins that apply the global rate limits of the
 // EnvoyFilters reaching their pods, their Istio Gateway and an APIRule,
@@ -247,7 +239,7 @@ func globalRateLimitSpecs() {
 		out, err := framework.Run(ctx, root, "hack/redis.sh")
 		Expect(err).NotTo(HaveOccurred(), out)
 		binary := framework.LastLine(out)
-		port := freePort()
+		port := int(freePort())
 		buf := make([]byte, 16)
 		_, _ = rand.Read(buf)
 		password := hex.EncodeToString(buf)

@@ -31,6 +31,12 @@
 // credentialName names in the Gateway's namespace (Istio reads it from the
 // gateway pods' namespace, the same one here), re-read every --refresh. It
 // is not Envoy and enforces no AuthorizationPolicy or RequestAuthentication.
+// With --workload-namespace and --workload-labels it applies the global
+// rate limits of the EnvoyFilters that reach its pods as Envoy's global
+// rate limit filter would (ratelimit.go): descriptors from the filters'
+// rate limit actions, a call to the rate-limit service their cluster names,
+// 429 over the limit, the filter's failure mode when the service cannot
+// answer.
 // That is enough to prove that the Istio objects Portico's controllers write
 // route real traffic, over HTTPS with the certificate they chose.
 package main
