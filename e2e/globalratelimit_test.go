@@ -97,7 +97,7 @@ func deployRateLimitedGateway(ctx context.Context) []string {
 	createOrExisting(ctx, agentDeployment(rlNamespace, "echo", map[string]string{"app": "echo"}, "default", "backend", "--name", "echo"))
 	createOrExisting(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: rlNamespace},
-		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "echo"}, Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "echo"}, Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}},
 	})
 	createOrExisting(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "rl-gateway", Namespace: rlNamespace}})
 	createOrExisting(ctx, &rbacv1.ClusterRoleBinding{

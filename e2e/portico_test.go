@@ -281,7 +281,7 @@ var _ = Describe("Portico", Ordered, func() {
 			ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop"},
 			Spec: gatewayv1alpha1.RateLimitSpec{
 				TargetRef: gatewayv1alpha1.TargetReference{Kind: gatewayv1alpha1.TargetAPIRule, Name: "orders"},
-				Local: &gatewayv1alpha1.TokenBucket{MaxTokens: 100, TokensPerFill: 10, FillInterval: metav1.Duration{Duration: time.Second}},
+				Local:     &gatewayv1alpha1.TokenBucket{MaxTokens: 100, TokensPerFill: 10, FillInterval: metav1.Duration{Duration: time.Second}},
 			},
 		})).To(Succeed())
 		Eventually(func(g Gomega) {

@@ -306,7 +306,7 @@ func notReadyAlertSpecs() {
 			ObjectMeta: metav1.ObjectMeta{Name: "no-target", Namespace: "shop"},
 			Spec: gatewayv1alpha1.RateLimitSpec{
 				TargetRef: gatewayv1alpha1.TargetReference{Kind: gatewayv1alpha1.TargetAPIRule, Name: "no-such-apirule"},
-				Local: &gatewayv1alpha1.TokenBucket{MaxTokens: 10, TokensPerFill: 1, FillInterval: metav1.Duration{Duration: time.Second}},
+				Local:     &gatewayv1alpha1.TokenBucket{MaxTokens: 10, TokensPerFill: 1, FillInterval: metav1.Duration{Duration: time.Second}},
 			},
 		}
 		// An APIRule of another namespace for the host shop's orders holds
