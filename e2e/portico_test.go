@@ -163,7 +163,7 @@ var _ = Describe("Portico", Ordered, func() {
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kubernetes"}, &slice)).To(Succeed())
 		Expect(slice.Endpoints).NotTo(BeEmpty())
 		apiServer := slice.Endpoints[0].Addresses[0] + "/32"
-		for _, name := range controllerImages {
+		for _, name := range runningControllers {
 			Eventually(func(g Gomega) {
 				var p k8snetworkingv1.NetworkPolicy
 				g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &p)).To(Succeed())
@@ -179,7 +179,7 @@ var _ = Describe("Portico", Ordered, func() {
 		}
 		if target.RealPods() {
 			By("asking each controller pod's readiness endpoint, the one its probe uses")
-			for _, name := range controllerImages {
+			for _, name := range runningControllers {
 				Eventually(podProbe(ctx, name, "/readyz"), timeout, interval).Should(HaveEach(Equal("ok")), name)
 				Eventually(podProbe(ctx, name, "/healthz"), timeout, interval).Should(HaveEach(Equal("ok")), name)
 				for _, pod := range podsOf(ctx, name) {
@@ -216,7 +216,7 @@ var _ = Describe("Portico", Ordered, func() {
 			names = append(names, p.Labels["app.kubernetes.io/name"])
 			Expect(p.Status.Phase).To(Equal(corev1.PodRunning), p.Name)
 		}
-		Expect(names).To(ContainElements(append([]string{"portico-operator"}, controllerImages...)))
+		Expect(names).To(ContainElements(append([]string{"portico-operator"}, runningControllers...)))
 	})
 
 	It("turns an APIRule into Istio objects", func(ctx SpecContext) {
@@ -489,14 +489,14 @@ var _ = Describe("Portico", Ordered, func() {
 
 	It("removes every controller when the APIGateway is deleted, leaving users' objects", func(ctx SpecContext) {
 		Expect(k8sClient.Delete(ctx, &operatorv1alpha1.APIGateway{ObjectMeta: metav1.ObjectMeta{Name: "default"}})).To(Succeed())
-		for _, name := range controllerImages {
+		for _, name := range runningControllers {
 			Eventually(isGone(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}), timeout, interval).Should(BeTrue())
 		}
 		if target == framework.TargetLocal {
 			Eventually(hostlet.Running, timeout, interval).Should(BeEmpty(), "the hostlet stopped the controller processes")
 		}
 		if target.RealPods() {
-			for _, name := range controllerImages {
+			for _, name := range runningControllers {
 				Eventually(func() []corev1.Pod { return podsOf(ctx, name) }, timeout, interval).Should(BeEmpty(), "the pods of %s are gone", name)
 			}
 		}

@@ -264,7 +264,7 @@ func objectVersions(ctx context.Context) map[string]string {
 func rollTo(ctx context.Context, version, gatewayIP string, helmArgs ...string) {
 	operatorRef := releaseImage(version, "portico-operator")
 	want := map[string]string{}
-	for _, name := range controllerImages {
+	for _, name := range runningControllers {
 		want[name] = releaseImage(version, name)
 	}
 	before := objectVersions(ctx)
@@ -352,7 +352,7 @@ func rollTo(ctx context.Context, version, gatewayIP string, helmArgs ...string) 
 	// The watch may deliver the last status after the poll saw it.
 	Eventually(func(g Gomega) {
 		record()
-		g.Expect(phases).To(HaveLen(len(controllerImages)), "every controller rolled: %v", phases)
+		g.Expect(phases).To(HaveLen(len(runningControllers)), "every controller rolled: %v", phases)
 		for _, seen := range phases {
 			g.Expect(seen[len(seen)-1]).To(Equal(operatorv1alpha1.PhaseReady), "phases %v", phases)
 		}

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"slices"
 	"context"
 	"fmt"
 	"net"
@@ -69,6 +70,13 @@ var controllerImages = func() []string {
 	}
 	return names
 }()
+
+// runningControllers are the controllers that run with the APIGateway's
+// defaults: all but the rate-limit service, which runs only while
+// spec.rateLimits.global is set (globalratelimit_test.go).
+var runningControllers = slices.DeleteFunc(slices.Clone(controllerImages), func(name string) bool {
+	return name == contract.RateLimitService.Binary()
+})
 
 var (
 	target     framework.Target

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/globallimit"
 	"github.com/portico-dev/portico/test/testenv"
 )
 
@@ -50,6 +51,8 @@ func installControllerRBAC(ctx context.Context) error {
 	if err != nil || len(roles) == 0 {
 		return fmt.Errorf("no controller roles in %s: %v", dir, err)
 	}
+	// The rate-limit service's, named after its binary.
+	roles = append(roles, filepath.Join(dir, globallimit.ServiceName, "role.yaml"))
 	files := append([]string{filepath.Join(dir, "service_accounts.yaml")}, roles...)
 	files = append(files, filepath.Join(dir, "bindings.yaml"))
 	for _, file := range files {
