@@ -197,7 +197,7 @@ func rateLimit(ns, name string, kind gatewayv1alpha1.TargetKind, target string, 
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: gatewayv1alpha1.RateLimitSpec{
 			TargetRef: gatewayv1alpha1.TargetReference{Kind: kind, Name: target},
-			Local: &gatewayv1alpha1.TokenBucket{MaxTokens: maxTokens, TokensPerFill: 1, FillInterval: metav1.Duration{Duration: time.Second}},
+			Local:     &gatewayv1alpha1.TokenBucket{MaxTokens: maxTokens, TokensPerFill: 1, FillInterval: metav1.Duration{Duration: time.Second}},
 		},
 	}
 }

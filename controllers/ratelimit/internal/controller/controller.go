@@ -159,54 +159,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 		wantedConfigs[globallimit.ConfigMapName(c.Namespace)] = true
 	}
 	inParallel(ctx, tenantsOf(out.EnvoyFilters, limits, out.GlobalConfigs), tenantWriters, func(t *tenant) {
-		failed := map[string]error{}
-		if t.config != nil {
-			// Before the filters: the service knows a limit before the
-			// gateways count requests against it.
-			if err := r.writeGlobalConfig(ctx, *t.config, liveConfigs); err != nil {
-				for _, ef := range t.filters {
-					failed[ef.Namespace+"/"+ef.Name] = err
-				}
-				if !errors.Is(err, errOverBudget) { // that lasts until the RateLimits change
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		}
-		for _, ef := range t.filters {
-			if failed[ef.Namespace+"/"+ef.Name] != nil {
-				continue
-			}
-			key := ef.Namespace + "/" + ef.Name
-			err := topology.CheckSize(ef)
-			if err != nil {
-				// Not retried with backoff: it lasts until the RateLimits or
-				// their targets change, which reconciles again. The live
-				// version, if any, is kept.
-				ctrl.LoggerFrom(ctx).Info("EnvoyFilter over its size budget; not written", "envoyfilter", key, "error", err.Error())
-				failed[key] = err
-				continue
-			}
-			if err = r.apply(ctx, ef, live[key]); err == nil {
-				continue
-			}
-			failed[key] = err
-			mu.Lock()
-			if errors.Is(err, errForeign) {
-				// Not an error to retry with backoff: it lasts until someone
-				// removes or renames that object.
-				result.RequeueAfter = foreignRecheck
-				ctrl.LoggerFrom(ctx).Info("EnvoyFilter name taken by an object the controller does not manage; left untouched", "envoyfilter", key)
-			} else {
-				errs = append(errs, err)
-			}
-			mu.Unlock()
-		}
-		err := r.writeStatuses(ctx, t.limits, out.Verdicts, failed)
+		tenantErrs, foreign := r.writeTenant(ctx, t, live, liveConfigs, out.Verdicts)
 		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
+		defer mu.Unlock()
+		errs = append(errs, tenantErrs...)
+		if foreign {
+			result.RequeueAfter = foreignRecheck
+		}
 	})
 	for key, ef := range live {
 		if wanted[key] || !ef.DeletionTimestamp.IsZero() {
@@ -228,6 +187,54 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 	}
 
 	return result, errors.Join(errs...)
+}
+
+// writeTenant writes one tenant's work: its limits in the rate-limit
+// service's feed, then its filters, then its RateLimits' statuses, which
+// report whether those were written. It returns the errors to retry, and
+// whether an object the controller does not manage holds a filter's name
+// (not retried with backoff: it lasts until someone removes or renames it).
+func (r *Reconciler) writeTenant(ctx context.Context, t *tenant, live map[string]*networkingv1alpha3.EnvoyFilter,
+	liveConfigs map[string]*corev1.ConfigMap, verdicts map[types.NamespacedName]topology.Verdict) (errs []error, foreign bool) {
+	failed := map[string]error{}
+	if t.config != nil {
+		// Before the filters: the service knows a limit before the gateways
+		// count requests against it.
+		if err := r.writeGlobalConfig(ctx, *t.config, liveConfigs); err != nil {
+			for _, ef := range t.filters {
+				failed[ef.Namespace+"/"+ef.Name] = err
+			}
+			if !errors.Is(err, errOverBudget) { // that lasts until the RateLimits change
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, ef := range t.filters {
+		key := ef.Namespace + "/" + ef.Name
+		if failed[key] != nil {
+			continue
+		}
+		if err := topology.CheckSize(ef); err != nil {
+			// Not retried with backoff: it lasts until the RateLimits or
+			// their targets change, which reconciles again. The live
+			// version, if any, is kept.
+			ctrl.LoggerFrom(ctx).Info("EnvoyFilter over its size budget; not written", "envoyfilter", key, "error", err.Error())
+			failed[key] = err
+			continue
+		}
+		err := r.apply(ctx, ef, live[key])
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, errForeign):
+			foreign = true
+			ctrl.LoggerFrom(ctx).Info("EnvoyFilter name taken by an object the controller does not manage; left untouched", "envoyfilter", key)
+		default:
+			errs = append(errs, err)
+		}
+		failed[key] = err
+	}
+	return append(errs, r.writeStatuses(ctx, t.limits, verdicts, failed)), foreign
 }
 
 // tenant is the work of one RateLimit namespace: the EnvoyFilters that
