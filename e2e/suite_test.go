@@ -3,12 +3,12 @@
 package e2e
 
 import (
-	"slices"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"

@@ -179,7 +179,7 @@ func createWorkload(t *testing.T, ctx context.Context) (rules, limits []client.O
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api-0"},
 			Spec: gatewayv1alpha1.RateLimitSpec{
 				TargetRef: gatewayv1alpha1.TargetReference{Kind: gatewayv1alpha1.TargetAPIRule, Name: "api-0"},
-				Local: &gatewayv1alpha1.TokenBucket{MaxTokens: 10, TokensPerFill: 1, FillInterval: metav1.Duration{Duration: time.Second}},
+				Local:     &gatewayv1alpha1.TokenBucket{MaxTokens: 10, TokensPerFill: 1, FillInterval: metav1.Duration{Duration: time.Second}},
 			},
 		})
 		limits = append(limits, client.ObjectKey{Namespace: ns, Name: "api-0"})

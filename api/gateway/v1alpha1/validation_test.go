@@ -391,7 +391,7 @@ func validLimit() *gatewayv1alpha1.RateLimit {
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "limit-", Namespace: ns},
 		Spec: gatewayv1alpha1.RateLimitSpec{
 			TargetRef: gatewayv1alpha1.TargetReference{Kind: gatewayv1alpha1.TargetAPIRule, Name: "orders"},
-			Local: &gatewayv1alpha1.TokenBucket{MaxTokens: 100, TokensPerFill: 10, FillInterval: metav1.Duration{Duration: time.Second}},
+			Local:     &gatewayv1alpha1.TokenBucket{MaxTokens: 100, TokensPerFill: 10, FillInterval: metav1.Duration{Duration: time.Second}},
 		},
 	}
 }

@@ -354,7 +354,7 @@ func fairRateLimit(ns, team string, i int, target string) *gatewayv1alpha1.RateL
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-rl-%04d", team, i), Labels: benchLabels()},
 		Spec: gatewayv1alpha1.RateLimitSpec{
 			TargetRef: gatewayv1alpha1.TargetReference{Kind: gatewayv1alpha1.TargetAPIRule, Name: target},
-			Local: &gatewayv1alpha1.TokenBucket{MaxTokens: 100, TokensPerFill: 10, FillInterval: metav1.Duration{Duration: time.Second}},
+			Local:     &gatewayv1alpha1.TokenBucket{MaxTokens: 100, TokensPerFill: 10, FillInterval: metav1.Duration{Duration: time.Second}},
 		},
 	}
 }

@@ -57,6 +57,8 @@ func OfJWT(j *porticov1alpha1.JWTAuthentication) JWT {
 	return a
 }
 
+// NewAlternative is one way to satisfy a rule's JWT access: the scopes and
+// audiences a token must carry, as sorted sets.
 func NewAlternative(scopes, audiences []string) Alternative {
 	return Alternative{Scopes: sortedSet(scopes), Audiences: sortedSet(audiences)}
 }

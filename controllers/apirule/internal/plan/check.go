@@ -194,6 +194,8 @@ func methodsOverlap(a, b []porticov1alpha1.HTTPMethod) bool {
 	return false
 }
 
+// SameAuthentication reports whether two rules demand the same
+// access of a caller: the same external authorizer and the same access.
 func SameAuthentication(a, b *Rule) bool {
 	if a.Authorizer != b.Authorizer {
 		return false
