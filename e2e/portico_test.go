@@ -465,7 +465,7 @@ var _ = Describe("Portico", Ordered, func() {
 		Eventually(func(g Gomega) {
 			st := gatewayStatus(g)
 			g.Expect(st.State).To(Equal(operatorv1alpha1.StateReady))
-			for _, c := range st.Controllers {
+			for _, c := range slices.Collect(filterStatus(st.Controllers)) {
 				g.Expect(c.Image).To(Equal(releaseImage(releaseV1, string(c.Name)+"-controller")))
 				g.Expect(c.ImageID).To(HaveSuffix("@" + digestOf(c.Image)))
 			}

@@ -284,7 +284,7 @@ func rollTo(ctx context.Context, version, gatewayIP string, helmArgs ...string) 
 				if !ok {
 					continue
 				}
-				for _, c := range gw.Status.Controllers {
+				for c := range filterStatus(gw.Status.Controllers) {
 					if c.Image != want[string(c.Name)+"-controller"] {
 						continue
 					}
@@ -310,7 +310,7 @@ func rollTo(ctx context.Context, version, gatewayIP string, helmArgs ...string) 
 		g.Expect(deployment(g, "portico-operator").Spec.Template.Spec.Containers[0].Image).To(Equal(operatorRef))
 		st := gatewayStatus(g)
 		g.Expect(st.State).To(Equal(operatorv1alpha1.StateReady))
-		for _, c := range st.Controllers {
+		for c := range filterStatus(st.Controllers) {
 			g.Expect(c.Image).To(Equal(want[string(c.Name)+"-controller"]), string(c.Name))
 			g.Expect(c.ImageID).To(HaveSuffix("@"+digestOf(want[string(c.Name)+"-controller"])), "%s runs the release's image", string(c.Name))
 			g.Expect(c.Phase).To(Equal(operatorv1alpha1.PhaseReady))

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"iter"
 	"net"
 	"os"
 	"path/filepath"
@@ -77,6 +78,25 @@ var controllerImages = func() []string {
 var runningControllers = slices.DeleteFunc(slices.Clone(controllerImages), func(name string) bool {
 	return name == contract.RateLimitService.Binary()
 })
+
+// runsByDefault tells the status entries of the controllers that run with
+// the APIGateway's defaults (runningControllers) from the rate-limit
+// service's, which is Disabled (NotConfigured) until global limits are set.
+func runsByDefault(c operatorv1alpha1.ControllerStatus) bool {
+	return c.Name != operatorv1alpha1.ControllerRateLimitService
+}
+
+// filterStatus yields the status entries of the controllers that run by
+// default.
+func filterStatus(controllers []operatorv1alpha1.ControllerStatus) iter.Seq[operatorv1alpha1.ControllerStatus] {
+	return func(yield func(operatorv1alpha1.ControllerStatus) bool) {
+		for _, c := range controllers {
+			if runsByDefault(c) && !yield(c) {
+				return
+			}
+		}
+	}
+}
 
 var (
 	target     framework.Target
