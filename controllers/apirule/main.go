@@ -32,7 +32,7 @@ func main() {
 		Contract: contract.APIRule,
 		Short:    "Exposes Services through Istio according to APIRules",
 		Cache: func(opts *cache.Options, env runner.Environment) {
-			controller.ConfigureCache(opts, env.HasOptional(contract.ServiceEntries), env.HasOptional(contract.WorkloadEntries), gatewayAPI(env))
+			controller.ConfigureCache(opts, controller.InstalledIn(env))
 		},
 		AddToScheme: []func(*runtime.Scheme) error{
 			porticov1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme, discoveryv1.AddToScheme,
@@ -40,19 +40,11 @@ func main() {
 		},
 		Setup: func(mgr ctrl.Manager, env runner.Environment) error {
 			r := &controller.Reconciler{
-				Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(controller.FieldManager), CheckGateways: env.HasOptional(contract.IstioGateways), CheckServiceEntries: env.HasOptional(contract.ServiceEntries),
-				CheckWorkloadEntries: env.HasOptional(contract.WorkloadEntries), ReadGrants: env.HasOptional(contract.APIGateways),
-				GatewayAPI: gatewayAPI(env), CheckGatewayAPIGateways: env.HasOptional(contract.GatewayAPIGateways),
+				Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(controller.FieldManager), Installed: controller.InstalledIn(env),
 			}
 			return r.SetupWithManager(context.Background(), mgr)
 		},
 		// Disabled or removed: APIRules must stay deletable.
 		Retire: controller.Retire,
 	})
-}
-
-// gatewayAPI reports whether HTTPRoute mode works: the HTTPRoutes it
-// writes and the ReferenceGrants it reads are there.
-func gatewayAPI(env runner.Environment) bool {
-	return env.HasOptional(contract.HTTPRoutes) && env.HasOptional(contract.ReferenceGrants)
 }

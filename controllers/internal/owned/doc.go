@@ -15,6 +15,14 @@
 // beyond the one write per object (and a read when a create meets an
 // object or a tombstone).
 //
+// Apply mode (Writer.Apply) is the ratelimit controller's: every write is
+// a server-side apply of the whole desired object with forced ownership of
+// its fields, a name the cache does not show is read past the cache
+// (metadata only) before an apply could take it over, and an apply over an
+// object carries its UID. The operator's own applies (Deployments and their
+// companions, with managedFields comparison) stay in the operator, which
+// this package's import path does not reach.
+//
 // It does not decide what is desired, reports no status and holds no
 // watch: the controllers keep those, and their own event filters (through
 // Observer).

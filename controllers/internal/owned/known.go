@@ -1,9 +1,13 @@
 package owned
 
 import (
+	"maps"
+
 	"google.golang.org/protobuf/proto"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	corev1 "k8s.io/api/core/v1"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -24,6 +28,12 @@ var (
 	GatewayAPIGateways = Struct("Gateway API Gateway", func(o *gwapiv1.Gateway) *gwapiv1.GatewaySpec { return &o.Spec },
 		func(dst, src *gwapiv1.Gateway) { dst.Spec = *src.Spec.DeepCopy() },
 		func(l *gwapiv1.GatewayList) []*gwapiv1.Gateway { return pointers(l.Items) })
+	EnvoyFilters = Proto("EnvoyFilter", func(o *networkingv1alpha3.EnvoyFilter) proto.Message { return &o.Spec },
+		func(l *networkingv1alpha3.EnvoyFilterList) []*networkingv1alpha3.EnvoyFilter { return l.Items })
+	// ConfigMaps' "spec" is their data (binaryData is not written).
+	ConfigMaps = Struct("ConfigMap", func(o *corev1.ConfigMap) *map[string]string { return &o.Data },
+		func(dst, src *corev1.ConfigMap) { dst.Data = maps.Clone(src.Data) },
+		func(l *corev1.ConfigMapList) []*corev1.ConfigMap { return pointers(l.Items) })
 )
 
 // pointers points at the items of a list whose items are values.

@@ -2,12 +2,15 @@ package owned
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,6 +61,16 @@ type Writer struct {
 	Written func(obj client.Object, kind, operation string)
 	// Deleted are the objects the Writer deleted, for a while.
 	Deleted Tombstones
+	// Apply makes every create and update a server-side apply, as
+	// FieldOwner (required) with forced ownership of the fields sent: for
+	// objects whose fields others may own beside the controller, and
+	// whose whole desired state is re-sent on every change. An apply would
+	// take over an object of someone else's, so a name the cache does not
+	// show is first read past the cache (its metadata only) and left alone
+	// unless owns proves it the owner's; and an apply over an object
+	// carries that object's UID, so it fails rather than take over an
+	// object that replaced it meanwhile.
+	Apply bool
 }
 
 func (w *Writer) writeOptions() []client.CreateOption {
@@ -115,6 +128,9 @@ func (w *Writer) Write(ctx context.Context, owns Owns, desired, live client.Obje
 		return nil, "", w.Update(ctx, desired, live)
 	}
 	kind, key := w.Kinds.Name(desired), client.ObjectKeyFromObject(desired)
+	if w.Apply {
+		return w.applyNew(ctx, owns, desired)
+	}
 	obj := desired.DeepCopyObject().(client.Object)
 	w.begin(obj)
 	err := w.Client.Create(ctx, obj, w.writeOptions()...)
@@ -150,6 +166,9 @@ func (w *Writer) Update(ctx context.Context, desired, live client.Object) error 
 	}
 	if UpToDate(kind, desired, live) {
 		return nil
+	}
+	if w.Apply {
+		return w.apply(ctx, desired, live.GetUID(), Update)
 	}
 	updated := live.DeepCopyObject().(client.Object)
 	labels := updated.GetLabels()
@@ -242,6 +261,64 @@ func (w *Writer) Remove(ctx context.Context, owns Owns, obj client.Object, key c
 	}
 	_, err := w.Delete(ctx, owns, []client.Object{obj}, nil)
 	return err
+}
+
+// applyNew applies desired, which the cache does not show: after a read
+// past the cache of its name (metadata only), which must be free or the
+// owner's.
+func (w *Writer) applyNew(ctx context.Context, owns Owns, desired client.Object) (client.Object, string, error) {
+	kind, key := w.Kinds.Name(desired), client.ObjectKeyFromObject(desired)
+	gvk, err := w.Client.GroupVersionKindFor(desired)
+	if err != nil {
+		return nil, "", fmt.Errorf("apply %s %s: %w", kind, key, err)
+	}
+	existing := &metav1.PartialObjectMetadata{}
+	existing.SetGroupVersionKind(gvk)
+	err = w.Reader.Get(ctx, key, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, "", w.apply(ctx, desired, "", Create)
+	case err != nil:
+		return nil, "", fmt.Errorf("read %s %s: %w", kind, key, err)
+	case !owns(existing):
+		return nil, fmt.Sprintf("%s %s exists", kind, key), nil
+	}
+	return nil, "", w.apply(ctx, desired, existing.GetUID(), Update)
+}
+
+// apply server-side applies desired (over the object of that UID, when
+// uid is set) and reports the write as operation.
+func (w *Writer) apply(ctx context.Context, desired client.Object, uid types.UID, operation string) error {
+	kind, key := w.Kinds.Name(desired), client.ObjectKeyFromObject(desired)
+	gvk, err := w.Client.GroupVersionKindFor(desired)
+	if err != nil {
+		return fmt.Errorf("apply %s %s: %w", kind, key, err)
+	}
+	raw, err := json.Marshal(desired)
+	if err != nil {
+		return fmt.Errorf("encode %s %s: %w", kind, key, err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal(raw, &u.Object); err != nil {
+		return fmt.Errorf("convert %s %s: %w", kind, key, err)
+	}
+	// Typed Istio objects have no apply configurations, so the object goes
+	// through its own JSON (which the proto messages marshal faithfully).
+	// Status is a subresource; the server's own fields are not sent.
+	unstructured.RemoveNestedField(u.Object, "status")
+	u.SetGroupVersionKind(gvk)
+	u.SetResourceVersion("")
+	u.SetManagedFields(nil)
+	u.SetCreationTimestamp(metav1.Time{})
+	u.SetUID(uid)
+	w.begin(desired)
+	err = w.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(w.FieldOwner), client.ForceOwnership)
+	w.end(desired, err == nil)
+	if err != nil {
+		return fmt.Errorf("apply %s %s: %w", kind, key, err)
+	}
+	w.written(ctx, desired, operation, "Applied")
+	return nil
 }
 
 func (w *Writer) begin(obj client.Object) {

@@ -17,16 +17,8 @@ import (
 	"github.com/portico-dev/portico/controllers/internal/owned"
 )
 
-// configMaps is a kind whose "spec" is its data, for the tests.
-var configMaps = owned.Table{owned.Struct("ConfigMap", func(o *corev1.ConfigMap) *map[string]string { return &o.Data },
-	func(dst, src *corev1.ConfigMap) { dst.Data = src.DeepCopy().Data },
-	func(l *corev1.ConfigMapList) []*corev1.ConfigMap {
-		out := make([]*corev1.ConfigMap, len(l.Items))
-		for i := range l.Items {
-			out[i] = &l.Items[i]
-		}
-		return out
-	})}
+// configMaps is the table of the tests.
+var configMaps = owned.Table{owned.ConfigMaps}
 
 var owner = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "owner", UID: "owner-uid"}}
 
@@ -61,6 +53,10 @@ func writer(t *testing.T, objs ...client.Object) (*owned.Writer, *int) {
 		Delete: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.DeleteOption) error {
 			count()
 			return c.Delete(ctx, o, opts...)
+		},
+		Apply: func(ctx context.Context, c client.WithWatch, o runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			count()
+			return c.Apply(ctx, o, opts...)
 		},
 	}).Build()
 	return &owned.Writer{Client: c, Reader: c, Kinds: configMaps}, &writes
@@ -106,6 +102,49 @@ func TestWriteCreatesUpdatesAndRefuses(t *testing.T) {
 			if tc.wantKeptLabel {
 				g.Expect(got.Labels).To(HaveKeyWithValue("theirs", "kept"), "others' labels stay")
 			}
+		})
+	}
+}
+
+func TestApplyCreatesUpdatesAndRefuses(t *testing.T) {
+	ctx := context.Background()
+	owns := func(o client.Object) bool { return o.GetLabels()["managed"] == "yes" }
+	for name, tc := range map[string]struct {
+		existing     *corev1.ConfigMap
+		live         bool // the caller passes the existing object as live
+		wantConflict bool
+		wantWrites   int
+		wantData     string
+	}{
+		"missing: one apply":                            {wantWrites: 1, wantData: "new"},
+		"the owner's, up to date: no request":           {existing: configMap("cm", false, "new"), live: true, wantData: "new"},
+		"the owner's, different: one apply":             {existing: configMap("cm", false, "old"), live: true, wantWrites: 1, wantData: "new"},
+		"unseen by the cache, the owner's: one apply":   {existing: configMap("cm", false, "old"), wantWrites: 1, wantData: "new"},
+		"another's, unseen: a conflict, never an apply": {existing: configMap("cm", false, "old"), wantConflict: true, wantData: "old"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			var objs []client.Object
+			var live client.Object
+			if tc.existing != nil {
+				if tc.wantConflict {
+					tc.existing.Labels = map[string]string{"theirs": "kept"}
+				}
+				objs = append(objs, tc.existing)
+			}
+			w, writes := writer(t, objs...)
+			w.Apply, w.FieldOwner = true, "test"
+			if tc.live {
+				live = &corev1.ConfigMap{}
+				g.Expect(w.Reader.Get(ctx, client.ObjectKeyFromObject(tc.existing), live)).To(Succeed())
+			}
+			_, conflict, err := w.Write(ctx, owns, configMap("cm", false, "new"), live)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(conflict != "").To(Equal(tc.wantConflict), conflict)
+			g.Expect(*writes).To(Equal(tc.wantWrites))
+			got := &corev1.ConfigMap{}
+			g.Expect(w.Reader.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "cm"}, got)).To(Succeed())
+			g.Expect(got.Data["k"]).To(Equal(tc.wantData))
 		})
 	}
 }

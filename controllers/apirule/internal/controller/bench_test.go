@@ -187,8 +187,8 @@ func benchWorld(b *testing.B, n int, httpRoute bool) (*Reconciler, []ctrl.Reques
 			b.Fatal(err)
 		}
 	}
-	r := &Reconciler{CheckGateways: true, CheckServiceEntries: true, CheckWorkloadEntries: true,
-		GatewayAPI: httpRoute, CheckGatewayAPIGateways: httpRoute}
+	r := &Reconciler{Installed: Installed{IstioGateways: true, ServiceEntries: true, WorkloadEntries: true,
+		HTTPRoutes: httpRoute, GatewayAPIGateways: httpRoute}}
 	objs := []client.Object{&networkingv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "public", Namespace: "istio-system"},
 		Spec: networkingv1alpha3.Gateway{Selector: map[string]string{"istio": "ingressgateway"}}}}
 	if httpRoute {

@@ -76,28 +76,8 @@ type Reconciler struct {
 	// controller labelled: it finds other objects that hold a name the
 	// controller needs, and objects the cache has not seen yet.
 	Reader client.Reader
-	// CheckGateways verifies that the Istio Gateway of the APIRule (the one
-	// it names, or the default gateway) exists; only possible while Istio's
-	// Gateway CRD is installed.
-	CheckGateways bool
-	// CheckServiceEntries refuses backends whose host a ServiceEntry also
-	// declares; only possible while Istio's ServiceEntry CRD is installed.
-	CheckServiceEntries bool
-	// CheckWorkloadEntries refuses backends whose selector picks
-	// WorkloadEntries; only possible while their CRD is installed.
-	CheckWorkloadEntries bool
-	// ReadGrants reads the APIGateway: its wildcard host grants and its
-	// default gateway, which APIRules that name no gateway use. Only
-	// possible while its CRD is installed (else no wildcard is granted and
-	// there is no default gateway).
-	ReadGrants bool
-	// GatewayAPI enables HTTPRoute mode: the Gateway API's HTTPRoute and
-	// ReferenceGrant CRDs are installed. Without them an APIRule naming a
-	// Gateway API Gateway waits (reason GatewayAPINotInstalled).
-	GatewayAPI bool
-	// CheckGatewayAPIGateways verifies that the Gateway API Gateway an
-	// APIRule names exists; only possible while its CRD is installed.
-	CheckGatewayAPIGateways bool
+	// Installed is which optional CRDs the controller can use.
+	Installed Installed
 	// Recorder reports objects that only look like the controller's
 	// (EventLookAlikeIgnored); nil records nothing.
 	Recorder events.EventRecorder
@@ -160,7 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		parent = nil
 		return r.refuse(ctx, rule, reason, msg)
 	}
-	if parent != nil && !r.GatewayAPI {
+	if parent != nil && !r.Installed.HTTPRoutes {
 		setReady(rule, metav1.ConditionFalse, porticov1alpha1.ReasonGatewayAPINotInstalled, fmt.Sprintf(
 			"the APIRule's gateway is a Gateway API Gateway (its spec.parentRef, or the default gateway), but the Gateway API's CRDs %s and %s are not installed; it is applied once they are, its objects are left unchanged",
 			contract.HTTPRoutes, contract.ReferenceGrants))
@@ -374,7 +354,7 @@ func (r *Reconciler) checkReferences(ctx context.Context, rule *porticov1alpha1.
 		}
 		return selectors, "", ""
 	}
-	if r.CheckGateways {
+	if r.Installed.IstioGateways {
 		ns, name := splitGateway(gateway)
 		gw := &metav1.PartialObjectMetadata{}
 		gw.SetGroupVersionKind(networkingv1.SchemeGroupVersion.WithKind("Gateway"))
@@ -692,7 +672,7 @@ var istioKinds = written[:3]
 // listed is the kinds the controller looks for its objects in: HTTPRoutes
 // only while the Gateway API is installed.
 func (r *Reconciler) listed() owned.Table {
-	if r.GatewayAPI {
+	if r.Installed.HTTPRoutes {
 		return written
 	}
 	return istioKinds

@@ -71,7 +71,7 @@ func startController(ctx context.Context, env *testenv.Env) error {
 		return err
 	}
 	cacheOpts := cache.Options{}
-	ConfigureCache(&cacheOpts, true, true, true)
+	ConfigureCache(&cacheOpts, AllInstalled())
 	mgr, err := ctrl.NewManager(countedConfig(env.Config), ctrl.Options{
 		Scheme:                 env.Scheme,
 		Cache:                  cacheOpts,
@@ -82,8 +82,8 @@ func startController(ctx context.Context, env *testenv.Env) error {
 	if err != nil {
 		return err
 	}
-	if err := (&Reconciler{Client: mgr.GetClient(), CheckGateways: true, CheckServiceEntries: true, CheckWorkloadEntries: true, ReadGrants: true,
-		GatewayAPI: true, CheckGatewayAPIGateways: true, Recorder: mgr.GetEventRecorder(FieldManager)}).SetupWithManager(ctx, mgr); err != nil {
+	if err := (&Reconciler{Client: mgr.GetClient(), Installed: AllInstalled(),
+		Recorder: mgr.GetEventRecorder(FieldManager)}).SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
 	go func() { _ = mgr.Start(ctx) }()

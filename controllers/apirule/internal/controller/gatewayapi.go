@@ -68,7 +68,7 @@ func referenceGranted(grants []gwapiv1beta1.ReferenceGrant, from, service string
 // checkParent returns GatewayNotFound when the Gateway API Gateway the
 // APIRule names does not exist (when its CRD is there to say so).
 func (r *Reconciler) checkParent(ctx context.Context, parent *porticov1alpha1.ParentReference) (string, string) {
-	if !r.CheckGatewayAPIGateways {
+	if !r.Installed.GatewayAPIGateways {
 		return "", ""
 	}
 	gw := &metav1.PartialObjectMetadata{}

@@ -65,7 +65,7 @@ const (
 // ConfigureCache narrows what the controller caches: of the Istio kinds it
 // writes, only the objects it labelled. Others' objects are read past the
 // cache, only when they hold a name the controller needs.
-func ConfigureCache(opts *cache.Options, serviceEntries, workloadEntries, gatewayAPI bool) {
+func ConfigureCache(opts *cache.Options, installed Installed) {
 	if opts.ByObject == nil {
 		opts.ByObject = map[client.Object]cache.ByObject{}
 	}
@@ -75,13 +75,13 @@ func ConfigureCache(opts *cache.Options, serviceEntries, workloadEntries, gatewa
 	}
 	opts.ByObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Transform: stripEndpointSlice}
 	opts.ByObject[&corev1.Service{}] = cache.ByObject{Transform: stripService}
-	if serviceEntries {
+	if installed.ServiceEntries {
 		opts.ByObject[&networkingv1.ServiceEntry{}] = cache.ByObject{Transform: stripServiceEntry}
 	}
-	if workloadEntries {
+	if installed.WorkloadEntries {
 		opts.ByObject[&networkingv1.WorkloadEntry{}] = cache.ByObject{Transform: stripWorkloadEntry}
 	}
-	if gatewayAPI {
+	if installed.HTTPRoutes {
 		// Every HTTPRoute, as others' routes may share an APIRule's host
 		// on its Gateway (HostShared); of those, only what that check reads.
 		opts.ByObject[&gwapiv1.HTTPRoute{}] = cache.ByObject{Transform: stripForeignRoute}
@@ -200,7 +200,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if r.latency == nil {
 		r.latency = metrics.NewSpecToReady(kindAPIRule)
 	}
-	m := mapper{c: mgr.GetClient(), readGrants: r.ReadGrants}
+	m := mapper{c: mgr.GetClient(), readGrants: r.Installed.APIGateways}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("apirule").
 		// APIRules are independent and a reconcile mostly waits for the API
@@ -223,7 +223,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Watches(&securityv1.RequestAuthentication{}, r.written.exceptOwner(handler.EnqueueRequestsFromMapFunc(m.policyEvents))).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(m.byIndex(serviceIndex))).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(m.endpoints))
-	if r.ReadGrants {
+	if r.Installed.APIGateways {
 		// Its spec matters, and of its status only which default gateway
 		// the gateway controller keeps (APIGateway.DefaultGateway): the rest
 		// of the status changes nothing for APIRules.
@@ -237,13 +237,13 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 			}},
 		)))
 	}
-	if r.GatewayAPI {
+	if r.Installed.HTTPRoutes {
 		// The route's status is the Gateway's answer (readiness); a grant
 		// concerns the APIRules routing into its namespace.
 		b = b.Watches(&gwapiv1.HTTPRoute{}, r.written.exceptOwner(routeEvents(m))).
 			Watches(&gwapiv1beta1.ReferenceGrant{}, handler.EnqueueRequestsFromMapFunc(m.byNamespaceIndex(backendNamespaceIndex)))
 	}
-	if r.CheckGatewayAPIGateways {
+	if r.Installed.GatewayAPIGateways {
 		gw := &metav1.PartialObjectMetadata{}
 		gw.SetGroupVersionKind(schema.GroupVersionKind{Group: gwapiv1.GroupName, Version: "v1", Kind: "Gateway"})
 		b = b.Watches(gw, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
@@ -255,7 +255,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 			return reqs
 		}))
 	}
-	if r.CheckGateways {
+	if r.Installed.IstioGateways {
 		// A Gateway that appears ends a GatewayNotFound (the default
 		// gateway's, above all, which its controller may create after the
 		// APIRules); one that goes makes its APIRules report it.
@@ -265,10 +265,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	// Tenants write ServiceEntries and WorkloadEntries: each maps to the
 	// APIRules of the Services it may alias, never to every APIRule.
-	if r.CheckServiceEntries {
+	if r.Installed.ServiceEntries {
 		b = b.Watches(&networkingv1.ServiceEntry{}, handler.EnqueueRequestsFromMapFunc(m.serviceEntries))
 	}
-	if r.CheckWorkloadEntries {
+	if r.Installed.WorkloadEntries {
 		b = b.Watches(&networkingv1.WorkloadEntry{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return m.backendsIn(ctx, o.GetNamespace())
 		}))
@@ -359,10 +359,10 @@ func (r *Reconciler) indexes() []fieldIndex {
 	for _, k := range r.listed() {
 		out = append(out, fieldIndex{k.New(), ownerIndex, ownerKey})
 	}
-	if r.CheckServiceEntries {
+	if r.Installed.ServiceEntries {
 		out = append(out, fieldIndex{&networkingv1.ServiceEntry{}, serviceEntryHostIndex, serviceEntryHostKeys})
 	}
-	if r.GatewayAPI {
+	if r.Installed.HTTPRoutes {
 		out = append(out, fieldIndex{&gwapiv1.HTTPRoute{}, routeHostIndex, routeHostKeys})
 	}
 	return out
@@ -446,7 +446,7 @@ func properSuffixes(host string) []string {
 type mapper struct {
 	c client.Client
 	// readGrants: the APIGateway, which names the default gateway, is
-	// read (Reconciler.ReadGrants).
+	// read (Reconciler.Installed.APIGateways).
 	readGrants bool
 }
 

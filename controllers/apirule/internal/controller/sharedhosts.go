@@ -32,7 +32,7 @@ const maxSharedRoutesNamed = 5
 // route of a host, so the condition tells the APIRule's owner. Routes of
 // other namespaces are not named.
 func (r *Reconciler) setHostShared(ctx context.Context, rule *porticov1alpha1.APIRule, parent *porticov1alpha1.ParentReference) error {
-	if parent == nil || !r.GatewayAPI {
+	if parent == nil || !r.Installed.HTTPRoutes {
 		meta.RemoveStatusCondition(&rule.Status.Conditions, porticov1alpha1.ConditionHostShared)
 		return nil
 	}

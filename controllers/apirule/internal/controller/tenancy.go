@@ -140,7 +140,7 @@ func reservedHost(rule *porticov1alpha1.APIRule, gw *operatorv1alpha1.APIGateway
 // apiGateway reads what the cluster administrator configured: the
 // APIGateway, or nil without one (or when grants are not read).
 func (r *Reconciler) apiGateway(ctx context.Context) (*operatorv1alpha1.APIGateway, error) {
-	if !r.ReadGrants {
+	if !r.Installed.APIGateways {
 		return nil, nil
 	}
 	gw := &operatorv1alpha1.APIGateway{}
@@ -249,7 +249,7 @@ func (r *Reconciler) aliasOf(ctx context.Context, svc *corev1.Service) (string, 
 			}
 		}
 	}
-	if r.CheckWorkloadEntries {
+	if r.Installed.WorkloadEntries {
 		// Istio also sends a Service's traffic to the WorkloadEntries of its
 		// namespace that its selector picks: addresses anyone may write there.
 		var workloads networkingv1.WorkloadEntryList
@@ -260,7 +260,7 @@ func (r *Reconciler) aliasOf(ctx context.Context, svc *corev1.Service) (string, 
 			return "selects WorkloadEntry " + workloads.Items[0].Name + " (an address that is not a pod)", nil
 		}
 	}
-	if !r.CheckServiceEntries {
+	if !r.Installed.ServiceEntries {
 		return "", nil
 	}
 	// The host index narrows the ServiceEntries to those with one of the

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
@@ -37,16 +36,13 @@ import (
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/internal/fairqueue"
 	"github.com/portico-dev/portico/controllers/internal/metrics"
-	"github.com/portico-dev/portico/controllers/internal/ssa"
+	"github.com/portico-dev/portico/controllers/internal/owned"
 	"github.com/portico-dev/portico/controllers/ratelimit/internal/topology"
 	"github.com/portico-dev/portico/internal/globallimit"
 )
 
 // FieldManager is the ratelimit controller's server-side apply identity.
 const FieldManager = "ratelimit-controller"
-
-// kindEnvoyFilter is the kind the controller writes.
-const kindEnvoyFilter = "EnvoyFilter"
 
 // +kubebuilder:rbac:groups=gateway.portico.dev,resources=ratelimits,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.portico.dev,resources=ratelimits/status,verbs=get;update;patch
@@ -108,6 +104,9 @@ type Reconciler struct {
 	// latency times each RateLimit generation from its first sighting to
 	// Ready (portico_spec_to_ready_seconds); nil until SetupWithManager.
 	latency *metrics.SpecToReady
+	// objects writes and removes the controller's objects (see writer).
+	objects    *owned.Writer
+	writerOnce sync.Once
 }
 
 // errForeign marks an EnvoyFilter name already used by an object the
@@ -167,19 +166,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result
 			result.RequeueAfter = foreignRecheck
 		}
 	})
-	for key, ef := range live {
-		if wanted[key] || !ef.DeletionTimestamp.IsZero() {
-			continue
-		}
-		uid := ef.UID
-		err := r.Client.Delete(ctx, ef, client.Preconditions{UID: &uid})
-		switch {
-		case client.IgnoreNotFound(err) != nil:
-			errs = append(errs, fmt.Errorf("delete EnvoyFilter %s: %w", key, err))
-		case err == nil:
-			metrics.Written(controllerName, kindEnvoyFilter, metrics.Delete)
-			ctrl.LoggerFrom(ctx).Info("Deleted EnvoyFilter no policy needs", "envoyfilter", key)
-		}
+	if err := r.deleteFilters(ctx, live, wanted); err != nil {
+		errs = append(errs, err)
 	}
 
 	if r.Global.Enabled {
@@ -532,39 +520,6 @@ func (r *Reconciler) rootNamespace() string {
 		return topology.DefaultRootNamespace
 	}
 	return r.RootNamespace
-}
-
-// apply writes an EnvoyFilter unless the live one already matches. It never
-// overwrites an EnvoyFilter of the same name that it does not manage.
-func (r *Reconciler) apply(ctx context.Context, desired, live *networkingv1alpha3.EnvoyFilter) error {
-	if live != nil && proto.Equal(&desired.Spec, &live.Spec) && equality.Semantic.DeepEqual(desired.Labels, live.Labels) &&
-		equality.Semantic.DeepEqual(desired.OwnerReferences, live.OwnerReferences) {
-		return nil
-	}
-	operation := metrics.Update
-	if live == nil {
-		// Not in the cache of managed filters: new, or the cache lags our
-		// own write, or someone else's object holds the name.
-		existing := &metav1.PartialObjectMetadata{}
-		existing.SetGroupVersionKind(networkingv1alpha3.SchemeGroupVersion.WithKind(kindEnvoyFilter))
-		err := r.Reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
-		if apierrors.IsNotFound(err) {
-			operation = metrics.Create
-		}
-		switch {
-		case err == nil && !Written(existing, r.rootNamespace()):
-			return fmt.Errorf("EnvoyFilter %s/%s exists but is not managed by the ratelimit controller (it did not write it): %w, it is left untouched",
-				desired.Namespace, desired.Name, errForeign)
-		case client.IgnoreNotFound(err) != nil:
-			return fmt.Errorf("read EnvoyFilter %s/%s: %w", desired.Namespace, desired.Name, err)
-		}
-	}
-	if err := ssa.Apply(ctx, r.Client, desired, FieldManager); err != nil {
-		return err
-	}
-	metrics.Written(controllerName, kindEnvoyFilter, operation)
-	ctrl.LoggerFrom(ctx).V(1).Info("Applied EnvoyFilter", "envoyfilter", desired.Namespace+"/"+desired.Name)
-	return nil
 }
 
 func (r *Reconciler) writeStatus(ctx context.Context, limit *gatewayv1alpha1.RateLimit, verdicts map[types.NamespacedName]topology.Verdict, failed map[string]error) error {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,8 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/portico-dev/portico/controllers/internal/metrics"
-	"github.com/portico-dev/portico/controllers/internal/ssa"
 	"github.com/portico-dev/portico/controllers/ratelimit/internal/topology"
 	"github.com/portico-dev/portico/internal/globallimit"
 )
@@ -147,18 +144,7 @@ func (r *Reconciler) writeGlobalConfig(ctx context.Context, c globallimit.Config
 		return fmt.Errorf("the global rate limits of namespace %s would take %d KiB in the rate-limit service's configuration, over its budget of %d KiB, so they are not written (the previous ones, if any, stay in force); use fewer global rules: %w",
 			c.Namespace, (size+1023)>>10, MaxGlobalConfigBytes>>10, errOverBudget)
 	}
-	operation := metrics.Create
-	if l := live[desired.Name]; l != nil {
-		if maps.Equal(l.Data, desired.Data) && maps.Equal(l.Labels, desired.Labels) {
-			return nil
-		}
-		operation = metrics.Update
-	}
-	if err := ssa.Apply(ctx, r.Client, desired, FieldManager); err != nil {
-		return err
-	}
-	metrics.Written(controllerName, kindConfigMap, operation)
-	return nil
+	return r.writeConfig(ctx, desired, live[desired.Name])
 }
 
 // liveGlobalConfigs are the feed ConfigMaps in the cache, by name.
@@ -175,25 +161,4 @@ func (r *Reconciler) liveGlobalConfigs(ctx context.Context) (map[string]*corev1.
 		live[list.Items[i].Name] = &list.Items[i]
 	}
 	return live, nil
-}
-
-// deleteGlobalConfigs removes the feed ConfigMaps no namespace needs any
-// more: a namespace without enforced global rules has no limits in the
-// service.
-func (r *Reconciler) deleteGlobalConfigs(ctx context.Context, live map[string]*corev1.ConfigMap, wanted map[string]bool) error {
-	var errs []error
-	for name, cm := range live {
-		if wanted[name] || cm.Labels[globallimit.LabelManagedBy] != globallimit.ManagedBy || !cm.DeletionTimestamp.IsZero() {
-			continue
-		}
-		uid := cm.UID
-		err := r.Client.Delete(ctx, cm, client.Preconditions{UID: &uid})
-		switch {
-		case client.IgnoreNotFound(err) != nil:
-			errs = append(errs, fmt.Errorf("delete ConfigMap %s/%s: %w", cm.Namespace, name, err))
-		case err == nil:
-			metrics.Written(controllerName, kindConfigMap, metrics.Delete)
-		}
-	}
-	return errors.Join(errs...)
 }
