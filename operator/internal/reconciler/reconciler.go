@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/internal/contract"
+	"github.com/portico-dev/portico/internal/owned"
 	"github.com/portico-dev/portico/operator/internal/catalog"
 	"github.com/portico-dev/portico/operator/internal/gating"
 	"github.com/portico-dev/portico/operator/internal/readiness"
@@ -57,8 +59,10 @@ type Reconciler struct {
 		overRV string
 		status operatorv1alpha1.APIGatewayStatus
 	}
-	// applied remembers the last apply of each object, by kind/name.
-	applied map[string]appliedObject
+	// objects writes and removes the controllers' Deployments and their
+	// companions (see writer); it remembers the last apply of each.
+	objects    *owned.Writer
+	writerOnce sync.Once
 }
 
 // Request is the single key every event maps to.
@@ -147,9 +151,9 @@ func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alph
 		// disabled controller is not: it counts neither as enabled nor as
 		// a warning.
 		res.Enabled = enabled && gate.Phase != operatorv1alpha1.PhaseDisabled
-		err := errors.Join(deleteManaged(ctx, r, deploymentKind, entry.Name, live),
-			deleteManaged(ctx, r, disruptionBudgetKind, entry.Name, snap.budgets[entry.Binary()]),
-			deleteManaged(ctx, r, networkPolicyKind, entry.Name, snap.policies[entry.Binary()]),
+		err := errors.Join(deleteManaged(ctx, r, &deploymentKind, entry.Name, live),
+			deleteManaged(ctx, r, &disruptionBudgetKind, entry.Name, snap.budgets[entry.Binary()]),
+			deleteManaged(ctx, r, &networkPolicyKind, entry.Name, snap.policies[entry.Binary()]),
 			r.deleteServices(ctx, entry, snap))
 		if err != nil {
 			setDegraded(&res, err)
@@ -189,7 +193,7 @@ func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alph
 		return res, err
 	}
 	if err := errors.Join(
-		reconcileManaged(ctx, r, disruptionBudgetKind, entry.Name, render.DisruptionBudget(companions), snap.budgets[entry.Binary()], snap),
+		reconcileManaged(ctx, r, &disruptionBudgetKind, entry.Name, render.DisruptionBudget(companions), snap.budgets[entry.Binary()], snap),
 		r.reconcileNetworkPolicy(ctx, &gw.Spec, companions, snap),
 		r.reconcileService(ctx, companions, snap),
 	); err != nil {
@@ -220,7 +224,7 @@ func (r *Reconciler) reconcileController(ctx context.Context, gw *operatorv1alph
 func (r *Reconciler) reconcileNetworkPolicy(ctx context.Context, spec *operatorv1alpha1.APIGatewaySpec, in render.Input, snap *snapshot) error {
 	live := snap.policies[in.Entry.Binary()]
 	if !spec.NetworkPoliciesEnabled() {
-		return deleteManaged(ctx, r, networkPolicyKind, in.Entry.Name, live)
+		return deleteManaged(ctx, r, &networkPolicyKind, in.Entry.Name, live)
 	}
 	desired := render.NetworkPolicy(in, snap.apiServer, spec.MetricsFromNamespaces())
 	if desired == nil {
@@ -228,7 +232,7 @@ func (r *Reconciler) reconcileNetworkPolicy(ctx context.Context, spec *operatorv
 			"controller", in.Entry.Name, "kept", live != nil)
 		return nil
 	}
-	return reconcileManaged(ctx, r, networkPolicyKind, in.Entry.Name, desired, live, snap)
+	return reconcileManaged(ctx, r, &networkPolicyKind, in.Entry.Name, desired, live, snap)
 }
 
 // gate decides whether the entry may run this round.
@@ -276,11 +280,11 @@ func (r *Reconciler) reconcileService(ctx context.Context, in render.Input, snap
 	var errs []error
 	for name, live := range snap.services {
 		if controllerOf(live) == in.Entry.Name && (desired == nil || name != *desired.Name) {
-			errs = append(errs, deleteManaged(ctx, r, serviceKind, in.Entry.Name, live))
+			errs = append(errs, deleteManaged(ctx, r, &serviceKind, in.Entry.Name, live))
 		}
 	}
 	if desired != nil {
-		errs = append(errs, reconcileManaged(ctx, r, serviceKind, in.Entry.Name, desired, snap.services[*desired.Name], snap))
+		errs = append(errs, reconcileManaged(ctx, r, &serviceKind, in.Entry.Name, desired, snap.services[*desired.Name], snap))
 	}
 	return errors.Join(errs...)
 }
@@ -290,7 +294,7 @@ func (r *Reconciler) deleteServices(ctx context.Context, entry catalog.Entry, sn
 	var errs []error
 	for _, live := range snap.services {
 		if controllerOf(live) == entry.Name {
-			errs = append(errs, deleteManaged(ctx, r, serviceKind, entry.Name, live))
+			errs = append(errs, deleteManaged(ctx, r, &serviceKind, entry.Name, live))
 		}
 	}
 	return errors.Join(errs...)
@@ -316,28 +320,28 @@ func (r *Reconciler) deleteUnknown(ctx context.Context, snap *snapshot) error {
 		return slices.ContainsFunc(r.Catalog, func(e catalog.Entry) bool { return e.Binary() == name })
 	}
 	var errs []error
-	errs = append(errs, deleteEach(ctx, r, deploymentKind, snap.deployments, known)...)
-	errs = append(errs, deleteEach(ctx, r, disruptionBudgetKind, snap.budgets, known)...)
-	errs = append(errs, deleteEach(ctx, r, networkPolicyKind, snap.policies, known)...)
+	errs = append(errs, deleteEach(ctx, r, &deploymentKind, snap.deployments, known)...)
+	errs = append(errs, deleteEach(ctx, r, &disruptionBudgetKind, snap.budgets, known)...)
+	errs = append(errs, deleteEach(ctx, r, &networkPolicyKind, snap.policies, known)...)
 	knownController := func(name string) bool {
 		return slices.ContainsFunc(r.Catalog, func(e catalog.Entry) bool { return e.Name == controllerOf(snap.services[name]) })
 	}
-	errs = append(errs, deleteEach(ctx, r, serviceKind, snap.services, knownController)...)
+	errs = append(errs, deleteEach(ctx, r, &serviceKind, snap.services, knownController)...)
 	return errors.Join(errs...)
 }
 
 func (r *Reconciler) deleteAll(ctx context.Context, snap *snapshot) error {
 	none := func(string) bool { return false }
 	var errs []error
-	errs = append(errs, deleteEach(ctx, r, deploymentKind, snap.deployments, none)...)
-	errs = append(errs, deleteEach(ctx, r, disruptionBudgetKind, snap.budgets, none)...)
-	errs = append(errs, deleteEach(ctx, r, networkPolicyKind, snap.policies, none)...)
-	errs = append(errs, deleteEach(ctx, r, serviceKind, snap.services, none)...)
+	errs = append(errs, deleteEach(ctx, r, &deploymentKind, snap.deployments, none)...)
+	errs = append(errs, deleteEach(ctx, r, &disruptionBudgetKind, snap.budgets, none)...)
+	errs = append(errs, deleteEach(ctx, r, &networkPolicyKind, snap.policies, none)...)
+	errs = append(errs, deleteEach(ctx, r, &serviceKind, snap.services, none)...)
 	return errors.Join(errs...)
 }
 
 // deleteEach deletes every object of the map whose name keep rejects.
-func deleteEach[T client.Object](ctx context.Context, r *Reconciler, kind managedKind[T], objects map[string]T, keep func(string) bool) []error {
+func deleteEach[T client.Object](ctx context.Context, r *Reconciler, kind *owned.Kind, objects map[string]T, keep func(string) bool) []error {
 	var errs []error
 	for name, o := range objects {
 		if !keep(name) {

@@ -92,19 +92,19 @@ func (r *Reconciler) readSnapshot(ctx context.Context, spec *operatorv1alpha1.AP
 	if err := r.listManaged(ctx, &budgets, "poddisruptionbudgets"); err != nil {
 		return nil, err
 	}
-	s.budgets = controlledByName(budgets.Items, disruptionBudgetKind.name, s.foreign)
+	s.budgets = controlledByName(budgets.Items, disruptionBudgetKind.Name, s.foreign)
 
 	var policies networkingv1.NetworkPolicyList
 	if err := r.listManaged(ctx, &policies, "networkpolicies"); err != nil {
 		return nil, err
 	}
-	s.policies = controlledByName(policies.Items, networkPolicyKind.name, s.foreign)
+	s.policies = controlledByName(policies.Items, networkPolicyKind.Name, s.foreign)
 
 	var services corev1.ServiceList
 	if err := r.listManaged(ctx, &services, "services"); err != nil {
 		return nil, err
 	}
-	s.services = controlledByName(services.Items, serviceKind.name, s.foreign)
+	s.services = controlledByName(services.Items, serviceKind.Name, s.foreign)
 
 	var endpoints discoveryv1.EndpointSliceList
 	if err := r.Client.List(ctx, &endpoints, client.InNamespace(APIServerNamespace)); err != nil {

@@ -182,7 +182,7 @@ const benchGateways = 50
 func benchWorld(b *testing.B, n int, httpRoute bool) (*Reconciler, []ctrl.Request) {
 	b.Helper()
 	scheme := runtime.NewScheme()
-	for _, add := range append([]func(*runtime.Scheme) error{clientgoscheme.AddToScheme}, kinds...) {
+	for _, add := range append([]func(*runtime.Scheme) error{clientgoscheme.AddToScheme}, schemeKinds...) {
 		if err := add(scheme); err != nil {
 			b.Fatal(err)
 		}

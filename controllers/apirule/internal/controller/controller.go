@@ -27,9 +27,10 @@ import (
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 	"github.com/portico-dev/portico/controllers/apirule/internal/translate"
+	"github.com/portico-dev/portico/controllers/internal/kinds"
 	"github.com/portico-dev/portico/controllers/internal/metrics"
-	"github.com/portico-dev/portico/controllers/internal/owned"
 	"github.com/portico-dev/portico/internal/contract"
+	"github.com/portico-dev/portico/internal/owned"
 )
 
 const (
@@ -568,16 +569,16 @@ func (r *Reconciler) setFinalizer(ctx context.Context, rule *porticov1alpha1.API
 // "AuthorizationPolicy shop/orders, VirtualService shop/orders applied".
 func appliedMessage(desired []client.Object) string {
 	byKind := map[string][]string{}
-	var kinds []string
+	var order []string
 	for _, d := range desired {
 		kind := kindOf(d)
 		if _, ok := byKind[kind]; !ok {
-			kinds = append(kinds, kind)
+			order = append(order, kind)
 		}
 		byKind[kind] = append(byKind[kind], d.GetNamespace()+"/"+d.GetName())
 	}
-	parts := make([]string, 0, len(kinds))
-	for _, kind := range kinds {
+	parts := make([]string, 0, len(order))
+	for _, kind := range order {
 		parts = append(parts, kind+" "+strings.Join(byKind[kind], ", "))
 	}
 	return strings.Join(parts, "; ") + " applied"
@@ -664,7 +665,7 @@ func Retire(ctx context.Context, c client.Client) error {
 
 // written is every kind the controller writes for APIRules, in the order
 // they are listed: the one place that names them.
-var written = owned.Table{owned.VirtualServices, owned.AuthorizationPolicies, owned.RequestAuthentications, owned.HTTPRoutes}
+var written = owned.Table{kinds.VirtualServices, kinds.AuthorizationPolicies, kinds.RequestAuthentications, kinds.HTTPRoutes}
 
 // istioKinds are the kinds of written that are Istio's.
 var istioKinds = written[:3]

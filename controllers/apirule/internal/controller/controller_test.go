@@ -40,9 +40,9 @@ const (
 
 var k8sClient client.Client
 
-// kinds are the apirule controller's types (controllers/apirule/main.go)
+// schemeKinds are the apirule controller's types (controllers/apirule/main.go)
 // beyond those testenv.Scheme always has.
-var kinds = []func(*runtime.Scheme) error{
+var schemeKinds = []func(*runtime.Scheme) error{
 	discoveryv1.AddToScheme, porticov1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme,
 	gwapiv1.Install, gwapiv1beta1.Install,
 }
@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, testenv.RunInput{
 		Istio:       true,
 		GatewayAPI:  true,
-		AddToScheme: kinds,
+		AddToScheme: schemeKinds,
 		Namespaces:  []string{ns, otherNS, "istio-system"},
 		Setup:       startController,
 	}))

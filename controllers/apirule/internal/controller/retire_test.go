@@ -25,7 +25,7 @@ func TestRetireReleasesEveryAPIRule(t *testing.T) {
 		rule("team-b", "held", "example.com/hold", Finalizer),
 		rule("team-b", "refused"),
 	}
-	c := fake.NewClientBuilder().WithScheme(testenv.Scheme(kinds...)).WithObjects(objs...).Build()
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme(schemeKinds...)).WithObjects(objs...).Build()
 	g.Expect(Retire(context.Background(), c)).To(Succeed())
 	for want, key := range map[string]client.ObjectKey{"": {Namespace: "team-a", Name: "applied"}, "example.com/hold": {Namespace: "team-b", Name: "held"}, "-": {Namespace: "team-b", Name: "refused"}} {
 		got := &porticov1alpha1.APIRule{}

@@ -24,8 +24,8 @@ import (
 	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/gateway/internal/certs"
-	"github.com/portico-dev/portico/controllers/internal/owned"
 	"github.com/portico-dev/portico/internal/contract"
+	"github.com/portico-dev/portico/internal/owned"
 )
 
 // Resync is how often the controller re-reads the Secrets it does not

@@ -36,9 +36,9 @@ import (
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/internal/fairqueue"
 	"github.com/portico-dev/portico/controllers/internal/metrics"
-	"github.com/portico-dev/portico/controllers/internal/owned"
 	"github.com/portico-dev/portico/controllers/ratelimit/internal/topology"
 	"github.com/portico-dev/portico/internal/globallimit"
+	"github.com/portico-dev/portico/internal/owned"
 )
 
 // FieldManager is the ratelimit controller's server-side apply identity.

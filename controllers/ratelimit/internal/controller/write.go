@@ -8,15 +8,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/portico-dev/portico/controllers/internal/kinds"
 	"github.com/portico-dev/portico/controllers/internal/metrics"
-	"github.com/portico-dev/portico/controllers/internal/owned"
 	"github.com/portico-dev/portico/internal/globallimit"
+	"github.com/portico-dev/portico/internal/owned"
 )
 
 // written is every kind the controller writes: the EnvoyFilters and the
 // rate-limit service's ConfigMaps (the key Secret has its own create-only
 // write: its data is never rewritten).
-var written = owned.Table{owned.EnvoyFilters, owned.ConfigMaps}
+var written = owned.Table{kinds.EnvoyFilters, kinds.ConfigMaps}
 
 // writer is the controller's write path (package owned): server-side
 // applies, as the controller always wrote, each of a whole desired object,

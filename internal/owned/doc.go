@@ -15,13 +15,21 @@
 // beyond the one write per object (and a read when a create meets an
 // object or a tombstone).
 //
-// Apply mode (Writer.Apply) is the ratelimit controller's: every write is
-// a server-side apply of the whole desired object with forced ownership of
-// its fields, a name the cache does not show is read past the cache
-// (metadata only) before an apply could take it over, and an apply over an
-// object carries its UID. The operator's own applies (Deployments and their
-// companions, with managedFields comparison) stay in the operator, which
-// this package's import path does not reach.
+// Two more ways of writing keep the guarantees of the controllers that use
+// them. Apply mode (Writer.Apply) is the ratelimit controller's: every
+// write is a server-side apply of the whole desired object with forced
+// ownership of its fields, a name the cache does not show is read past the
+// cache (metadata only) before an apply could take it over, and an apply
+// over an object carries its UID. ApplyConfiguration is the operator's: a
+// typed apply configuration, sent only when it differs from the fields the
+// Writer's field manager owns on the live object (or from the server's
+// answer to the same apply), so that fields others own cause no write.
+// Deletes are the same for all: ownership proven, UID precondition,
+// tombstone.
+//
+// The package is shared by the operator and the controllers, so it names
+// no kind itself: the controllers' kinds are described in
+// controllers/internal/kinds, the operator's in its reconciler.
 //
 // It does not decide what is desired, reports no status and holds no
 // watch: the controllers keep those, and their own event filters (through

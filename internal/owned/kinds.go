@@ -24,6 +24,20 @@ type Kind struct {
 	// CopySpec makes dst's spec a copy of src's.
 	SpecEqual func(a, b client.Object) bool
 	CopySpec  func(dst, src client.Object)
+	// Extract, for kinds written as typed apply configurations
+	// (Writer.ApplyConfiguration), returns the fields fieldManager owns on
+	// obj as an apply configuration (client-go's Extract<Kind>).
+	Extract func(obj client.Object, fieldManager string) (any, error)
+}
+
+// Applied is a kind written as typed apply configurations and compared on
+// the fields the writer owns (Writer.ApplyConfiguration): the operator's
+// Deployments, Services, budgets and policies.
+func Applied[T any, PT object[T], A any](name string, extract func(PT, string) (A, error)) Kind {
+	return Kind{
+		Name: name, New: func() client.Object { return PT(new(T)) },
+		Extract: func(obj client.Object, fieldManager string) (any, error) { return extract(obj.(PT), fieldManager) },
+	}
 }
 
 // object and list are pointers to a Kubernetes object and list type.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -71,6 +72,14 @@ type Writer struct {
 	// carries that object's UID, so it fails rather than take over an
 	// object that replaced it meanwhile.
 	Apply bool
+	// DeleteOptions are added to every delete (beside the UID
+	// precondition).
+	DeleteOptions []client.DeleteOption
+
+	mu sync.Mutex
+	// applied remembers the last apply of each object, by kind and key
+	// (ApplyConfiguration).
+	applied map[string]applied
 }
 
 func (w *Writer) writeOptions() []client.CreateOption {
@@ -240,7 +249,7 @@ func (w *Writer) Delete(ctx context.Context, owns Owns, objs []client.Object, ke
 			continue
 		}
 		uid := obj.GetUID()
-		err := w.Client.Delete(ctx, obj, client.Preconditions{UID: &uid})
+		err := w.Client.Delete(ctx, obj, append([]client.DeleteOption{client.Preconditions{UID: &uid}}, w.DeleteOptions...)...)
 		if client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("delete %s %s: %w", w.Kinds.Name(obj), client.ObjectKeyFromObject(obj), err))
 			continue

@@ -14,11 +14,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/portico-dev/portico/controllers/internal/owned"
+	"github.com/portico-dev/portico/internal/owned"
 )
 
-// configMaps is the table of the tests.
-var configMaps = owned.Table{owned.ConfigMaps}
+// configMaps is a kind whose "spec" is its data, for the tests.
+var configMaps = owned.Table{owned.Struct("ConfigMap", func(o *corev1.ConfigMap) *map[string]string { return &o.Data },
+	func(dst, src *corev1.ConfigMap) { dst.Data = src.DeepCopy().Data },
+	func(l *corev1.ConfigMapList) []*corev1.ConfigMap {
+		out := make([]*corev1.ConfigMap, len(l.Items))
+		for i := range l.Items {
+			out[i] = &l.Items[i]
+		}
+		return out
+	})}
 
 var owner = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "owner", UID: "owner-uid"}}
 
