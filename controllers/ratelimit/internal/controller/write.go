@@ -45,40 +45,32 @@ func (r *Reconciler) ownsConfig(obj client.Object) bool {
 // apply writes an EnvoyFilter unless the live one already matches. It never
 // overwrites an EnvoyFilter of the same name that it does not manage.
 func (r *Reconciler) apply(ctx context.Context, desired, live *networkingv1alpha3.EnvoyFilter) error {
+	return write(ctx, r, r.ownsFilter, desired, live)
+}
+
+// writeConfig writes a feed ConfigMap unless the live one already holds
+// its data.
+func (r *Reconciler) writeConfig(ctx context.Context, desired, live *corev1.ConfigMap) error {
+	return write(ctx, r, r.ownsConfig, desired, live)
+}
+
+// write writes desired over live (nil: none seen), unless another's
+// object holds the name (errForeign).
+func write[T client.Object](ctx context.Context, r *Reconciler, owns owned.Owns, desired, live T) error {
 	var l client.Object
-	if live != nil {
+	if any(live) != any(*new(T)) {
 		l = live
 	}
-	_, conflict, err := r.writer().Write(ctx, r.ownsFilter, desired, l)
+	_, conflict, err := r.writer().Write(ctx, owns, desired, l)
 	if conflict != "" {
 		return fmt.Errorf("%s but is not managed by the ratelimit controller (it did not write it): %w, it is left untouched", conflict, errForeign)
 	}
 	return err
 }
 
-// writeConfig writes a feed ConfigMap unless the live one already holds
-// its data.
-func (r *Reconciler) writeConfig(ctx context.Context, desired, live *corev1.ConfigMap) error {
-	var l client.Object
-	if live != nil {
-		l = live
-	}
-	_, conflict, err := r.writer().Write(ctx, r.ownsConfig, desired, l)
-	if conflict != "" {
-		return fmt.Errorf("%s but the ratelimit controller did not write it: %w, it is left untouched", conflict, errForeign)
-	}
-	return err
-}
-
 // deleteFilters deletes the live EnvoyFilters no policy needs any more.
 func (r *Reconciler) deleteFilters(ctx context.Context, live map[string]*networkingv1alpha3.EnvoyFilter, wanted map[string]bool) error {
-	var stale []client.Object
-	for key, ef := range live {
-		if !wanted[key] {
-			stale = append(stale, ef)
-		}
-	}
-	_, err := r.writer().Delete(ctx, r.ownsFilter, stale, nil)
+	_, err := r.writer().Delete(ctx, r.ownsFilter, unwanted(live, wanted), nil)
 	return err
 }
 
@@ -86,12 +78,17 @@ func (r *Reconciler) deleteFilters(ctx context.Context, live map[string]*network
 // more: a namespace without enforced global rules has no limits in the
 // service.
 func (r *Reconciler) deleteGlobalConfigs(ctx context.Context, live map[string]*corev1.ConfigMap, wanted map[string]bool) error {
-	var stale []client.Object
-	for name, cm := range live {
-		if !wanted[name] {
-			stale = append(stale, cm)
+	_, err := r.writer().Delete(ctx, r.ownsConfig, unwanted(live, wanted), nil)
+	return err
+}
+
+// unwanted are the live objects whose keys wanted lacks.
+func unwanted[T client.Object](live map[string]T, wanted map[string]bool) []client.Object {
+	var out []client.Object
+	for key, obj := range live {
+		if !wanted[key] {
+			out = append(out, obj)
 		}
 	}
-	_, err := r.writer().Delete(ctx, r.ownsConfig, stale, nil)
-	return err
+	return out
 }
