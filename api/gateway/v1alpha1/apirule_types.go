@@ -370,6 +370,31 @@ type Rule struct {
 	// query-parameter matches, first.
 	// +optional
 	Match *RequestMatch `json:"match,omitempty"`
+
+	// Response headers and client addresses (issue 43); their types are in
+	// headers_types.go.
+
+	// response headers the gateway sets, adds or removes before it returns
+	// the response, such as security headers (strict-transport-security,
+	// content-security-policy) or removing server. Headers Envoy or the
+	// APIRule's CORS policy own, and set-cookie, are refused. Both modes.
+	// +optional
+	Response *ResponseModifier `json:"response,omitempty"`
+
+	// clientAddresses allows the rule's requests by the client's address
+	// (allow and deny lists of IP addresses and CIDR blocks), as the
+	// gateway determined it from X-Forwarded-For, trusting as many proxies
+	// in front of it as the cluster administrator set (APIGateway
+	// spec.apiRules.trustedProxies; until it is set, such rules are refused
+	// with InvalidRule). It is part of the rule's access: the backend's
+	// access policy requires it (Istio remoteIpBlocks) of requests that came
+	// through the gateway's namespace, so pods elsewhere in the mesh, which
+	// could write any X-Forwarded-For, no longer reach the rule, and rules
+	// that can match one request on the same pods must have the same
+	// clientAddresses. Istio mode only: a standard HTTPRoute cannot say it,
+	// so an APIRule with parentRef is refused with it.
+	// +optional
+	ClientAddresses *ClientAddresses `json:"clientAddresses,omitempty"`
 }
 
 // GatewayAPIGroup is the API group of the Kubernetes Gateway API.
