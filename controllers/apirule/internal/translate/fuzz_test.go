@@ -136,8 +136,8 @@ var fuzzAuthorizerPicks = []string{"", "one", "two"}
 // rule's service; an authorizer makes the rule extAuth, its jwt (if any)
 // the restrictions.
 type fuzzArgs struct {
-	noService                                                                                bool
-	path                                                                                     string
+	noService                                                                                 bool
+	path                                                                                      string
 	paths, methods, services, rewrites, splits, auths, authorizers, matches, headers, clients []byte
 }
 
