@@ -102,7 +102,7 @@ func TestClientAddressesCannotBeForged(t *testing.T) {
 		}, eventually, poll).Should(Succeed())
 	})
 	for name, a := range map[string]judge.Arrival{
-		"an outside client":                                         through(outsideClient, "", nil),
+		"an outside client": through(outsideClient, "", nil),
 		"an outside client writing the office's address":            through(outsideClient, officeClient.String(), nil),
 		"an outside client writing the office's address twice":      through(outsideClient, officeClient.String()+", "+officeClient.String(), nil),
 		"an outside client writing x_forwarded_for":                 through(outsideClient, "", map[string]string{"x_forwarded_for": officeClient.String()}),
@@ -119,12 +119,14 @@ func TestClientAddressesCannotBeForged(t *testing.T) {
 		g := NewWithT(t)
 		r := judge.Request{Workload: w, Host: host, Path: "/admin/users", Method: "GET",
 			Headers: map[string]string{"x-forwarded-for": officeClient.String()},
-			From: judge.Peer{Principal: "cluster.local/ns/team-b/sa/default", IP: netip.MustParseAddr("10.0.9.9"), RemoteIP: officeClient}}
+			From:    judge.Peer{Principal: "cluster.local/ns/team-b/sa/default", IP: netip.MustParseAddr("10.0.9.9"), RemoteIP: officeClient}}
 		g.Expect(decide(g, r).Allowed()).To(BeFalse())
 	})
 	t.Run("team-b's noAuth route to team-a's consenting Service does not open /admin", func(t *testing.T) {
 		update(t, alice, service(teamA, "backoffice"), consentingTo(teamB))
-		t.Cleanup(func() { update(t, alice, service(teamA, "backoffice"), func(s *corev1.Service) { s.Annotations = nil }) })
+		t.Cleanup(func() {
+			update(t, alice, service(teamA, "backoffice"), func(s *corev1.Service) { s.Annotations = nil })
+		})
 		side := apiRule(teamB, "backdoor", "backdoor.b.example", publicGateway, backend(teamA, "backoffice"), noAuth("/*"))
 		create(t, bob, side)
 		expectReason(t, side, gatewayv1alpha1.ReasonApplied)
