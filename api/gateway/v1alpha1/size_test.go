@@ -64,8 +64,9 @@ func largestJWTSingle(rule int) *gatewayv1alpha1.JWTAuthentication {
 // largestAPIRule fills every field of an APIRule to its bounds: 16 hosts
 // of 253 characters, a full CORS policy, and 64 rules with the longest
 // paths, every method, 8 weighted backends in other namespaces, a timeout, the
-// largest retries, request headers and cookies, rewrite and match, and the
-// largest jwt of one form.
+// largest retries, request headers, cookies and removals, response
+// headers, client addresses, rewrite and match, and the largest jwt of one
+// form.
 func largestAPIRule(name string, jwt func(rule int) *gatewayv1alpha1.JWTAuthentication) *gatewayv1alpha1.APIRule {
 	r := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Name: text(name, 63), Namespace: ns}}
 	for i := range 16 {
@@ -100,6 +101,10 @@ func largestAPIRule(name string, jwt func(rule int) *gatewayv1alpha1.JWTAuthenti
 			Request:  largestRequest(),
 			Rewrite:  &gatewayv1alpha1.Rewrite{Path: gatewayv1alpha1.RewritePath(text("/v", 256))},
 			Match:    largestMatch(),
+			Response: largestResponse(),
+			// The API server admits client addresses beside backends in
+			// other namespaces; the controller refuses the pair.
+			ClientAddresses: largestClientAddresses(),
 		})
 	}
 	return r
@@ -151,8 +156,31 @@ func largestRequest() *gatewayv1alpha1.RequestModifier {
 	for j := range 8 {
 		m.Headers[text(fmt.Sprintf("h%d-", j), 64)] = gatewayv1alpha1.RequestHeaderValue(text("v", 512))
 		m.Cookies[text(fmt.Sprintf("c%d", j), 64)] = gatewayv1alpha1.CookieValue(text("v", 256))
+		m.RemoveHeaders = append(m.RemoveHeaders, gatewayv1alpha1.RemovedRequestHeader(text(fmt.Sprintf("r%d-", j), 64)))
 	}
 	return m
+}
+
+// largestResponse is 8 headers set, 8 added and 8 removed at their longest.
+func largestResponse() *gatewayv1alpha1.ResponseModifier {
+	m := &gatewayv1alpha1.ResponseModifier{Set: map[string]gatewayv1alpha1.ResponseHeaderValue{}}
+	for j := range 8 {
+		m.Set[text(fmt.Sprintf("s%d-", j), 64)] = gatewayv1alpha1.ResponseHeaderValue(text("v", 512))
+		m.Add = append(m.Add, gatewayv1alpha1.ResponseHeader{Name: gatewayv1alpha1.ResponseHeaderName(text(fmt.Sprintf("a%d-", j), 64)), Value: gatewayv1alpha1.ResponseHeaderValue(text("v", 512))})
+		m.Remove = append(m.Remove, gatewayv1alpha1.ResponseHeaderName(text(fmt.Sprintf("d%d-", j), 64)))
+	}
+	return m
+}
+
+// largestClientAddresses is 16 allowed and 16 denied IPv6 blocks of the
+// longest form (43 characters).
+func largestClientAddresses() *gatewayv1alpha1.ClientAddresses {
+	c := &gatewayv1alpha1.ClientAddresses{}
+	for j := range 16 {
+		c.Allow = append(c.Allow, gatewayv1alpha1.AddressBlock(fmt.Sprintf("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ff%02x/128", j)))
+		c.Deny = append(c.Deny, gatewayv1alpha1.AddressBlock(fmt.Sprintf("eeee:ffff:ffff:ffff:ffff:ffff:ffff:ff%02x/128", j)))
+	}
+	return c
 }
 
 // TestWorstCaseAPIRuleIsStored creates the largest APIRule admission lets
