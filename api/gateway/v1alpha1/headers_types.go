@@ -11,6 +11,17 @@ import (
 // CRD's CEL rules spell the same lists as the Go ones the controller
 // checks with.
 
+// Totals over an APIRule's rules, so that an APIRule at every bound still
+// fits in one stored object (TestWorstCaseAPIRuleIsStored): the response
+// headers its rules set, add and remove, the request headers they remove,
+// and the client address blocks they list. The CRD's CEL rules on
+// spec spell the same numbers.
+const (
+	MaxResponseHeadersPerAPIRule = 64
+	MaxRemovedHeadersPerAPIRule  = 32
+	MaxAddressBlocksPerAPIRule   = 64
+)
+
 // Names of response headers a rule may not set, add or remove, compared as
 // NormalizeHeaderName reads them: the response's framing and connection
 // (content-length, transfer-encoding, connection, keep-alive,

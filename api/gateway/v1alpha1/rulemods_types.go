@@ -172,7 +172,8 @@ type RequestModifier struct {
 	// after the gateway (the backend's sidecar reads the token in
 	// authorization and the client address in x-forwarded-for), so
 	// removing one would change who the backend's access policy sees. The
-	// type is in headers_types.go.
+	// rules of an APIRule remove at most 32 headers in all. The type is in
+	// headers_types.go.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=8

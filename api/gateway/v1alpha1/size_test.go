@@ -101,11 +101,20 @@ func largestAPIRule(name string, jwt func(rule int) *gatewayv1alpha1.JWTAuthenti
 			Request:  largestRequest(),
 			Rewrite:  &gatewayv1alpha1.Rewrite{Path: gatewayv1alpha1.RewritePath(text("/v", 256))},
 			Match:    largestMatch(),
-			Response: largestResponse(),
-			// The API server admits client addresses beside backends in
-			// other namespaces; the controller refuses the pair.
-			ClientAddresses: largestClientAddresses(),
 		})
+	}
+	// The response headers, request header removals and client address
+	// blocks at their totals per APIRule, on the first rules. The API
+	// server admits client addresses beside backends in other namespaces;
+	// the controller refuses the pair.
+	for i := range gatewayv1alpha1.MaxResponseHeadersPerAPIRule / 8 {
+		r.Spec.Rules[i].Response = largestResponse()
+	}
+	for i := range gatewayv1alpha1.MaxRemovedHeadersPerAPIRule / 8 {
+		r.Spec.Rules[i].Request.RemoveHeaders = largestRemovals()
+	}
+	for i := range gatewayv1alpha1.MaxAddressBlocksPerAPIRule / 32 {
+		r.Spec.Rules[i].ClientAddresses = largestClientAddresses()
 	}
 	return r
 }
@@ -156,18 +165,26 @@ func largestRequest() *gatewayv1alpha1.RequestModifier {
 	for j := range 8 {
 		m.Headers[text(fmt.Sprintf("h%d-", j), 64)] = gatewayv1alpha1.RequestHeaderValue(text("v", 512))
 		m.Cookies[text(fmt.Sprintf("c%d", j), 64)] = gatewayv1alpha1.CookieValue(text("v", 256))
-		m.RemoveHeaders = append(m.RemoveHeaders, gatewayv1alpha1.RemovedRequestHeader(text(fmt.Sprintf("r%d-", j), 64)))
 	}
 	return m
 }
 
-// largestResponse is 8 headers set, 8 added and 8 removed at their longest.
-func largestResponse() *gatewayv1alpha1.ResponseModifier {
-	m := &gatewayv1alpha1.ResponseModifier{Set: map[string]gatewayv1alpha1.ResponseHeaderValue{}}
+// largestRemovals is 8 request header removals at their longest.
+func largestRemovals() []gatewayv1alpha1.RemovedRequestHeader {
+	var out []gatewayv1alpha1.RemovedRequestHeader
 	for j := range 8 {
-		m.Set[text(fmt.Sprintf("s%d-", j), 64)] = gatewayv1alpha1.ResponseHeaderValue(text("v", 512))
+		out = append(out, gatewayv1alpha1.RemovedRequestHeader(text(fmt.Sprintf("r%d-", j), 64)))
+	}
+	return out
+}
+
+// largestResponse is 8 headers added at their longest (8 of an APIRule's
+// 64): an added header is stored larger than a set one (its list entry
+// repeats the name in the managed fields), a removal smaller.
+func largestResponse() *gatewayv1alpha1.ResponseModifier {
+	m := &gatewayv1alpha1.ResponseModifier{}
+	for j := range 8 {
 		m.Add = append(m.Add, gatewayv1alpha1.ResponseHeader{Name: gatewayv1alpha1.ResponseHeaderName(text(fmt.Sprintf("a%d-", j), 64)), Value: gatewayv1alpha1.ResponseHeaderValue(text("v", 512))})
-		m.Remove = append(m.Remove, gatewayv1alpha1.ResponseHeaderName(text(fmt.Sprintf("d%d-", j), 64)))
 	}
 	return m
 }
@@ -208,6 +225,23 @@ func TestWorstCaseAPIRuleIsStored(t *testing.T) {
 			g.Expect(len(raw)).To(BeNumerically("<", maxStoredAPIRuleBytes))
 		})
 	}
+	t.Run("the bounds are the bounds: one more response header, removal or client address block is refused", func(t *testing.T) {
+		for what, mutate := range map[string]func(r *gatewayv1alpha1.APIRule){
+			"response header": func(r *gatewayv1alpha1.APIRule) {
+				r.Spec.Rules[10].Response = &gatewayv1alpha1.ResponseModifier{Remove: []gatewayv1alpha1.ResponseHeaderName{"server"}}
+			},
+			"removal": func(r *gatewayv1alpha1.APIRule) {
+				r.Spec.Rules[10].Request.RemoveHeaders = []gatewayv1alpha1.RemovedRequestHeader{"x-debug"}
+			},
+			"client address block": func(r *gatewayv1alpha1.APIRule) {
+				r.Spec.Rules[10].ClientAddresses = &gatewayv1alpha1.ClientAddresses{Allow: []gatewayv1alpha1.AddressBlock{"10.0.0.0/8"}}
+			},
+		} {
+			more := largestAPIRule("more-", largestJWTSingle)
+			mutate(more)
+			NewWithT(t).Expect(k8sClient.Create(context.Background(), more, client.DryRunAll)).To(MatchError(ContainSubstring("in all, so that the APIRule fits in one stored object")), what)
+		}
+	})
 	t.Run("the bounds are the bounds: a longer header value is refused", func(t *testing.T) {
 		more := largestAPIRule("larger-", largestJWTSingle)
 		more.Spec.Rules[0].Request.Headers[text("h0-", 64)] += "v"

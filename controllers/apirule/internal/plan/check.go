@@ -466,6 +466,9 @@ func matchText(rule porticov1alpha1.Rule) string {
 // controller must not rely on admission, whose rules a CRD upgrade or a
 // cluster without CEL could miss.
 func checkRequestModifiers(r *porticov1alpha1.APIRule) error {
+	if err := checkHeaderTotals(r); err != nil {
+		return err
+	}
 	for _, rule := range r.Spec.Rules {
 		if err := checkRetries(r, rule); err != nil {
 			return err

@@ -107,6 +107,29 @@ func claimHeader(path string, seen map[string]string, name, field string) error 
 	return nil
 }
 
+// checkHeaderTotals bounds the header changes and client address blocks
+// of all the APIRule's rules together, as the CRD does.
+func checkHeaderTotals(r *porticov1alpha1.APIRule) error {
+	var response, removed, blocks int
+	for _, rule := range r.Spec.Rules {
+		if m := rule.Response; m != nil {
+			response += len(m.Set) + len(m.Add) + len(m.Remove)
+		}
+		if m := rule.Request; m != nil {
+			removed += len(m.RemoveHeaders)
+		}
+		if c := rule.ClientAddresses; c != nil {
+			blocks += len(c.Allow) + len(c.Deny)
+		}
+	}
+	if response > porticov1alpha1.MaxResponseHeadersPerAPIRule || removed > porticov1alpha1.MaxRemovedHeadersPerAPIRule ||
+		blocks > porticov1alpha1.MaxAddressBlocksPerAPIRule {
+		return fmt.Errorf("the rules change %d response headers, remove %d request headers and list %d client address blocks; an APIRule has at most %d, %d and %d in all",
+			response, removed, blocks, porticov1alpha1.MaxResponseHeadersPerAPIRule, porticov1alpha1.MaxRemovedHeadersPerAPIRule, porticov1alpha1.MaxAddressBlocksPerAPIRule)
+	}
+	return nil
+}
+
 // checkClientAddresses refuses client addresses that are not canonical IP
 // addresses or CIDR blocks, too many, and any while the administrator has
 // not said how many proxies stand in front of the gateway: read with

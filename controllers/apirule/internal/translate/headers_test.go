@@ -2,6 +2,7 @@ package translate
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -150,6 +151,22 @@ func TestHeaderAndClientAddressRefusals(t *testing.T) {
 			rules: []porticov1alpha1.Rule{{Path: "/*", NoAuth: ptr.To(true), ClientAddresses: clientAddresses(allow, nil),
 				Service: &porticov1alpha1.ServiceReference{Name: "reports", Namespace: "analytics", Port: 9000}}},
 			trusted: trusted, wantErr: "routes to service analytics/reports of another namespace, where the APIRule writes no access policy",
+		},
+		"33 removals over the rules": {
+			rules: func() []porticov1alpha1.Rule {
+				var out []porticov1alpha1.Rule
+				for i := range 5 {
+					rule := porticov1alpha1.Rule{Path: fmt.Sprintf("/r%d", i), NoAuth: ptr.To(true), Request: &porticov1alpha1.RequestModifier{}}
+					for j := range 8 {
+						if i < 4 || j == 0 {
+							rule.Request.RemoveHeaders = append(rule.Request.RemoveHeaders, porticov1alpha1.RemovedRequestHeader(fmt.Sprintf("x-d%d", j)))
+						}
+					}
+					out = append(out, rule)
+				}
+				return out
+			}(),
+			wantErr: "remove 33 request headers and list 0 client address blocks; an APIRule has at most 64, 32 and 64 in all",
 		},
 		// Istio adds up ALLOW rules: an open prefix would let every client
 		// into the allow-listed path.
