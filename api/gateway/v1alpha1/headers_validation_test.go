@@ -137,7 +137,14 @@ func TestAPIRuleClientAddressesValidation(t *testing.T) {
 		"a prefix too long":      {mutate: withClients(gatewayv1alpha1.ClientAddresses{Allow: []gatewayv1alpha1.AddressBlock{"10.0.0.0/33"}}), wantErr: invalid},
 		"leading zeros":          {mutate: withClients(gatewayv1alpha1.ClientAddresses{Allow: []gatewayv1alpha1.AddressBlock{"010.0.0.1"}}), wantErr: invalid},
 		"an IPv4-mapped address": {mutate: withClients(gatewayv1alpha1.ClientAddresses{Allow: []gatewayv1alpha1.AddressBlock{"::ffff:10.0.0.1"}}), wantErr: invalid},
-		"17 blocks":              {mutate: withClients(gatewayv1alpha1.ClientAddresses{Allow: seventeen}), wantErr: "must have at most 16 items"},
+		"with parentRef": {
+			mutate: func(r *gatewayv1alpha1.APIRule) {
+				withClients(gatewayv1alpha1.ClientAddresses{Allow: []gatewayv1alpha1.AddressBlock{"203.0.113.0/24"}})(r)
+				r.Spec.Gateway, r.Spec.ParentRef = "", &gatewayv1alpha1.ParentReference{Name: "edge"}
+			},
+			wantErr: "clientAddresses need Istio mode",
+		},
+		"17 blocks": {mutate: withClients(gatewayv1alpha1.ClientAddresses{Allow: seventeen}), wantErr: "must have at most 16 items"},
 	})
 }
 
