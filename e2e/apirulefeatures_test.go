@@ -31,7 +31,7 @@ import (
 // gatewayIP's stand-in and the orders backend in namespace shop).
 func apiRuleFeatureSpecs(gatewayIP *string) {
 	const host = "storefront.example.com"
-	It("routes a storefront APIRule with a weighted split, a header match, request headers, a cookie and a rewrite through the gateway", func(ctx SpecContext) {
+	It("routes a storefront APIRule with a weighted split, a header match, request headers, a cookie, a rewrite, a security response header and removed headers through the gateway", func(ctx SpecContext) {
 		if !target.RealPods() {
 			Skip("kwok runs no containers")
 		}
@@ -69,8 +69,16 @@ func apiRuleFeatureSpecs(gatewayIP *string) {
 						Request: &gatewayv1alpha1.RequestModifier{Headers: map[string]gatewayv1alpha1.RequestHeaderValue{"x-route": "beta"}},
 					},
 					{
+						// The old API path, hardened on the way: a security
+						// header on every answer, the backend's name
+						// (X-Backend) hidden, a debug header dropped.
 						Path: "/v1/items/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, NoAuth: ptr.To(true),
 						Rewrite: &gatewayv1alpha1.Rewrite{Prefix: "/items/"},
+						Request: &gatewayv1alpha1.RequestModifier{RemoveHeaders: []gatewayv1alpha1.RemovedRequestHeader{"x-debug"}},
+						Response: &gatewayv1alpha1.ResponseModifier{
+							Set:    map[string]gatewayv1alpha1.ResponseHeaderValue{"strict-transport-security": "max-age=31536000"},
+							Remove: []gatewayv1alpha1.ResponseHeaderName{"x-backend"},
+						},
 					},
 				},
 			},
@@ -98,6 +106,10 @@ func apiRuleFeatureSpecs(gatewayIP *string) {
 			"beta": {url + "/catalog/shoes", "--host", host, "--header", "X-Echo-Headers=1", "--header", "X-Beta=true", "--expect-body", "X-Route: beta"},
 			// /v1/items/7 reaches the pods as /items/7.
 			"rewrite": {url + "/v1/items/7", "--host", host, "--expect-body", "orders GET /items/7"},
+			// ... without the client's X-Debug, and answers with the
+			// security header and without X-Backend.
+			"hardened": {url + "/v1/items/7", "--host", host, "--header", "X-Echo-Headers=1", "--header", "X-Debug=1",
+				"--expect-body", "orders GET /items/7", "--expect-header", "Strict-Transport-Security=max-age=31536000", "--expect-header", "X-Backend="},
 		})
 		for _, name := range []string{"stable", "canary"} {
 			Expect(answers[name]).To(ContainSubstring("X-Api-Version: 2"), name)
@@ -107,6 +119,9 @@ func apiRuleFeatureSpecs(gatewayIP *string) {
 		Expect(answers["beta"]).To(ContainSubstring("200 orders-canary GET /catalog/shoes"))
 		Expect(answers["beta"]).NotTo(ContainSubstring("X-Api-Version"), "the split's headers are not set on the beta route")
 		Expect(answers["rewrite"]).To(ContainSubstring("200 orders GET /items/7"))
+		Expect(answers["hardened"]).To(ContainSubstring("Strict-Transport-Security: max-age=31536000"))
+		Expect(answers["hardened"]).To(ContainSubstring("X-Echo-Headers: 1"), "the backend echoed what it received")
+		Expect(answers["hardened"]).NotTo(ContainSubstring("X-Debug"), "the gateway removed the client's X-Debug")
 
 		By("sending 40 requests without the beta header: the split reaches both backends, the beta rule none")
 		tally := requestFromPod(ctx, map[string][]string{

@@ -521,7 +521,26 @@ func (l *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		log.Printf("%s: route %s -> %s", prefix, a.route, a.target)
 		w.Header().Set("X-Route", a.route)
 		r.Header.Set("X-Forwarded-Proto", scheme)
-		httputil.NewSingleHostReverseProxy(a.target).ServeHTTP(w, r)
+		proxy := httputil.NewSingleHostReverseProxy(a.target)
+		proxy.ModifyResponse = func(resp *http.Response) error {
+			respond(a.response, resp.Header)
+			return nil
+		}
+		proxy.ServeHTTP(w, r)
+	}
+}
+
+// respond applies a route's response header changes, as Envoy does before
+// it answers: removals, then set (replacing), then add (appending).
+func respond(ops *networkingapi.Headers_HeaderOperations, h http.Header) {
+	for _, name := range ops.GetRemove() {
+		h.Del(name)
+	}
+	for name, value := range ops.GetSet() {
+		h.Set(name, value)
+	}
+	for name, value := range ops.GetAdd() {
+		h.Add(name, value)
 	}
 }
 
@@ -530,6 +549,8 @@ type action struct {
 	route  string
 	direct *networkingapi.HTTPDirectResponse
 	target *url.URL
+	// response are the route's response header changes.
+	response *networkingapi.Headers_HeaderOperations
 }
 
 // resolve returns what the first matching route of the VirtualService
@@ -575,7 +596,8 @@ func (rt *router) resolve(r *http.Request, gateway, host string) (*action, error
 			if dest.Port != nil {
 				port = dest.Port.Number
 			}
-			return &action{route: route.Name, target: &url.URL{Scheme: "http", Host: net.JoinHostPort(addr, strconv.Itoa(int(port)))}}, nil
+			return &action{route: route.Name, target: &url.URL{Scheme: "http", Host: net.JoinHostPort(addr, strconv.Itoa(int(port)))},
+				response: route.GetHeaders().GetResponse()}, nil
 		}
 	}
 	return nil, nil
@@ -630,10 +652,20 @@ func pick(route []*networkingapi.HTTPRouteDestination) *networkingapi.HTTPRouteD
 }
 
 // modify applies a route's request changes, as Envoy does before it
-// forwards: the headers it sets and the path it rewrites.
+// forwards: the headers it removes, then those it sets (the one command
+// operator Portico writes, %DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%, as the
+// connection's address: the stand-in trusts no proxy), and the path it
+// rewrites.
 func modify(route *networkingapi.HTTPRoute, r *http.Request) {
 	defer func() {
-		for name, value := range route.GetHeaders().GetRequest().GetSet() {
+		ops := route.GetHeaders().GetRequest()
+		for _, name := range ops.GetRemove() {
+			r.Header.Del(name)
+		}
+		for name, value := range ops.GetSet() {
+			if value == "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%" {
+				value, _, _ = net.SplitHostPort(r.RemoteAddr)
+			}
 			r.Header.Set(name, value)
 		}
 	}()

@@ -370,6 +370,34 @@ type Rule struct {
 	// query-parameter matches, first.
 	// +optional
 	Match *RequestMatch `json:"match,omitempty"`
+
+	// Response headers and client addresses (issue 43); their types are in
+	// headers_types.go.
+
+	// response headers the gateway sets, adds or removes before it returns
+	// the response, such as security headers (strict-transport-security,
+	// content-security-policy) or removing server. Headers Envoy or the
+	// APIRule's CORS policy own, and set-cookie, are refused. The rules of
+	// an APIRule set, add and remove at most 64 response headers in all.
+	// Both modes.
+	// +optional
+	Response *ResponseModifier `json:"response,omitempty"`
+
+	// clientAddresses allows the rule's requests by the client's address
+	// (allow and deny lists of IP addresses and CIDR blocks), as the
+	// gateway determined it from X-Forwarded-For, trusting as many proxies
+	// in front of it as the cluster administrator set (APIGateway
+	// spec.apiRules.trustedProxies; until it is set, such rules are refused
+	// with InvalidRule). It is part of the rule's access: the backend's
+	// access policy requires it (Istio remoteIpBlocks) of requests that came
+	// through the gateway's namespace, so pods elsewhere in the mesh, which
+	// could write any X-Forwarded-For, no longer reach the rule, and rules
+	// that can match one request on the same pods must have the same
+	// clientAddresses. Istio mode only: a standard HTTPRoute cannot say it,
+	// so an APIRule with parentRef is refused with it. The rules of an
+	// APIRule list at most 64 blocks in all.
+	// +optional
+	ClientAddresses *ClientAddresses `json:"clientAddresses,omitempty"`
 }
 
 // GatewayAPIGroup is the API group of the Kubernetes Gateway API.
@@ -423,6 +451,10 @@ const MaxHTTPRouteRules = 16
 // +kubebuilder:validation:XValidation:rule="!has(self.parentRef) || self.rules.size() <= 16",message="an APIRule with parentRef has at most 16 rules: each becomes one rule of an HTTPRoute, which the Gateway API limits to 16"
 // +kubebuilder:validation:XValidation:rule="!has(self.parentRef) || self.rules.all(r, !has(r.retries))",message="retries need Istio mode (gateway): the HTTPRoute's retry field is in the Gateway API's experimental channel only, so an APIRule with parentRef cannot have retries"
 // +kubebuilder:validation:XValidation:rule="!has(self.timeout) || self.rules.all(r, has(r.timeout) || !has(r.retries) || !has(r.retries.perTryTimeout) || duration(r.retries.perTryTimeout) <= duration(self.timeout))",message="retries.perTryTimeout may not exceed spec.timeout, which bounds all tries of a rule without its own timeout"
+// +kubebuilder:validation:XValidation:rule="!has(self.parentRef) || self.rules.all(r, !has(r.clientAddresses))",message="clientAddresses need Istio mode (gateway): a standard HTTPRoute cannot match the client's address, so an APIRule with parentRef cannot have them"
+// +kubebuilder:validation:XValidation:rule="self.rules.map(r, has(r.response) ? (has(r.response.set) ? size(r.response.set) : 0) + (has(r.response.add) ? size(r.response.add) : 0) + (has(r.response.remove) ? size(r.response.remove) : 0) : 0).sum() <= 64",message="the rules of an APIRule set, add and remove at most 64 response headers in all, so that the APIRule fits in one stored object"
+// +kubebuilder:validation:XValidation:rule="self.rules.map(r, has(r.request) && has(r.request.removeHeaders) ? size(r.request.removeHeaders) : 0).sum() <= 32",message="the rules of an APIRule remove at most 32 request headers in all, so that the APIRule fits in one stored object"
+// +kubebuilder:validation:XValidation:rule="self.rules.map(r, has(r.clientAddresses) ? (has(r.clientAddresses.allow) ? size(r.clientAddresses.allow) : 0) + (has(r.clientAddresses.deny) ? size(r.clientAddresses.deny) : 0) : 0).sum() <= 64",message="the rules of an APIRule list at most 64 client address blocks in all, so that the APIRule fits in one stored object"
 type APIRuleSpec struct {
 	// hosts the API is served on. A host has one owner cluster-wide: the
 	// oldest APIRule that claims it, exactly or through a wildcard

@@ -125,6 +125,7 @@ type RequestHeaderValue string
 type CookieValue string
 
 // RequestModifier changes the request before the gateway forwards it.
+// +kubebuilder:validation:XValidation:rule="!has(self.headers) || !has(self.removeHeaders) || self.removeHeaders.all(r, self.headers.all(k, k.lowerAscii().replace('_', '-').replace('.', '-') != r.lowerAscii().replace('_', '-').replace('.', '-')))",message="request names one header in headers and removeHeaders: which one applies would be undefined"
 type RequestModifier struct {
 	// headers to set on the request, replacing the client's values: at
 	// most 8, names lower-case HTTP tokens of at most 64 characters, values
@@ -162,6 +163,22 @@ type RequestModifier struct {
 	// +kubebuilder:validation:MaxProperties=8
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 64 && k.matches('^[-A-Za-z0-9!#$&\\\\x27*+.^_`|~]+$'))",message="request.cookies names must be HTTP tokens (letters, digits and !#$&'*+-.^_`|~) of at most 64 characters"
 	Cookies map[string]CookieValue `json:"cookies,omitempty"`
+
+	// removeHeaders are request headers the gateway removes before it
+	// forwards the request (such as a debug header clients must not
+	// reach the backend with): at most 8 lower-case HTTP header names.
+	// The headers request.headers may not set may not be removed either,
+	// compared the same way ('_' and '.' as '-'): the mesh reads them
+	// after the gateway (the backend's sidecar reads the token in
+	// authorization and the client address in x-forwarded-for), so
+	// removing one would change who the backend's access policy sees. The
+	// rules of an APIRule remove at most 32 headers in all. The type is in
+	// headers_types.go.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.lowerAscii().replace('_', '-').replace('.', '-') == a.lowerAscii().replace('_', '-').replace('.', '-')))",message="request.removeHeaders names one header twice ('_' and '.' read as '-')"
+	RemoveHeaders []RemovedRequestHeader `json:"removeHeaders,omitempty"`
 }
 
 // NormalizeHeaderName is a request header's name as the gateway and the

@@ -64,8 +64,9 @@ func largestJWTSingle(rule int) *gatewayv1alpha1.JWTAuthentication {
 // largestAPIRule fills every field of an APIRule to its bounds: 16 hosts
 // of 253 characters, a full CORS policy, and 64 rules with the longest
 // paths, every method, 8 weighted backends in other namespaces, a timeout, the
-// largest retries, request headers and cookies, rewrite and match, and the
-// largest jwt of one form.
+// largest retries, request headers, cookies and removals, response
+// headers, client addresses, rewrite and match, and the largest jwt of one
+// form.
 func largestAPIRule(name string, jwt func(rule int) *gatewayv1alpha1.JWTAuthentication) *gatewayv1alpha1.APIRule {
 	r := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Name: text(name, 63), Namespace: ns}}
 	for i := range 16 {
@@ -101,6 +102,19 @@ func largestAPIRule(name string, jwt func(rule int) *gatewayv1alpha1.JWTAuthenti
 			Rewrite:  &gatewayv1alpha1.Rewrite{Path: gatewayv1alpha1.RewritePath(text("/v", 256))},
 			Match:    largestMatch(),
 		})
+	}
+	// The response headers, request header removals and client address
+	// blocks at their totals per APIRule, on the first rules. The API
+	// server admits client addresses beside backends in other namespaces;
+	// the controller refuses the pair.
+	for i := range gatewayv1alpha1.MaxResponseHeadersPerAPIRule / 8 {
+		r.Spec.Rules[i].Response = largestResponse()
+	}
+	for i := range gatewayv1alpha1.MaxRemovedHeadersPerAPIRule / 8 {
+		r.Spec.Rules[i].Request.RemoveHeaders = largestRemovals()
+	}
+	for i := range gatewayv1alpha1.MaxAddressBlocksPerAPIRule / 32 {
+		r.Spec.Rules[i].ClientAddresses = largestClientAddresses()
 	}
 	return r
 }
@@ -155,6 +169,37 @@ func largestRequest() *gatewayv1alpha1.RequestModifier {
 	return m
 }
 
+// largestRemovals is 8 request header removals at their longest.
+func largestRemovals() []gatewayv1alpha1.RemovedRequestHeader {
+	var out []gatewayv1alpha1.RemovedRequestHeader
+	for j := range 8 {
+		out = append(out, gatewayv1alpha1.RemovedRequestHeader(text(fmt.Sprintf("r%d-", j), 64)))
+	}
+	return out
+}
+
+// largestResponse is 8 headers added at their longest (8 of an APIRule's
+// 64): an added header is stored larger than a set one (its list entry
+// repeats the name in the managed fields), a removal smaller.
+func largestResponse() *gatewayv1alpha1.ResponseModifier {
+	m := &gatewayv1alpha1.ResponseModifier{}
+	for j := range 8 {
+		m.Add = append(m.Add, gatewayv1alpha1.ResponseHeader{Name: gatewayv1alpha1.ResponseHeaderName(text(fmt.Sprintf("a%d-", j), 64)), Value: gatewayv1alpha1.ResponseHeaderValue(text("v", 512))})
+	}
+	return m
+}
+
+// largestClientAddresses is 16 allowed and 16 denied IPv6 blocks of the
+// longest form (43 characters).
+func largestClientAddresses() *gatewayv1alpha1.ClientAddresses {
+	c := &gatewayv1alpha1.ClientAddresses{}
+	for j := range 16 {
+		c.Allow = append(c.Allow, gatewayv1alpha1.AddressBlock(fmt.Sprintf("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ff%02x/128", j)))
+		c.Deny = append(c.Deny, gatewayv1alpha1.AddressBlock(fmt.Sprintf("eeee:ffff:ffff:ffff:ffff:ffff:ffff:ff%02x/128", j)))
+	}
+	return c
+}
+
 // TestWorstCaseAPIRuleIsStored creates the largest APIRule admission lets
 // through and measures it as the API server stores it (JSON, with its
 // managed fields, which repeat the keys of every list): it must fit in one
@@ -180,6 +225,23 @@ func TestWorstCaseAPIRuleIsStored(t *testing.T) {
 			g.Expect(len(raw)).To(BeNumerically("<", maxStoredAPIRuleBytes))
 		})
 	}
+	t.Run("the bounds are the bounds: one more response header, removal or client address block is refused", func(t *testing.T) {
+		for what, mutate := range map[string]func(r *gatewayv1alpha1.APIRule){
+			"response header": func(r *gatewayv1alpha1.APIRule) {
+				r.Spec.Rules[10].Response = &gatewayv1alpha1.ResponseModifier{Remove: []gatewayv1alpha1.ResponseHeaderName{"server"}}
+			},
+			"removal": func(r *gatewayv1alpha1.APIRule) {
+				r.Spec.Rules[10].Request.RemoveHeaders = []gatewayv1alpha1.RemovedRequestHeader{"x-debug"}
+			},
+			"client address block": func(r *gatewayv1alpha1.APIRule) {
+				r.Spec.Rules[10].ClientAddresses = &gatewayv1alpha1.ClientAddresses{Allow: []gatewayv1alpha1.AddressBlock{"10.0.0.0/8"}}
+			},
+		} {
+			more := largestAPIRule("more-", largestJWTSingle)
+			mutate(more)
+			NewWithT(t).Expect(k8sClient.Create(context.Background(), more, client.DryRunAll)).To(MatchError(ContainSubstring("in all, so that the APIRule fits in one stored object")), what)
+		}
+	})
 	t.Run("the bounds are the bounds: a longer header value is refused", func(t *testing.T) {
 		more := largestAPIRule("larger-", largestJWTSingle)
 		more.Spec.Rules[0].Request.Headers[text("h0-", 64)] += "v"

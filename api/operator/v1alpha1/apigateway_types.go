@@ -266,6 +266,20 @@ type APIRulesSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
 	ExtAuthProviders []ExtAuthProviderGrant `json:"extAuthProviders,omitempty"`
+
+	// trustedProxies is how many proxies (load balancers, CDNs) in front
+	// of every gateway APIRules use append to X-Forwarded-For, from 0 to
+	// 8: the gateway takes the client's address that many entries from the
+	// right of the header. Set the same count on Istio's gateway
+	// (meshConfig.defaultConfig.gatewayTopology.numTrustedProxies, or the
+	// proxy.istio.io/config annotation of its pods), which Portico does not
+	// write (docs/operations.md). Rules with clientAddresses are refused
+	// (InvalidRule) until it is set: an address read with another count
+	// than the gateway's would allow other clients.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=8
+	TrustedProxies *int32 `json:"trustedProxies,omitempty"`
 }
 
 // ExtAuthProviderGrant lets the APIRules of some namespaces use one

@@ -25,6 +25,7 @@ func TestKubectlExplainDocumentsTheGatewayAPIDefaultGateway(t *testing.T) {
 		"apigateways.spec.rateLimits.global.failOpen":            {"unlimited", "500"},
 		"apigateways.spec.rateLimits.global.maxKeysPerRule":      {"overflow", "10000"},
 		"apigateways.spec.rateLimits.global.timeout":             {"10ms", "5s", "100ms"},
+		"apigateways.spec.apiRules.trustedProxies":               {"X-Forwarded-For", "numTrustedProxies", "clientAddresses"},
 	} {
 		NewWithT(t).Eventually(func(g Gomega) {
 			out, err := env.Explain(field)

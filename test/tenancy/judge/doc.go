@@ -2,7 +2,10 @@
 // cluster, what Istio would do with a request: whether the
 // AuthorizationPolicies and RequestAuthentications that apply to a workload
 // let it reach the pod (Judge), and where the VirtualServices bound to a
-// gateway send it (Route).
+// gateway send it (Route), what the gateway forwards and answers (Forward,
+// Respond: the routes' header operations, and the client address the
+// gateway derives from X-Forwarded-For with its trusted-proxy count, which
+// the backend's sidecar reads as remote.ip).
 //
 // It models Istio's documented semantics for sidecar workloads selected by
 // labels: policies of the workload's namespace whose selector matches its

@@ -34,6 +34,13 @@ type Routed struct {
 	// RequestHeaders are the headers the route sets or adds on the request
 	// (its own and its destinations'), by name; nil if none.
 	RequestHeaders map[string]string
+	// RemovedRequestHeaders are the request headers the route removes; the
+	// Response fields its response header operations. Forward and Respond
+	// (edge.go) apply them as the gateway's Envoy does.
+	RemovedRequestHeaders []string
+	ResponseSet           map[string]string
+	ResponseAdd           map[string]string
+	RemovedResponse       []string
 }
 
 // Route finds the route Istio's gateway ("namespace/name") takes for a
@@ -167,16 +174,19 @@ func stringMatches(m *networkingv1alpha3.StringMatch, value string) (bool, error
 func routed(vs *networkingv1.VirtualService, route *networkingv1alpha3.HTTPRoute) *Routed {
 	out := &Routed{VirtualService: vs.Namespace + "/" + vs.Name, Route: route.Name}
 	out.addRequestHeaders(route.GetHeaders().GetRequest())
+	out.addResponseHeaders(route.GetHeaders().GetResponse())
 	for _, d := range route.Route {
 		dest := Destination{Host: d.GetDestination().GetHost(), Port: d.GetDestination().GetPort().GetNumber()}
 		dest.Service, dest.Namespace = resolve(dest.Host, vs.Namespace)
 		out.Destinations = append(out.Destinations, dest)
 		out.addRequestHeaders(d.GetHeaders().GetRequest())
+		out.addResponseHeaders(d.GetHeaders().GetResponse())
 	}
 	return out
 }
 
 func (r *Routed) addRequestHeaders(ops *networkingv1alpha3.Headers_HeaderOperations) {
+	r.RemovedRequestHeaders = append(r.RemovedRequestHeaders, ops.GetRemove()...)
 	for _, m := range []map[string]string{ops.GetSet(), ops.GetAdd()} {
 		for name, value := range m {
 			if r.RequestHeaders == nil {

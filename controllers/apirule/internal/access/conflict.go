@@ -139,7 +139,19 @@ func CallerOf(r *securityv1beta1.Rule) string {
 	}
 	var parts []string
 	for _, f := range r.From {
-		parts = append(parts, strings.Join(f.GetSource().GetRequestPrincipals(), ","))
+		src := f.GetSource()
+		if p := src.GetRequestPrincipals(); len(p) > 0 {
+			parts = append(parts, strings.Join(p, ","))
+		}
+		if b := src.GetRemoteIpBlocks(); len(b) > 0 {
+			parts = append(parts, "clients in "+strings.Join(b, ","))
+		}
+		if b := src.GetNotRemoteIpBlocks(); len(b) > 0 {
+			parts = append(parts, "clients not in "+strings.Join(b, ","))
+		}
+		if n := src.GetNamespaces(); len(n) > 0 {
+			parts = append(parts, "through namespace "+strings.Join(n, ","))
+		}
 	}
 	for _, w := range r.When {
 		parts = append(parts, w.Key+"="+strings.Join(w.Values, ","))

@@ -29,7 +29,11 @@ func Golden(rule *porticov1alpha1.APIRule, apiGateway *operatorv1alpha1.APIGatew
 	if reason != "" {
 		return nil, nil, fmt.Errorf("%s: %s", reason, msg)
 	}
-	out, err := translate.Translate(translate.Input{APIRule: rule, Selectors: selectors, Gateway: gateway, Parent: parent})
+	var grants *operatorv1alpha1.APIRulesSpec
+	if apiGateway != nil {
+		grants = apiGateway.Spec.APIRules
+	}
+	out, err := translate.Translate(translate.Input{APIRule: rule, Selectors: selectors, Gateway: gateway, Parent: parent, TrustedProxies: trustedProxies(grants)})
 	if err != nil {
 		return nil, nil, err
 	}

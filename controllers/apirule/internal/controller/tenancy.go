@@ -402,3 +402,13 @@ func (r *Reconciler) livePolicies(ctx context.Context, rule *porticov1alpha1.API
 	}
 	return own, other, ownRA, otherRA, nil
 }
+
+// trustedProxies is the administrator's count of proxies in front of the
+// gateways (spec.apiRules.trustedProxies), nil when not set: rules with
+// clientAddresses are refused until it is.
+func trustedProxies(grants *operatorv1alpha1.APIRulesSpec) *int32 {
+	if grants == nil {
+		return nil
+	}
+	return grants.TrustedProxies
+}

@@ -108,6 +108,14 @@ func TestBoundsMatchTheCRD(t *testing.T) {
 		{rule + "request.cookies", "maxProperties", func(s apiextensionsv1.JSONSchemaProps) string { return value(s.MaxProperties) }, maxCookies},
 		{rule + "rewrite.path", "maxLength", func(s apiextensionsv1.JSONSchemaProps) string { return value(s.MaxLength) }, maxRewriteLength},
 		{rule + "rewrite.prefix", "maxLength", func(s apiextensionsv1.JSONSchemaProps) string { return value(s.MaxLength) }, maxRewriteLength},
+		{rule + "request.removeHeaders", "maxItems", func(s apiextensionsv1.JSONSchemaProps) string { return value(s.MaxItems) }, maxRemovedHeaders},
+		{rule + "response.set", "maxProperties", func(s apiextensionsv1.JSONSchemaProps) string { return value(s.MaxProperties) }, maxResponseHeaders},
+		{rule + "response.set.{}", "maxLength", func(s apiextensionsv1.JSONSchemaProps) string { return value(s.MaxLength) }, maxHeaderValue},
+		{rule + "response.add", "maxItems", func(s apiextensionsv1.JSONSchemaProps) string { return value(s.MaxItems) }, maxResponseHeaders},
+		{rule + "response.remove", "maxItems", func(s apiextensionsv1.JSONSchemaProps) string { return value(s.MaxItems) }, maxResponseHeaders},
+		{rule + "clientAddresses.allow", "maxItems", func(s apiextensionsv1.JSONSchemaProps) string { return value(s.MaxItems) }, maxAddressBlocks},
+		{rule + "clientAddresses.deny", "maxItems", func(s apiextensionsv1.JSONSchemaProps) string { return value(s.MaxItems) }, maxAddressBlocks},
+		{rule + "clientAddresses.allow.[]", "maxLength", func(s apiextensionsv1.JSONSchemaProps) string { return value(s.MaxLength) }, maxAddressBlockSize},
 	} {
 		if got := b.got(at(t, root, b.path)); got != fmt.Sprint(b.want) {
 			t.Errorf("%s %s is %s in the CRD but %d in the checks", b.path, b.bound, got, b.want)
@@ -121,6 +129,9 @@ func TestBoundsMatchTheCRD(t *testing.T) {
 	}{
 		{"spec", spec.XValidations, fmt.Sprintf("self.rules.size() <= %d", porticov1alpha1.MaxHTTPRouteRules)},
 		{rule + "match", at(t, root, rule+"match").XValidations, fmt.Sprintf(") <= %d", porticov1alpha1.MaxRuleMatches)},
+		{"spec", spec.XValidations, fmt.Sprintf(": 0).sum() <= %d", porticov1alpha1.MaxResponseHeadersPerAPIRule)},
+		{"spec", spec.XValidations, fmt.Sprintf(": 0).sum() <= %d", porticov1alpha1.MaxRemovedHeadersPerAPIRule)},
+		{"spec", spec.XValidations, fmt.Sprintf(": 0).sum() <= %d", porticov1alpha1.MaxAddressBlocksPerAPIRule)},
 	} {
 		if !slices.ContainsFunc(c.rules, func(r apiextensionsv1.ValidationRule) bool { return strings.HasSuffix(r.Rule, c.want) }) {
 			t.Errorf("%s: no CEL rule of the CRD ends with %q, the bound of the checks", c.where, c.want)

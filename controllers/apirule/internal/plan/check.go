@@ -46,6 +46,7 @@ func Check(p *Plan) error {
 		func() error { return checkRewriteTargets(p) },
 		func() error { return checkSharedRequests(p) },
 		func() error { return checkAuthorizers(p) },
+		func() error { return checkClientAddresses(p) },
 		func() error { return checkMode(p) },
 		func() error { return checkPolicyNames(p) },
 	} {
@@ -195,9 +196,10 @@ func methodsOverlap(a, b []porticov1alpha1.HTTPMethod) bool {
 }
 
 // SameAuthentication reports whether two rules demand the same
-// access of a caller: the same external authorizer and the same access.
+// access of a caller: the same external authorizer, the same access and
+// the same client addresses.
 func SameAuthentication(a, b *Rule) bool {
-	if a.Authorizer != b.Authorizer {
+	if a.Authorizer != b.Authorizer || !a.Clients.Equal(b.Clients) {
 		return false
 	}
 	if a.Access == nil || b.Access == nil {
@@ -209,6 +211,13 @@ func SameAuthentication(a, b *Rule) bool {
 // Authentication describes what a rule demands of a caller; two rules
 // demanding the same have the same description.
 func Authentication(rule *Rule) string {
+	if rule.Clients != nil {
+		return authentication(rule) + ", " + rule.Clients.String()
+	}
+	return authentication(rule)
+}
+
+func authentication(rule *Rule) string {
 	if rule.Authorizer != "" {
 		if rule.Access == nil {
 			return "extAuth " + rule.Authorizer
@@ -457,11 +466,17 @@ func matchText(rule porticov1alpha1.Rule) string {
 // controller must not rely on admission, whose rules a CRD upgrade or a
 // cluster without CEL could miss.
 func checkRequestModifiers(r *porticov1alpha1.APIRule) error {
+	if err := checkHeaderTotals(r); err != nil {
+		return err
+	}
 	for _, rule := range r.Spec.Rules {
 		if err := checkRetries(r, rule); err != nil {
 			return err
 		}
 		if err := checkRequest(rule); err != nil {
+			return err
+		}
+		if err := checkHeaderChanges(rule); err != nil {
 			return err
 		}
 		if err := checkRewrite(rule); err != nil {
@@ -535,6 +550,9 @@ func forges(format string, args ...any) error {
 // cookie on a rule routed to another namespace's Service.
 func checkForgedRequests(r *porticov1alpha1.APIRule) error {
 	for _, rule := range r.Spec.Rules {
+		if err := checkForgedRemovals(rule); err != nil {
+			return err
+		}
 		m := rule.Request
 		if m == nil {
 			continue

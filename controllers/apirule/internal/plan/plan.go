@@ -45,6 +45,10 @@ type Input struct {
 	// APIRule's parentRef (Parent) in HTTPRoute mode. When set, the output
 	// has an HTTPRoute instead of a VirtualService.
 	Parent *porticov1alpha1.ParentReference
+	// TrustedProxies is the administrator's count of proxies in front of
+	// the gateways (APIGateway spec.apiRules.trustedProxies); nil when not
+	// set, which refuses rules with clientAddresses.
+	TrustedProxies *int32
 }
 
 // Plan is an APIRule normalised once: what every renderer reads. Building
@@ -61,6 +65,8 @@ type Plan struct {
 	Parent        *porticov1alpha1.ParentReference
 	ClusterDomain string
 	CORS          *porticov1alpha1.CORSPolicy
+	// TrustedProxies is Input.TrustedProxies.
+	TrustedProxies *int32
 	// Rules are in the APIRule's order; Routes are the same rules in the
 	// order routes are tried (see orderedRules).
 	Rules  []*Rule
@@ -103,6 +109,10 @@ type Rule struct {
 	Token      *porticov1alpha1.JWTAuthentication
 	Access     *access.JWT
 	Authorizer string
+	// Headers are its request header removals and response headers;
+	// Clients its client-address access, nil without clientAddresses.
+	Headers HeaderChanges
+	Clients *Clients
 }
 
 // Destination is one Service port a rule routes to, with its percentage of
@@ -129,6 +139,7 @@ func New(in Input) *Plan {
 	p := &Plan{
 		APIRule: r, Selectors: in.Selectors, Parent: in.Parent,
 		Gateway: in.Gateway, ClusterDomain: in.ClusterDomain, CORS: r.Spec.CORS,
+		TrustedProxies: in.TrustedProxies,
 	}
 	if p.Gateway == "" {
 		p.Gateway = r.Spec.Gateway
@@ -177,6 +188,8 @@ func newRule(r *porticov1alpha1.APIRule, spec porticov1alpha1.Rule) *Rule {
 		BackendPath:    BackendPath(spec),
 		Token:          spec.TokenRequirement(),
 		Authorizer:     spec.Authorizer(),
+		Headers:        headerChanges(spec),
+		Clients:        clientsOf(spec),
 	}
 	if rule.Timeout == nil {
 		rule.Timeout = r.Spec.Timeout

@@ -81,6 +81,31 @@ var (
 		{Authentications: []porticov1alpha1.JWTIssuer{{Issuer: "https://idp.example.com", JWKSURI: "https://idp.example.com/jwks.json"}},
 			Authorizations: []porticov1alpha1.JWTAuthorization{{Audiences: []string{"shop", "admin"}, RequiredScopes: []string{"admin"}}}},
 	}
+	// fuzzHeaders are request header removals and response header
+	// changes, allowed and reserved ones in several spellings: none may
+	// reach a route that removes or changes what the mesh reads.
+	fuzzHeaders = []*fuzzHeaderChange{
+		nil,
+		{remove: []porticov1alpha1.RemovedRequestHeader{"x-debug"}},
+		{response: &porticov1alpha1.ResponseModifier{
+			Set:    map[string]porticov1alpha1.ResponseHeaderValue{"strict-transport-security": "max-age=600"},
+			Add:    []porticov1alpha1.ResponseHeader{{Name: "vary", Value: "origin"}},
+			Remove: []porticov1alpha1.ResponseHeaderName{"server"},
+		}},
+		{remove: []porticov1alpha1.RemovedRequestHeader{"authorization"}},
+		{remove: []porticov1alpha1.RemovedRequestHeader{"x_forwarded_for"}},
+		{response: &porticov1alpha1.ResponseModifier{Set: map[string]porticov1alpha1.ResponseHeaderValue{"Set_Cookie": "s=1"}}},
+		{response: &porticov1alpha1.ResponseModifier{Add: []porticov1alpha1.ResponseHeader{{Name: "access-control-allow-origin", Value: "*"}}}},
+		{remove: []porticov1alpha1.RemovedRequestHeader{"x-debug"}, response: &porticov1alpha1.ResponseModifier{Remove: []porticov1alpha1.ResponseHeaderName{"x_debug"}}},
+	}
+	// fuzzClients are client-address accesses; the last is not canonical.
+	fuzzClients = []*porticov1alpha1.ClientAddresses{
+		nil,
+		{Allow: []porticov1alpha1.AddressBlock{"203.0.113.0/24"}},
+		{Deny: []porticov1alpha1.AddressBlock{"198.51.100.0/24"}},
+		{Allow: []porticov1alpha1.AddressBlock{"203.0.113.0/24", "2001:db8::/32"}, Deny: []porticov1alpha1.AddressBlock{"203.0.113.7"}},
+		{Allow: []porticov1alpha1.AddressBlock{"10.1.2.3/8"}},
+	}
 	fuzzSelectors = map[types.NamespacedName]map[string]string{
 		{Namespace: "shop", Name: "orders"}:       {"app": "orders"},
 		{Namespace: "shop", Name: "orders-admin"}: {"app": "orders", "tier": "admin"},
@@ -88,6 +113,16 @@ var (
 		{Namespace: "analytics", Name: "reports"}: {"app": "orders"},
 	}
 )
+
+// fuzzHeaderChange is a rule's request header removals and response.
+type fuzzHeaderChange struct {
+	remove   []porticov1alpha1.RemovedRequestHeader
+	response *porticov1alpha1.ResponseModifier
+}
+
+// fuzzTrustedProxies is the administrator's count the fuzzer translates
+// with: client-address rules are refused without one (a table test's).
+var fuzzTrustedProxies = ptr.To[int32](1)
 
 // fuzzAuthorizerPicks are the external authorizers extAuth rules name; the
 // first pick is none.
@@ -101,9 +136,9 @@ var fuzzAuthorizerPicks = []string{"", "one", "two"}
 // rule's service; an authorizer makes the rule extAuth, its jwt (if any)
 // the restrictions.
 type fuzzArgs struct {
-	noService                                                               bool
-	path                                                                    string
-	paths, methods, services, rewrites, splits, auths, authorizers, matches []byte
+	noService                                                                                 bool
+	path                                                                                      string
+	paths, methods, services, rewrites, splits, auths, authorizers, matches, headers, clients []byte
 }
 
 func pickByte(picks []byte, i int) byte {
@@ -159,6 +194,15 @@ func (a fuzzArgs) apiRule() *porticov1alpha1.APIRule {
 		}
 		if m := pick(fuzzMatches, a.matches, i); m != nil {
 			rule.Match = m.DeepCopy()
+		}
+		if h := pick(fuzzHeaders, a.headers, i); h != nil {
+			if h.remove != nil {
+				rule.Request = &porticov1alpha1.RequestModifier{RemoveHeaders: slices.Clone(h.remove)}
+			}
+			rule.Response = h.response.DeepCopy()
+		}
+		if c := pick(fuzzClients, a.clients, i); c != nil {
+			rule.ClientAddresses = c.DeepCopy()
 		}
 		r.Spec.Rules = append(r.Spec.Rules, rule)
 	}
@@ -231,6 +275,8 @@ func fuzzSeeds(t testing.TB) map[string]fuzzArgs {
 			}
 			add(&a.auths)(indexOf(fuzzAuth, jwt))
 			add(&a.matches)(indexOf(fuzzMatches, rule.Match))
+			add(&a.headers)(indexOfHeaders(rule))
+			add(&a.clients)(indexOf(fuzzClients, rule.ClientAddresses))
 		}
 		if built := a.apiRule(); !ok || !reflect.DeepEqual(built.Spec, seed.Spec) {
 			t.Fatalf("%s says what the fuzzer's vocabulary cannot (or builds another APIRule): write it with the vocabulary of fuzz_test.go", f)
@@ -241,6 +287,17 @@ func fuzzSeeds(t testing.TB) map[string]fuzzArgs {
 }
 
 func indexOfPath(a fuzzArgs, path string) (byte, bool) { return indexOf(a.pathVocabulary(), path) }
+
+func indexOfHeaders(rule porticov1alpha1.Rule) (byte, bool) {
+	if rule.Request == nil && rule.Response == nil {
+		return 0, true
+	}
+	h := &fuzzHeaderChange{response: rule.Response}
+	if rule.Request != nil {
+		h.remove = rule.Request.RemoveHeaders
+	}
+	return indexOf(fuzzHeaders, h)
+}
 
 func indexOfSplit(backends []porticov1alpha1.WeightedBackend) (byte, bool) {
 	return indexOf(fuzzBackends, backends)
@@ -255,11 +312,11 @@ func indexOfSplit(backends []porticov1alpha1.WeightedBackend) (byte, bool) {
 // holds.
 func FuzzTranslate(f *testing.F) {
 	for _, a := range fuzzSeeds(f) {
-		f.Add(a.noService, a.path, a.paths, a.methods, a.services, a.rewrites, a.splits, a.auths, a.authorizers, a.matches)
+		f.Add(a.noService, a.path, a.paths, a.methods, a.services, a.rewrites, a.splits, a.auths, a.authorizers, a.matches, a.headers, a.clients)
 	}
-	f.Fuzz(func(t *testing.T, noService bool, path string, paths, methods, services, rewrites, splits, auths, authorizers, matches []byte) {
-		r := fuzzArgs{noService, path, paths, methods, services, rewrites, splits, auths, authorizers, matches}.apiRule()
-		in := Input{APIRule: r, Selectors: fuzzSelectors}
+	f.Fuzz(func(t *testing.T, noService bool, path string, paths, methods, services, rewrites, splits, auths, authorizers, matches, headers, clients []byte) {
+		r := fuzzArgs{noService, path, paths, methods, services, rewrites, splits, auths, authorizers, matches, headers, clients}.apiRule()
+		in := Input{APIRule: r, Selectors: fuzzSelectors, TrustedProxies: fuzzTrustedProxies}
 		out, err := Translate(in)
 		if err != nil {
 			if out.VirtualService != nil || out.Workloads != nil {
@@ -277,6 +334,8 @@ func FuzzTranslate(f *testing.F) {
 		checkNoRuleAdmitsLess(t, r, out)
 		checkAuthorizersDecide(t, r, out)
 		checkHTTPRouteMode(t, r, out)
+		checkNoRuleAdmitsOtherClients(t, r, out)
+		checkHeaderChangesSpareTheMesh(t, out)
 	})
 }
 
@@ -288,7 +347,7 @@ func checkHTTPRouteMode(t *testing.T, r *porticov1alpha1.APIRule, istio Output) 
 	t.Helper()
 	onGateway := r.DeepCopy()
 	onGateway.Spec.Gateway, onGateway.Spec.ParentRef = "", &porticov1alpha1.ParentReference{Name: "edge"}
-	out, err := Translate(Input{APIRule: onGateway, Selectors: fuzzSelectors, Parent: Parent(onGateway)})
+	out, err := Translate(Input{APIRule: onGateway, Selectors: fuzzSelectors, Parent: Parent(onGateway), TrustedProxies: fuzzTrustedProxies})
 	if err != nil {
 		if out.HTTPRoute != nil || out.Workloads != nil {
 			t.Fatalf("an error comes with no objects: %v", err)
@@ -664,7 +723,10 @@ func atLeast(allow *securityv1beta1.Rule, jwt *porticov1alpha1.JWTAuthentication
 func demands(allow *securityv1beta1.Rule) string {
 	var parts []string
 	for _, from := range allow.From {
-		parts = append(parts, "principals="+strings.Join(from.Source.RequestPrincipals, ","))
+		if p := from.Source.RequestPrincipals; len(p) > 0 {
+			parts = append(parts, "principals="+strings.Join(p, ","))
+		}
+		parts = append(parts, sourceClients(from.Source)...)
 	}
 	for _, c := range allow.When {
 		parts = append(parts, c.Key+"="+strings.Join(c.Values, ","))
@@ -676,8 +738,9 @@ func demands(allow *securityv1beta1.Rule) string {
 // alternative.
 func demanded(rule porticov1alpha1.Rule) []string {
 	token := rule.TokenRequirement()
+	clients := demandedClients(rule)
 	if token == nil {
-		return []string{""}
+		return []string{strings.Join(clients, " ")}
 	}
 	var issuers []string
 	for _, iss := range fuzzIssuers(token) {
@@ -688,7 +751,7 @@ func demanded(rule porticov1alpha1.Rule) []string {
 	for i := range principals {
 		principals[i] += "/*"
 	}
-	base := []string{"principals=" + strings.Join(principals, ","), "request.auth.claims[iss]=" + strings.Join(issuers, ",")}
+	base := append(append([]string{"principals=" + strings.Join(principals, ",")}, clients...), "request.auth.claims[iss]="+strings.Join(issuers, ","))
 	alternatives := fuzzAlternatives(token)
 	if len(alternatives) == 0 {
 		return []string{strings.Join(base, " ")}

@@ -57,13 +57,7 @@ func HTTPRoute(p *plan.Plan) *gwapiv1.HTTPRoute {
 		if rw := urlRewrite(rule.Rewrite); rw != nil {
 			out.Filters = append(out.Filters, gwapiv1.HTTPRouteFilter{Type: gwapiv1.HTTPRouteFilterURLRewrite, URLRewrite: rw})
 		}
-		if len(rule.RequestHeaders) > 0 {
-			modifier := &gwapiv1.HTTPHeaderFilter{}
-			for _, h := range rule.RequestHeaders {
-				modifier.Set = append(modifier.Set, gwapiv1.HTTPHeader{Name: gwapiv1.HTTPHeaderName(h[0]), Value: h[1]})
-			}
-			out.Filters = append(out.Filters, gwapiv1.HTTPRouteFilter{Type: gwapiv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: modifier})
-		}
+		out.Filters = append(out.Filters, headerFilters(rule)...)
 		route.Spec.Rules = append(route.Spec.Rules, out)
 	}
 	return route
@@ -242,4 +236,29 @@ func addMatches(m *porticov1alpha1.RequestMatch, match *gwapiv1.HTTPRouteMatch) 
 		}
 		match.QueryParams = append(match.QueryParams, gwapiv1.HTTPQueryParamMatch{Type: ptr.To(kind), Name: gwapiv1.HTTPHeaderName(q.Name), Value: value})
 	}
+}
+
+// headerFilters are a rule's RequestHeaderModifier (headers and cookies it
+// sets, headers it removes) and ResponseHeaderModifier, each only when it
+// has something to do.
+func headerFilters(rule *plan.Rule) []gwapiv1.HTTPRouteFilter {
+	var out []gwapiv1.HTTPRouteFilter
+	h := rule.Headers
+	if len(rule.RequestHeaders)+len(h.RemoveRequest) > 0 {
+		modifier := &gwapiv1.HTTPHeaderFilter{Set: headers(rule.RequestHeaders), Remove: slices.Clone(h.RemoveRequest)}
+		out = append(out, gwapiv1.HTTPRouteFilter{Type: gwapiv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: modifier})
+	}
+	if len(h.SetResponse)+len(h.AddResponse)+len(h.RemoveResponse) > 0 {
+		modifier := &gwapiv1.HTTPHeaderFilter{Set: headers(h.SetResponse), Add: headers(h.AddResponse), Remove: slices.Clone(h.RemoveResponse)}
+		out = append(out, gwapiv1.HTTPRouteFilter{Type: gwapiv1.HTTPRouteFilterResponseHeaderModifier, ResponseHeaderModifier: modifier})
+	}
+	return out
+}
+
+func headers(pairs [][2]string) []gwapiv1.HTTPHeader {
+	var out []gwapiv1.HTTPHeader
+	for _, h := range pairs {
+		out = append(out, gwapiv1.HTTPHeader{Name: gwapiv1.HTTPHeaderName(h[0]), Value: h[1]})
+	}
+	return out
 }

@@ -33,10 +33,18 @@ func AuthorizationPolicy(p *plan.Plan, w plan.Workload) *securityv1.Authorizatio
 		if exposed.Access == nil {
 			// noAuth, or extAuth without restrictions: the CUSTOM policy
 			// has the authorizer decide first.
-			spec.Rules = append(spec.Rules, &securityv1beta1.Rule{To: []*securityv1beta1.Rule_To{{Operation: op}}})
+			rule := &securityv1beta1.Rule{To: []*securityv1beta1.Rule_To{{Operation: op}}}
+			if source := clientSource(p, exposed.Clients); source != nil {
+				rule.From = []*securityv1beta1.Rule_From{{Source: source}}
+			}
+			spec.Rules = append(spec.Rules, rule)
 			continue
 		}
-		spec.Rules = append(spec.Rules, callerRules(*exposed.Access, op)...)
+		rules := callerRules(*exposed.Access, op)
+		for _, rule := range rules {
+			addClients(rule.From[0].Source, clientSource(p, exposed.Clients))
+		}
+		spec.Rules = append(spec.Rules, rules...)
 	}
 	return ap
 }
@@ -160,4 +168,31 @@ func callerRules(jwt access.JWT, op *securityv1beta1.Operation) []*securityv1bet
 
 func cloneOperation(op *securityv1beta1.Operation) *securityv1beta1.Operation {
 	return &securityv1beta1.Operation{Paths: slices.Clone(op.Paths), Methods: slices.Clone(op.Methods)}
+}
+
+// clientSource is the source a rule with clientAddresses requires: a
+// request that came from the gateway's namespace (only the gateway vouches
+// for X-Forwarded-For: a pod elsewhere in the mesh could write any), whose
+// client address (remote.ip, the last X-Forwarded-For entry the gateway
+// set) is in an allowed block, if any are listed, and in no denied one.
+// It is nil without clientAddresses.
+func clientSource(p *plan.Plan, c *plan.Clients) *securityv1beta1.Source {
+	if c == nil {
+		return nil
+	}
+	return &securityv1beta1.Source{
+		Namespaces:        []string{p.GatewayNamespace()},
+		RemoteIpBlocks:    slices.Clone(c.Allow),
+		NotRemoteIpBlocks: slices.Clone(c.Deny),
+	}
+}
+
+// addClients adds a client source's requirements to a source.
+func addClients(to, clients *securityv1beta1.Source) {
+	if clients == nil {
+		return
+	}
+	to.Namespaces = clients.Namespaces
+	to.RemoteIpBlocks = clients.RemoteIpBlocks
+	to.NotRemoteIpBlocks = clients.NotRemoteIpBlocks
 }

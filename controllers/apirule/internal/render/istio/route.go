@@ -36,7 +36,7 @@ func VirtualService(p *plan.Plan) *networkingv1.VirtualService {
 		}
 		addMatches(rule.Match, match)
 		spec.Http = append(spec.Http, &networkingv1alpha3.HTTPRoute{
-			Headers:    headersOperations(rule.RequestHeaders),
+			Headers:    headersOperations(rule),
 			Name:       rule.RouteName,
 			Match:      []*networkingv1alpha3.HTTPMatchRequest{match},
 			Route:      routeDestinations(rule.Destinations, p.ClusterDomain),
@@ -99,16 +99,42 @@ func uriRewrite(rule *plan.Rule) *networkingv1alpha3.HTTPRewrite {
 	}
 }
 
-// headersOperations sets a rule's request headers and cookies.
-func headersOperations(set [][2]string) *networkingv1alpha3.Headers {
-	if len(set) == 0 {
+// headersOperations sets a rule's request headers and cookies, removes
+// its removed request headers and changes its response headers. A rule
+// with clientAddresses also sends X-Forwarded-For as the client's address
+// alone, as the gateway determined it (plan.ForwardedFor), which the
+// backend's sidecar reads as remote.ip.
+func headersOperations(rule *plan.Rule) *networkingv1alpha3.Headers {
+	set := rule.RequestHeaders
+	if rule.Clients != nil {
+		set = append(slices.Clone(set), [2]string{plan.ForwardedForHeader, plan.ForwardedFor})
+	}
+	h := rule.Headers
+	if len(set) == 0 && h.Empty() {
 		return nil
 	}
-	ops := &networkingv1alpha3.Headers_HeaderOperations{Set: map[string]string{}}
-	for _, h := range set {
-		ops.Set[h[0]] = h[1]
+	out := &networkingv1alpha3.Headers{}
+	if len(set)+len(h.RemoveRequest) > 0 {
+		out.Request = &networkingv1alpha3.Headers_HeaderOperations{Set: pairs(set), Remove: slices.Clone(h.RemoveRequest)}
 	}
-	return &networkingv1alpha3.Headers{Request: ops}
+	if len(h.SetResponse)+len(h.AddResponse)+len(h.RemoveResponse) > 0 {
+		out.Response = &networkingv1alpha3.Headers_HeaderOperations{
+			Set: pairs(h.SetResponse), Add: pairs(h.AddResponse), Remove: slices.Clone(h.RemoveResponse),
+		}
+	}
+	return out
+}
+
+// pairs are headers as a map, nil without any.
+func pairs(headers [][2]string) map[string]string {
+	if len(headers) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(headers))
+	for _, h := range headers {
+		out[h[0]] = h[1]
+	}
+	return out
 }
 
 // retries is a rule's retry policy as Istio's: the retryOn conditions,
