@@ -24,6 +24,9 @@ type results struct {
 	// Deployment deleted -> recreated; gone: (c) CRD deleted -> Deployment
 	// gone.
 	created, recreated, gone []time.Duration
+	// createdFloor and goneFloor are the floor of (a) and (c), in the same
+	// cycles (floor.go).
+	createdFloor, goneFloor []time.Duration
 	// writes: (d) the operator's API writes in the steady window, steady
 	// long.
 	writes writeCount
@@ -54,7 +57,7 @@ func (b *bench) measure(ctx context.Context) (results, error) {
 	}
 	var r results
 	var err error
-	if r.created, r.gone, err = b.runCRDCycles(ctx); err != nil {
+	if err = b.runCRDCycles(ctx, &r); err != nil {
 		return r, err
 	}
 	if r.recreated, err = b.runSelfHealCycles(ctx); err != nil {
@@ -117,38 +120,43 @@ func progress(done, total int) {
 	}
 }
 
-// runCRDCycles measures (a) and (c): each cycle deletes the gated CRD and
-// creates it again.
-func (b *bench) runCRDCycles(ctx context.Context) (created, gone []time.Duration, err error) {
+// runCRDCycles measures (a) and (c), and their floor: each cycle deletes
+// the gated CRD and creates it again.
+func (b *bench) runCRDCycles(ctx context.Context, r *results) error {
 	framework.Logf("(a)+(c): %d cycles of deleting and re-creating CRD %s", b.opts.cycles, gatedCRD.Name)
+	if err := b.ensureFloor(ctx); err != nil {
+		return err
+	}
 	for i := range b.opts.cycles {
 		if err := b.waitSettled(ctx, b.opts.Timeout); err != nil {
-			return nil, nil, fmt.Errorf("cycle %d: %w", i+1, err)
+			return fmt.Errorf("cycle %d: %w", i+1, err)
 		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := b.informers.Get(ctx, client.ObjectKey{Name: gatedCRD.Name}, crd); err != nil {
-			return nil, nil, fmt.Errorf("cycle %d: CRD %s: %w", i+1, gatedCRD.Name, err)
+			return fmt.Errorf("cycle %d: CRD %s: %w", i+1, gatedCRD.Name, err)
 		}
-		g, err := b.deleteGatedCRD(ctx, crd)
+		g, gf, err := b.deleteGatedCRD(ctx, crd)
 		if err != nil {
-			return nil, nil, fmt.Errorf("cycle %d: %w", i+1, err)
+			return fmt.Errorf("cycle %d: %w", i+1, err)
 		}
-		c, err := b.createGatedCRD(ctx, crd.UID)
+		c, cf, err := b.createGatedCRD(ctx, crd.UID)
 		if err != nil {
-			return nil, nil, fmt.Errorf("cycle %d: %w", i+1, err)
+			return fmt.Errorf("cycle %d: %w", i+1, err)
 		}
-		created, gone = append(created, c), append(gone, g)
+		r.created, r.gone = append(r.created, c), append(r.gone, g)
+		r.createdFloor, r.goneFloor = append(r.createdFloor, cf), append(r.goneFloor, gf)
 		progress(i+1, b.opts.cycles)
 	}
-	return created, gone, nil
+	return nil
 }
 
-// deleteGatedCRD measures (c) CRD deleted -> Deployment gone, and waits
-// until the CRD is removed.
-func (b *bench) deleteGatedCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (time.Duration, error) {
+// deleteGatedCRD measures (c) CRD deleted -> Deployment gone and its
+// floor, and waits until the CRD is removed.
+func (b *bench) deleteGatedCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (gone, floor time.Duration, err error) {
 	if err := b.waitCRDServing(ctx, crd); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	floorSeen, floorGone := b.hub.expect(isTerminating), b.hub.expect(isDeployment(floorDeployment, framework.Deleted))
 	deploymentGone := b.hub.expect(isDeployment(gatedDeployment, framework.Deleted))
 	crdGone := b.hub.expect(isCRD(gatedCRD.Name, framework.Deleted))
 	// Only for --verbose: when the bench saw the deletionTimestamp.
@@ -158,56 +166,67 @@ func (b *bench) deleteGatedCRD(ctx context.Context, crd *apiextensionsv1.CustomR
 	defer b.hub.cancel(terminating)
 	call := time.Now()
 	if err := b.c.Delete(ctx, crd, client.Preconditions{UID: &crd.UID}); err != nil {
-		b.hub.cancel(deploymentGone, crdGone)
-		return 0, fmt.Errorf("delete CRD %s: %w", gatedCRD.Name, err)
+		b.hub.cancel(deploymentGone, crdGone, floorSeen, floorGone)
+		return 0, 0, fmt.Errorf("delete CRD %s: %w", gatedCRD.Name, err)
 	}
 	t0 := time.Now()
+	if floor, err = b.floorDelete(ctx, t0, floorSeen, floorGone); err != nil {
+		b.hub.cancel(deploymentGone, crdGone)
+		return 0, 0, err
+	}
 	e, err := b.await(ctx, deploymentGone, b.opts.Timeout, "deployment "+gatedDeployment+" to be deleted after its CRD was")
 	if err != nil {
 		b.hub.cancel(crdGone)
-		return 0, err
+		return 0, 0, err
 	}
 	removed, err := b.await(ctx, crdGone, b.opts.Timeout, "CRD "+gatedCRD.Name+" to be removed")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if b.opts.verbose {
 		framework.Logf("  (c) t0 %s delete returned (call took %s), deletionTimestamp seen %s, Deployment Deleted %s, CRD removed %s",
 			stamp(t0), msSince(call, t0), seenAfter(t0, terminating), msSince(t0, e.At), msSince(t0, removed.At))
 	}
-	return e.At.Sub(t0), nil
+	return e.At.Sub(t0), floor, nil
 }
 
-// createGatedCRD measures (a) CRD Established -> Deployment created.
-func (b *bench) createGatedCRD(ctx context.Context, oldUID types.UID) (time.Duration, error) {
+// createGatedCRD measures (a) CRD Established -> Deployment created and
+// its floor.
+func (b *bench) createGatedCRD(ctx context.Context, oldUID types.UID) (created, floor time.Duration, err error) {
 	isEstablished := b.hub.expect(func(e framework.Event) bool {
 		c, ok := e.Object.(*apiextensionsv1.CustomResourceDefinition)
 		return ok && c.Name == gatedCRD.Name && c.UID != oldUID && e.Type != framework.Deleted && contract.StateOf(c).Established
 	})
 	deploymentAdded := b.hub.expect(isDeployment(gatedDeployment, framework.Added))
+	floorAdded := b.hub.expect(isDeployment(floorDeployment, framework.Added))
 	manifest, err := framework.CRDManifest(b.gatedSource)
 	if err != nil {
-		return 0, err
+		b.hub.cancel(isEstablished, deploymentAdded, floorAdded)
+		return 0, 0, err
 	}
 	created0 := time.Now()
 	if err := b.c.Create(ctx, manifest); err != nil {
-		b.hub.cancel(isEstablished, deploymentAdded)
-		return 0, fmt.Errorf("create CRD %s: %w", gatedCRD.Name, err)
+		b.hub.cancel(isEstablished, deploymentAdded, floorAdded)
+		return 0, 0, fmt.Errorf("create CRD %s: %w", gatedCRD.Name, err)
 	}
 	est, err := b.await(ctx, isEstablished, b.opts.Timeout, "CRD "+gatedCRD.Name+" to be Established")
 	if err != nil {
+		b.hub.cancel(deploymentAdded, floorAdded)
+		return 0, 0, err
+	}
+	if floor, err = b.floorCreate(ctx, est.At, floorAdded); err != nil {
 		b.hub.cancel(deploymentAdded)
-		return 0, err
+		return 0, 0, err
 	}
 	add, err := b.await(ctx, deploymentAdded, b.opts.Timeout, "deployment "+gatedDeployment+" to be created after its CRD was")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if b.opts.verbose {
 		framework.Logf("  (a) t0 %s Established seen, Deployment Added %s (CRD created %s before t0)",
 			stamp(est.At), msSince(est.At, add.At), msSince(created0, est.At))
 	}
-	return add.At.Sub(est.At), nil
+	return add.At.Sub(est.At), floor, nil
 }
 
 // waitCRDServing lists the CRD's resources until the API server serves

@@ -23,6 +23,15 @@
 //	    deletionTimestamp; the CRD itself is removed later, after the API
 //	    server's finalizer); t1: the Deployment watch sees
 //	    ratelimit-controller Deleted. (a) and (c) come from the same cycles.
+//	(a) and (c) floor: in the same cycles, the bench itself reacts to the
+//	    event the operator reacts to with the write the operator makes: it
+//	    creates the Deployment portico-bench-floor as soon as its watch
+//	    sees the CRD Established, and deletes it as soon as its watch sees
+//	    the CRD terminating; t1 is its Deployment watch seeing that write.
+//	    A watch delivery, one write and a watch delivery, side by side with
+//	    the operator's on the same API server: the table prints each p99
+//	    over its floor's (information: a p99 of 30 samples is their
+//	    maximum, which one pause of the API server sets).
 //	(d) API writes in steady state: once everything is Ready and the
 //	    operator's write counter has not moved for --quiet, the delta of
 //	    rest_client_requests_total{method!="GET"} on the operator's /metrics
