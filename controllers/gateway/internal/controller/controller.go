@@ -164,7 +164,6 @@ func (r *Reconciler) enabled(ctx context.Context, gw *operatorv1alpha1.APIGatewa
 	if err != nil {
 		return failed(st, err), 0, ignoreNotOwned(err)
 	}
-
 	ca, err := r.syncClientCA(ctx, gw, c, now)
 	if err != nil {
 		return failed(st, err), 0, ignoreNotOwned(err)
@@ -178,19 +177,9 @@ func (r *Reconciler) enabled(ctx context.Context, gw *operatorv1alpha1.APIGatewa
 	if err != nil {
 		return failed(st, err), 0, ignoreNotOwned(err)
 	}
-	if ca.mode == "" && ca.problem == "" {
-		// The gateway no longer reads the copy.
-		if err := r.removeClientCA(ctx, gw, c.Namespace); err != nil {
-			return failed(st, err), 0, err
-		}
-	}
-	if err := r.removeOtherSources(ctx, gw, c, credential); err != nil {
+	if err := r.removeUnused(ctx, gw, c, credential, ca); err != nil {
 		return failed(st, err), 0, err
 	}
-	if err := r.removeStale(ctx, gw, c.Namespace); err != nil {
-		return failed(st, err), 0, err
-	}
-
 	st.SecretName, st.ClientCertificates = credential, ca.mode
 	if c.Source == SourceSelfSigned {
 		st.CAConfigMap = operatorv1alpha1.DefaultGatewayName + "-ca"
@@ -216,6 +205,22 @@ func (r *Reconciler) enabled(ctx context.Context, gw *operatorv1alpha1.APIGatewa
 		st.Message = readyMessage(c, cert.info) + clientCAMessage(c, ca.mode)
 	}
 	return st, requeueAt(now, cert.next), nil
+}
+
+// removeUnused removes, once the gateway is written, what it no longer
+// uses: the client CA copy (no client certificates asked for), earlier
+// certificate sources' objects, and the default gateway left in other
+// namespaces.
+func (r *Reconciler) removeUnused(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config, credential string, ca clientCA) error {
+	if ca.mode == "" && ca.problem == "" {
+		if err := r.removeClientCA(ctx, gw, c.Namespace); err != nil {
+			return err
+		}
+	}
+	if err := r.removeOtherSources(ctx, gw, c, credential); err != nil {
+		return err
+	}
+	return r.removeStale(ctx, gw, c.Namespace)
 }
 
 // applyIstio writes the Istio Gateway and its health VirtualService and
