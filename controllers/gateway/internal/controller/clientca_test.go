@@ -55,8 +55,13 @@ func TestClientCertificates(t *testing.T) {
 		return &operatorv1alpha1.GatewaySpec{Domain: domain, ClientCertificates: &operatorv1alpha1.ClientCertificates{CABundle: bundle}}
 	}
 
-	t.Run("a missing bundle is reported and the gateway asks for no certificate", func(t *testing.T) {
+	t.Run("a missing bundle is reported and the gateway asks for no certificate, whatever a tenant names alike", func(t *testing.T) {
 		g := NewWithT(t)
+		// A tenant's ConfigMap of the bundle's name in its own namespace.
+		g.Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b"}})).To(Succeed())
+		tenants := clientCASource("client-ca", string(partners.CertPEM))
+		tenants.Namespace = "team-b"
+		g.Expect(k8sClient.Create(ctx, tenants)).To(Succeed())
 		setGateway(t, required(operatorv1alpha1.ClientCABundle{ConfigMapName: "client-ca"}))
 		st := reconcileOnce(t, r)
 		g.Expect(st.State).To(Equal(operatorv1alpha1.GatewayError))
