@@ -176,6 +176,12 @@ func routed(vs *networkingv1.VirtualService, route *networkingv1alpha3.HTTPRoute
 	out.addRequestHeaders(route.GetHeaders().GetRequest())
 	out.addResponseHeaders(route.GetHeaders().GetResponse())
 	for _, d := range route.Route {
+		if d.Weight == 0 && len(route.Route) > 1 {
+			// Istio leaves a 0-weighted destination of a split out of
+			// Envoy's weighted clusters: it receives nothing (Portico's
+			// weight 0 drains a backend), nor do its header operations apply.
+			continue
+		}
 		dest := Destination{Host: d.GetDestination().GetHost(), Port: d.GetDestination().GetPort().GetNumber()}
 		dest.Service, dest.Namespace = resolve(dest.Host, vs.Namespace)
 		out.Destinations = append(out.Destinations, dest)

@@ -150,3 +150,29 @@ func TestRouteRewrites(t *testing.T) {
 	_, err := Route([]*networkingv1.VirtualService{vs}, "istio-system/public", "a.example.com", "/", "GET")
 	NewWithT(t).Expect(err).To(MatchError(ContainSubstring("not modelled")))
 }
+
+// TestRouteLeavesDrainedDestinationsOut: a destination of weight 0 in a
+// split receives nothing (Istio leaves it out of Envoy's weighted
+// clusters); a lone destination without weight receives everything.
+func TestRouteLeavesDrainedDestinationsOut(t *testing.T) {
+	g := NewWithT(t)
+	dest := func(host string, weight int32) *networkingv1alpha3.HTTPRouteDestination {
+		return &networkingv1alpha3.HTTPRouteDestination{Weight: weight,
+			Destination: &networkingv1alpha3.Destination{Host: host, Port: &networkingv1alpha3.PortSelector{Number: 8080}},
+			Headers:     &networkingv1alpha3.Headers{Request: &networkingv1alpha3.Headers_HeaderOperations{Set: map[string]string{"x-via": host}}}}
+	}
+	split := httpRoute("split", "/", "unused")
+	split.Route = []*networkingv1alpha3.HTTPRouteDestination{dest("live.shop.svc.cluster.local", 100), dest("drained.analytics.svc.cluster.local", 0)}
+	lone := httpRoute("lone", "/lone", "unused")
+	lone.Route = []*networkingv1alpha3.HTTPRouteDestination{dest("only.shop.svc.cluster.local", 0)}
+	vs := virtualService("shop", "split", 1, []string{"istio-system/public"}, []string{"a.example.com"}, lone, split)
+
+	r, err := Route([]*networkingv1.VirtualService{vs}, "istio-system/public", "a.example.com", "/x", "GET")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.Destinations).To(ConsistOf(HaveField("Namespace", "shop")))
+	g.Expect(r.RequestHeaders).To(Equal(map[string]string{"x-via": "live.shop.svc.cluster.local"}))
+
+	r, err = Route([]*networkingv1.VirtualService{vs}, "istio-system/public", "a.example.com", "/lone", "GET")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.Destinations).To(ConsistOf(HaveField("Service", "only")))
+}
