@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
@@ -139,12 +140,19 @@ func envoyRouteMatches(m *routev3.RouteMatch, r envoyRequest) (bool, error) {
 	return true, nil
 }
 
+// compiled caches the regular expressions of Envoy's configuration.
+var compiled sync.Map
+
 // fullMatch is Envoy's safe_regex: RE2, matching the whole value.
 func fullMatch(re, value string) (bool, error) {
+	if c, ok := compiled.Load(re); ok {
+		return c.(*regexp.Regexp).MatchString(value), nil
+	}
 	c, err := regexp.Compile("^(?:" + re + ")$")
 	if err != nil {
 		return false, fmt.Errorf("regex %q: %w", re, err)
 	}
+	compiled.Store(re, c)
 	return c.MatchString(value), nil
 }
 

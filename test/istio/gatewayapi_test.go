@@ -321,7 +321,19 @@ func TestGatewayAPIAcceptsEveryHTTPRoute(t *testing.T) {
 		objs = append(objs, r)
 	}
 	objs = append(objs, backendObjects(list)...)
+	// The control: a route to a Service that does not exist, which Istio
+	// must not call resolved, so that the check is seen to fail.
+	control := list[0].DeepCopy()
+	control.Name = "control-missing-backend"
+	control.Spec.Rules = control.Spec.Rules[:1]
+	control.Spec.Rules[0].BackendRefs = control.Spec.Rules[0].BackendRefs[:1]
+	control.Spec.Rules[0].BackendRefs[0].Name = "missing"
+	control.Spec.Rules[0].BackendRefs[0].Namespace = nil
+	objs = append(objs, control)
 	g := newGatewayAPI(t, objs...)
+	if s, err := g.routeStatus(control.Namespace, control.Name); err != nil || checkAccepted(s) == nil {
+		t.Fatalf("the control route to a missing Service is accepted with its references resolved (%v)", err)
+	}
 
 	converted := map[string]bool{}
 	for _, vs := range g.controller.List(gvk.VirtualService, "") {

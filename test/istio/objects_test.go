@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
+
+	istiolog "istio.io/istio/pkg/log"
 )
 
 // repoRoot is the Portico tree this module's replace directive points at.
@@ -39,6 +41,10 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
+	// istiod's components log at info; the tests say what failed.
+	for _, s := range istiolog.Scopes() {
+		s.SetOutputLevel(istiolog.ErrorLevel)
+	}
 	corpusDir = os.Getenv(corpusEnv)
 	if corpusDir == "" {
 		dir, err := os.MkdirTemp("", "istio-corpus")

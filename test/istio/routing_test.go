@@ -3,6 +3,7 @@ package istio
 import (
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -115,6 +116,22 @@ func requestPaths(vs *networkingv1.VirtualService) []string {
 
 var requestMethods = []string{"GET", "POST", "DELETE", "OPTIONS"}
 
+// requestExtras are the headers and query parameters a probe carries,
+// aimed at the fuzzer's matches (x-admin exact and prefix, x-beta regex,
+// debug exact).
+var requestExtras = []struct {
+	headers map[string]string
+	query   string
+}{
+	{},
+	{headers: map[string]string{"x-admin": "yes", "x-beta": "1"}},
+	{headers: map[string]string{"X-Admin": "y", "x-beta": "2"}},
+	{headers: map[string]string{"x-beta": "12"}, query: "debug=1"},
+}
+
+// tally counts the kinds of answers.
+type tally map[string]int
+
 // gatewayVerdict is where a request goes, as the judge or Envoy says.
 type gatewayVerdict struct {
 	Route    string
@@ -131,12 +148,17 @@ func (v *gatewayVerdict) String() string {
 	return fmt.Sprintf("route %q to %v with path %s, headers %v", v.Route, v.Clusters, v.Path, v.Headers)
 }
 
-func judgeVerdict(vs *networkingv1.VirtualService, host, path, method string) (*gatewayVerdict, error) {
-	r, err := judge.Route([]*networkingv1.VirtualService{vs}, istioGateway, host, path, method)
+func judgeVerdict(vs *networkingv1.VirtualService, req envoyRequest) (*gatewayVerdict, error) {
+	query, err := url.ParseQuery(req.Query)
+	if err != nil {
+		return nil, err
+	}
+	r, err := judge.RouteProbe([]*networkingv1.VirtualService{vs}, istioGateway,
+		judge.Probe{Host: req.Host, Path: req.Path, Method: req.Method, Headers: req.Headers, Query: query})
 	if err != nil || r == nil {
 		return nil, err
 	}
-	v := &gatewayVerdict{Route: r.Route, Path: path}
+	v := &gatewayVerdict{Route: r.Route, Path: req.Path}
 	if len(r.Destinations) > 0 {
 		v.Path = r.Path
 	}
@@ -166,15 +188,16 @@ func judgeVerdict(vs *networkingv1.VirtualService, host, path, method string) (*
 	return v, nil
 }
 
-func envoyVerdict(rc *routev3.RouteConfiguration, host, path, method string) (*gatewayVerdict, error) {
-	vh := envoyVirtualHost(rc, fmt.Sprintf("%s:%d", host, gatewayPort))
+func envoyVerdict(rc *routev3.RouteConfiguration, req envoyRequest) (*gatewayVerdict, error) {
+	path := req.Path
+	vh := envoyVirtualHost(rc, fmt.Sprintf("%s:%d", req.Host, gatewayPort))
 	if vh == nil {
-		vh = envoyVirtualHost(rc, host)
+		vh = envoyVirtualHost(rc, req.Host)
 	}
 	if vh == nil {
 		return nil, nil
 	}
-	rt, err := envoyRoute(vh, envoyRequest{Host: host, Path: path, Method: method})
+	rt, err := envoyRoute(vh, req)
 	if err != nil || rt == nil {
 		return nil, err
 	}
@@ -224,6 +247,22 @@ func (v *gatewayVerdict) normalize() {
 	v.Headers = slices.Compact(v.Headers)
 }
 
+// count tallies what kind of answer a verdict is, so the test can prove
+// its requests reached every feature it compares.
+func (seen tally) count(v *gatewayVerdict) {
+	if v == nil {
+		seen["not routed"]++
+		return
+	}
+	seen["routed"]++
+	if len(v.Clusters) > 1 {
+		seen["split"]++
+	}
+	if len(v.Headers) > 0 {
+		seen["header operations"]++
+	}
+}
+
 // agree compares the judge's verdict with Envoy's: the same route (Envoy
 // names a route of a named match <route>.<match>), the same clusters, the
 // same path at the backend, the same header operations.
@@ -248,31 +287,41 @@ func TestJudgeRoutesAsIstiosGateway(t *testing.T) {
 	vss := gatewayVirtualServices(trs)
 	rc := gatewayRoutes(t, vss)
 	var compared, declined, disagreements int
+	seen := tally{}
 	for _, name := range slices.Sorted(maps.Keys(vss)) {
 		vs := vss[name]
 		host := hostOf(name)
 		for _, path := range requestPaths(vs) {
 			for _, method := range requestMethods {
-				j, jerr := judgeVerdict(vs, host, path, method)
-				if jerr != nil {
-					declined++
-					continue
-				}
-				e, err := envoyVerdict(rc, host, path, method)
-				if err != nil {
-					t.Errorf("%s: %s %s: Envoy's configuration is not modelled: %v", name, method, path, err)
-					continue
-				}
-				compared++
-				if !agree(j, e) {
-					disagreements++
-					t.Errorf("%s: VirtualService %s/%s, %s %s%s:\n  judge: %v\n  istio: %v", name, vs.Namespace, vs.Name, method, host, path, j, e)
+				for _, extra := range requestExtras {
+					req := envoyRequest{Host: host, Path: path, Method: method, Headers: extra.headers, Query: extra.query}
+					j, jerr := judgeVerdict(vs, req)
+					if jerr != nil {
+						declined++
+						continue
+					}
+					e, err := envoyVerdict(rc, req)
+					if err != nil {
+						t.Errorf("%s: %s %s: Envoy's configuration is not modelled: %v", name, method, path, err)
+						continue
+					}
+					compared++
+					seen.count(e)
+					if e != nil && e.Path != path {
+						seen["rewritten"]++
+					}
+					if !agree(j, e) {
+						disagreements++
+						t.Errorf("%s: VirtualService %s/%s, %s %s%s %v %s:\n  judge: %v\n  istio: %v", name, vs.Namespace, vs.Name, method, host, path, extra.headers, extra.query, j, e)
+					}
 				}
 			}
 		}
 	}
-	t.Logf("compared %d requests, the judge declined %d, %d disagreements", compared, declined, disagreements)
-	if compared < 10000 {
-		t.Fatalf("compared only %d requests", compared)
+	t.Logf("compared %d requests, the judge declined %d, %d disagreements; Envoy's answers: %v", compared, declined, disagreements, seen)
+	for _, kind := range []string{"routed", "split", "rewritten", "header operations", "not routed"} {
+		if seen[kind] < 1000 {
+			t.Errorf("only %d of the requests compared were %s, want at least 1000: the comparison proves too little", seen[kind], kind)
+		}
 	}
 }

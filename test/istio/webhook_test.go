@@ -107,3 +107,29 @@ func TestWebhookAdmitsEveryObject(t *testing.T) {
 	}
 	t.Logf("istiod's webhook admitted %d objects", sent)
 }
+
+// TestWebhookRejectsWhatIstioRefuses proves the webhook is reached and
+// validates: a golden VirtualService broken as Istio forbids (a
+// destination without host) is refused.
+func TestWebhookRejectsWhatIstioRefuses(t *testing.T) {
+	trs := translations(t)
+	var vs object
+	for _, tr := range trs {
+		if tr.Name == "golden/weighted-backends.golden.yaml" {
+			broken := tr.VirtualService.DeepCopy()
+			broken.Spec.Http[1].Route[0].Destination.Host = ""
+			vs = broken
+		}
+	}
+	if vs == nil {
+		t.Fatal("no golden/weighted-backends.golden.yaml")
+	}
+	resp, err := newWebhook(t).admit(vs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Allowed {
+		t.Fatalf("istiod's webhook admits %s with a destination without host", describe(vs))
+	}
+	t.Logf("rejected as expected: %s", resp.Result.Message)
+}
