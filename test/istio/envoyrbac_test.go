@@ -87,7 +87,9 @@ func permissionMatches(p *rbacv3.Permission, r sidecarRequest) (bool, error) {
 	case *rbacv3.Permission_DestinationPort:
 		return int(rule.DestinationPort) == r.Port, nil
 	case *rbacv3.Permission_Metadata:
-		return metadataMatches(rule.Metadata, r.Metadata)
+		// Istio 1.31 writes the deprecated metadata rule, not sourced_metadata.
+		return metadataMatches(rule.Metadata, r.Metadata) //nolint:staticcheck // what Istio writes
+
 	case *rbacv3.Permission_UriTemplate:
 		var cfg uritemplatev3.UriTemplateMatchConfig
 		if err := rule.UriTemplate.GetTypedConfig().UnmarshalTo(&cfg); err != nil {
@@ -148,14 +150,12 @@ func principalMatches(p *rbacv3.Principal, r sidecarRequest) (bool, error) {
 		return cidrContains(id.DirectRemoteIp, r.DirectIP)
 	case *rbacv3.Principal_RemoteIp:
 		return cidrContains(id.RemoteIp, r.RemoteIP)
-	case *rbacv3.Principal_SourceIp:
-		return cidrContains(id.SourceIp, r.DirectIP)
 	case *rbacv3.Principal_Header:
 		return headerMatches(id.Header, r.envoyRequest)
 	case *rbacv3.Principal_UrlPath:
 		return stringMatches(id.UrlPath.GetPath(), r.Path)
 	case *rbacv3.Principal_Metadata:
-		return metadataMatches(id.Metadata, r.Metadata)
+		return metadataMatches(id.Metadata, r.Metadata) //nolint:staticcheck // what Istio writes, as above
 	}
 	return false, fmt.Errorf("principal %v is not modelled", p)
 }

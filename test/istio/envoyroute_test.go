@@ -165,16 +165,6 @@ func headerMatches(h *routev3.HeaderMatcher, r envoyRequest) (bool, error) {
 	switch s := h.GetHeaderMatchSpecifier().(type) {
 	case *routev3.HeaderMatcher_PresentMatch:
 		ok = present == s.PresentMatch
-	case *routev3.HeaderMatcher_ExactMatch:
-		ok = present && value == s.ExactMatch
-	case *routev3.HeaderMatcher_PrefixMatch:
-		ok = present && strings.HasPrefix(value, s.PrefixMatch)
-	case *routev3.HeaderMatcher_SafeRegexMatch:
-		m, err := fullMatch(s.SafeRegexMatch.GetRegex(), value)
-		if err != nil {
-			return false, err
-		}
-		ok = present && m
 	case *routev3.HeaderMatcher_StringMatch:
 		m, err := stringMatches(s.StringMatch, value)
 		if err != nil {

@@ -12,13 +12,12 @@ import (
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
-	"k8s.io/apimachinery/pkg/types"
-	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
-	"sigs.k8s.io/yaml"
-
 	"istio.io/istio/pilot/pkg/features"
 	"istio.io/istio/pkg/jwt"
 	istiolog "istio.io/istio/pkg/log"
+	"k8s.io/apimachinery/pkg/types"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // repoRoot is the Portico tree this module's replace directive points at.

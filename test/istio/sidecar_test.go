@@ -17,7 +17,6 @@ import (
 	networkingapi "istio.io/api/networking/v1alpha3"
 	securityapi "istio.io/api/security/v1beta1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
-
 	"istio.io/istio/pilot/pkg/model"
 	"istio.io/istio/pilot/pkg/networking/core"
 	authzmodel "istio.io/istio/pilot/pkg/security/authz/model"

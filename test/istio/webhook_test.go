@@ -8,13 +8,12 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"istio.io/istio/pkg/config/schema/collections"
+	"istio.io/istio/pkg/webhooks/validation/server"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-
-	"istio.io/istio/pkg/config/schema/collections"
-	"istio.io/istio/pkg/webhooks/validation/server"
 )
 
 // object is a Kubernetes object Portico writes.
