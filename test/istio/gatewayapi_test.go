@@ -32,6 +32,7 @@ import (
 	"istio.io/istio/pkg/test"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
@@ -247,11 +248,21 @@ func (g gatewayAPI) routeStatus(namespace, name string) (*gwapiv1.HTTPRouteStatu
 // Gateway, answered by Istio's controller, with Accepted and ResolvedRefs
 // true.
 func checkAccepted(s *gwapiv1.HTTPRouteStatus) error {
+	return checkAcceptedBy(s, "", parentNamespace, parentName)
+}
+
+// checkAcceptedBy is checkAccepted for the parent namespace/name of a
+// route of routeNamespace (a parentRef without namespace is the route's).
+func checkAcceptedBy(s *gwapiv1.HTTPRouteStatus, routeNamespace, namespace, name string) error {
 	if len(s.Parents) != 1 {
 		return fmt.Errorf("want one parent status, got %d", len(s.Parents))
 	}
 	p := s.Parents[0]
-	if p.ControllerName != istioController || string(p.ParentRef.Name) != parentName || p.ParentRef.Namespace == nil || string(*p.ParentRef.Namespace) != parentNamespace {
+	ns := routeNamespace
+	if p.ParentRef.Namespace != nil {
+		ns = string(*p.ParentRef.Namespace)
+	}
+	if p.ControllerName != istioController || string(p.ParentRef.Name) != name || ns != namespace {
 		return fmt.Errorf("parent status of %s for %v", p.ControllerName, p.ParentRef)
 	}
 	var problems []string
@@ -361,4 +372,68 @@ func TestGatewayAPIAcceptsEveryHTTPRoute(t *testing.T) {
 		}
 	}
 	t.Logf("istiod accepted %d HTTPRoutes", len(routes))
+}
+
+// gatewayStatus waits for the status istiod writes for a Gateway.
+func (g gatewayAPI) gatewayStatus(namespace, name string) (*gwapiv1.GatewayStatus, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if s, ok := g.statuses.status(gvk.KubernetesGateway.Kind, namespace, name).(*gwapiv1.GatewayStatus); ok && s != nil && len(s.Conditions) > 0 {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("istiod wrote no status for Gateway %s/%s within 30s", namespace, name)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// typed converts a corpus object into its Gateway API type.
+func typed[T any](t *testing.T, u *unstructured.Unstructured) *T {
+	t.Helper()
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+	return out
+}
+
+// TestGatewayAPIAcceptsTheDefaultGateway runs istiod's Gateway API
+// controller over the default gateway the gateway controller writes in
+// Gateway API mode (GatewayClass istio, its TLS Secret present): the
+// Gateway is Accepted with every listener's references resolved, and its
+// redirect HTTPRoute is Accepted on the HTTP listener.
+func TestGatewayAPIAcceptsTheDefaultGateway(t *testing.T) {
+	objs := controllerObjects(t)
+	gw := typed[gwapiv1.Gateway](t, objs["default-gateway.gatewayapi.gateway.object.yaml"])
+	redirect := typed[gwapiv1.HTTPRoute](t, objs["default-gateway.gatewayapi.redirect-httproute.object.yaml"])
+	gw.Generation, redirect.Generation = 1, 1
+	credential := string(gw.Spec.Listeners[0].TLS.CertificateRefs[0].Name)
+	g := newGatewayAPI(t,
+		&gwapiv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: string(gw.Spec.GatewayClassName), Generation: 1},
+			Spec: gwapiv1.GatewayClassSpec{ControllerName: istioController}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: gw.Namespace, Name: credential}, Type: corev1.SecretTypeTLS, Data: selfSigned(t, "*.example.com")},
+		gw, redirect)
+	s, err := g.gatewayStatus(gw.Namespace, gw.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := findCondition(s.Conditions, string(gwapiv1.GatewayConditionAccepted)); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Gateway %s/%s is not Accepted: %+v", gw.Namespace, gw.Name, s.Conditions)
+	}
+	for _, l := range s.Listeners {
+		if c := findCondition(l.Conditions, string(gwapiv1.ListenerConditionResolvedRefs)); c == nil || c.Status != metav1.ConditionTrue {
+			t.Errorf("Gateway %s/%s listener %s has unresolved references: %+v", gw.Namespace, gw.Name, l.Name, l.Conditions)
+		}
+	}
+	if len(s.Listeners) != len(gw.Spec.Listeners) {
+		t.Errorf("Gateway %s/%s: status of %d listeners, want %d", gw.Namespace, gw.Name, len(s.Listeners), len(gw.Spec.Listeners))
+	}
+	rs, err := g.routeStatus(redirect.Namespace, redirect.Name)
+	if err == nil {
+		err = checkAcceptedBy(rs, redirect.Namespace, gw.Namespace, gw.Name)
+	}
+	if err != nil {
+		t.Errorf("HTTPRoute %s/%s: %v", redirect.Namespace, redirect.Name, err)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"istio.io/istio/pilot/pkg/features"
 	"istio.io/istio/pkg/jwt"
 	istiolog "istio.io/istio/pkg/log"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
@@ -26,8 +27,10 @@ const repoRoot = "../.."
 // goldenDir holds the apirule controller's golden files.
 var goldenDir = filepath.Join(repoRoot, "controllers", "apirule", "internal", "translate", "testdata")
 
-// corpusEnv names a directory holding a corpus TestIstioCorpus wrote;
-// without it, TestMain writes one into a temporary directory.
+// corpusEnv names a directory holding a corpus TestIstioCorpus,
+// TestIstioObjects (the gateway controller's objects) and
+// TestIstioEnvoyFilters (the ratelimit controller's) wrote; without it,
+// TestMain writes one into a temporary directory.
 const corpusEnv = "PORTICO_ISTIO_CORPUS"
 
 // corpusDir is the corpus the tests read, set by TestMain.
@@ -62,11 +65,12 @@ func run(m *testing.M) (int, error) {
 			return 0, err
 		}
 		defer os.RemoveAll(dir)
-		cmd := exec.Command("go", "test", "-ldflags=-w", "-count=1", "-run", "^TestIstioCorpus$",
-			"./controllers/apirule/internal/translate", "-args", "-corpus-out", dir)
+		cmd := exec.Command("go", "test", "-ldflags=-w", "-count=1", "-run", "^(TestIstioCorpus|TestIstioObjects|TestIstioEnvoyFilters)$",
+			"./controllers/apirule/internal/translate", "./controllers/gateway/internal/istiocorpus", "./controllers/ratelimit/internal/topology",
+			"-args", "-corpus-out", dir)
 		cmd.Dir = repoRoot
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return 0, fmt.Errorf("write the corpus (go test -run TestIstioCorpus): %w\n%s", err, out)
+			return 0, fmt.Errorf("write the corpus (go test -run TestIstioCorpus|TestIstioObjects|TestIstioEnvoyFilters): %w\n%s", err, out)
 		}
 		corpusDir = dir
 	}
@@ -179,4 +183,34 @@ func checkCoverage(t *testing.T, trs []translation) {
 		t.Fatalf("read too few golden files: %v", c)
 	}
 	t.Logf("translations: %v", c)
+}
+
+// controllerObjects reads the objects of the gateway and ratelimit
+// controllers in the corpus (<controller>.<case>.object.yaml), by file.
+func controllerObjects(t *testing.T) map[string]*unstructured.Unstructured {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(corpusDir, "*.object.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*unstructured.Unstructured{}
+	byController := map[string]int{}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(raw, &u.Object); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		name := filepath.Base(f)
+		out[name] = u
+		controller, _, _ := strings.Cut(name, ".")
+		byController[controller]++
+	}
+	if byController["default-gateway"] < 5 || byController["ratelimit"] < 16 {
+		t.Fatalf("the corpus holds too few objects of the gateway and ratelimit controllers: %v", byController)
+	}
+	return out
 }

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 
 	"istio.io/istio/pkg/config/schema/collections"
@@ -131,4 +134,37 @@ func TestWebhookRejectsWhatIstioRefuses(t *testing.T) {
 		t.Fatalf("istiod's webhook admits %s with a destination without host", describe(vs))
 	}
 	t.Logf("rejected as expected: %s", resp.Result.Message)
+}
+
+// envoyFilterWarning is the warning istiod's webhook gives every
+// EnvoyFilter whatever it holds (pkg/config/validation/envoyfilter): the
+// ratelimit controller has no other Istio API for its filters, so this one
+// warning, and no other, is accepted.
+const envoyFilterWarning = "EnvoyFilter exposes internal implementation details that may change at any time."
+
+// TestWebhookAdmitsTheOtherControllersObjects sends what the gateway
+// controller writes for the default gateway (both modes) and the
+// ratelimit controller's EnvoyFilters (every RateLimit option, gateway-wide
+// and per route) to istiod's webhook: none may be rejected or warned about.
+func TestWebhookAdmitsTheOtherControllersObjects(t *testing.T) {
+	wh := newWebhook(t)
+	objs := controllerObjects(t)
+	var envoyFilters int
+	for _, name := range slices.Sorted(maps.Keys(objs)) {
+		obj := objs[name]
+		resp, err := wh.admit(obj)
+		if err == nil && obj.GetKind() == "EnvoyFilter" {
+			envoyFilters++
+			resp.Warnings = slices.DeleteFunc(resp.Warnings, func(w string) bool { return strings.HasPrefix(w, envoyFilterWarning) })
+		}
+		switch {
+		case err != nil:
+			t.Errorf("%s: %s: %v", name, describe(obj), err)
+		case !resp.Allowed:
+			t.Errorf("%s: istiod's webhook rejects %s: %s", name, describe(obj), resp.Result.Message)
+		case len(resp.Warnings) > 0:
+			t.Errorf("%s: istiod's webhook warns about %s: %q", name, describe(obj), resp.Warnings)
+		}
+	}
+	t.Logf("istiod's webhook admitted %d objects of the gateway and ratelimit controllers (%d EnvoyFilters)", len(objs), envoyFilters)
 }
