@@ -6,7 +6,9 @@ package v1alpha1
 // spec.apiRules.extAuthProviders).
 type ExtAuth struct {
 	// authorizers names the Istio mesh extension provider (meshConfig
-	// extensionProviders) that decides on the rule's requests. Exactly one:
+	// extensionProviders) that decides on the rule's requests, a DNS label
+	// (Istio refuses a provider of any other name and denies the requests
+	// its CUSTOM policies match). Exactly one:
 	// Istio calls a single provider per workload for its CUSTOM policies,
 	// so every extAuth rule on one backend names the same authorizer (else
 	// InvalidRule), and another APIRule's authorizer on the same pods is
@@ -20,7 +22,7 @@ type ExtAuth struct {
 	// +kubebuilder:validation:MaxItems=1
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=63
-	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Authorizers []string `json:"authorizers"`
 
 	// restrictions also require a valid JSON Web Token, as jwt does (either

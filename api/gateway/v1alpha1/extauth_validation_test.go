@@ -19,8 +19,14 @@ func withExtAuth(e *gatewayv1alpha1.ExtAuth) func(r *gatewayv1alpha1.APIRule) {
 func TestAPIRuleExtAuthValidation(t *testing.T) {
 	one := func(names ...string) *gatewayv1alpha1.ExtAuth { return &gatewayv1alpha1.ExtAuth{Authorizers: names} }
 	runRuleCases(t, map[string]ruleCase{
-		"one authorizer":       {mutate: withExtAuth(one("ext-authz"))},
-		"a dotted authorizer":  {mutate: withExtAuth(one("ext-authz.grpc"))},
+		"one authorizer":          {mutate: withExtAuth(one("ext-authz"))},
+		"a hyphenated authorizer": {mutate: withExtAuth(one("ext-authz-grpc"))},
+		// Istio refuses provider names that are not DNS labels and denies
+		// the requests of a CUSTOM policy naming one (test/istio).
+		"a dotted authorizer": {
+			mutate:  withExtAuth(one("ext-authz.grpc")),
+			wantErr: "authorizers[0] in body should match",
+		},
 		"with restrictions":    {mutate: withExtAuth(&gatewayv1alpha1.ExtAuth{Authorizers: []string{"ext-authz"}, Restrictions: severalIssuers()})},
 		"with a single issuer": {mutate: withExtAuth(&gatewayv1alpha1.ExtAuth{Authorizers: []string{"ext-authz"}, Restrictions: largestJWTSingle(0)})},
 		"no authorizer": {
@@ -63,7 +69,7 @@ func TestAPIRuleExtAuthValidation(t *testing.T) {
 func TestKubectlExplainDocumentsExtAuth(t *testing.T) {
 	for field, want := range map[string][]string{
 		"apirules.spec.rules.extAuth":              {"external authorizer", "action CUSTOM", "restrictions"},
-		"apirules.spec.rules.extAuth.authorizers":  {"Exactly one", "a single provider per workload", "AuthorizerNotPermitted", "extAuthProviders"},
+		"apirules.spec.rules.extAuth.authorizers":  {"Exactly one", "a single provider per workload", "AuthorizerNotPermitted", "extAuthProviders", "a DNS label"},
 		"apirules.spec.rules.extAuth.restrictions": {"the authorizer decides first"},
 	} {
 		NewWithT(t).Eventually(func(g Gomega) {

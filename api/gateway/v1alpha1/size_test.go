@@ -150,7 +150,7 @@ func largestExtAuthAPIRule() *gatewayv1alpha1.APIRule {
 	r := largestAPIRule("worst-extauth-", largestJWTList)
 	for i := range r.Spec.Rules {
 		rule := &r.Spec.Rules[i]
-		rule.ExtAuth = &gatewayv1alpha1.ExtAuth{Authorizers: []string{text(fmt.Sprintf("authz-%02d.", i), 63)}, Restrictions: rule.JWT}
+		rule.ExtAuth = &gatewayv1alpha1.ExtAuth{Authorizers: []string{text(fmt.Sprintf("authz-%02d-", i), 63)}, Restrictions: rule.JWT}
 		rule.JWT = nil
 	}
 	return r

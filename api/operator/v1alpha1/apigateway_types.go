@@ -286,11 +286,13 @@ type APIRulesSpec struct {
 // external authorizer.
 type ExtAuthProviderGrant struct {
 	// name of the Istio mesh extension provider, as in meshConfig
-	// extensionProviders and an APIRule's extAuth.authorizers.
+	// extensionProviders and an APIRule's extAuth.authorizers: a DNS label
+	// (lower-case letters, digits, '-'), since Istio refuses a provider of
+	// any other name and denies every request its CUSTOM policies match.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
 	// namespaces whose APIRules may use the authorizer; "*" grants it to

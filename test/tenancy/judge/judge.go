@@ -28,6 +28,21 @@ func Judge(p Policies, r Request) (Verdict, error) {
 	if r.From == (Peer{}) {
 		r.From = IngressGateway
 	}
+	byAction := map[securityv1beta1.AuthorizationPolicy_Action][]*securityv1.AuthorizationPolicy{}
+	for _, ap := range p.AuthorizationPolicies {
+		if p.applies(ap.Namespace, ap.Spec.Selector, len(ap.Spec.TargetRefs) > 0 || ap.Spec.TargetRef != nil, r.Workload) {
+			byAction[ap.Spec.Action] = append(byAction[ap.Spec.Action], ap)
+		}
+	}
+	// CUSTOM is delegated to an external authorizer: taken as a DENY, so
+	// that the judge never calls open what an authorizer might close. The
+	// sidecar asks the authorizer before it validates tokens (Istio puts
+	// the ext_authz filter before jwt_authn), so CUSTOM rules see no
+	// request principal and a matching request with a bad token is the
+	// authorizer's to answer first.
+	if v, err := firstMatch(byAction[securityv1beta1.AuthorizationPolicy_CUSTOM], r, identity{}); v != nil || err != nil {
+		return verdictOf(v), err
+	}
 	var ras []*securityv1.RequestAuthentication
 	for _, ra := range p.RequestAuthentications {
 		if p.applies(ra.Namespace, ra.Spec.Selector, len(ra.Spec.TargetRefs) > 0 || ra.Spec.TargetRef != nil, r.Workload) {
@@ -38,24 +53,8 @@ func Judge(p Policies, r Request) (Verdict, error) {
 	if rejected != nil {
 		return *rejected, nil
 	}
-	byAction := map[securityv1beta1.AuthorizationPolicy_Action][]*securityv1.AuthorizationPolicy{}
-	for _, ap := range p.AuthorizationPolicies {
-		if p.applies(ap.Namespace, ap.Spec.Selector, len(ap.Spec.TargetRefs) > 0 || ap.Spec.TargetRef != nil, r.Workload) {
-			byAction[ap.Spec.Action] = append(byAction[ap.Spec.Action], ap)
-		}
-	}
-	// CUSTOM is delegated to an external authorizer: taken as a DENY, so
-	// that the judge never calls open what an authorizer might close.
-	for _, action := range []securityv1beta1.AuthorizationPolicy_Action{securityv1beta1.AuthorizationPolicy_CUSTOM, securityv1beta1.AuthorizationPolicy_DENY} {
-		for _, ap := range byAction[action] {
-			matched, err := policyMatches(ap, r, id)
-			if err != nil {
-				return Verdict{}, err
-			}
-			if matched >= 0 {
-				return Verdict{Decision: Forbidden, Reason: fmt.Sprintf("%s policy %s/%s rule %d matches", action, ap.Namespace, ap.Name, matched)}, nil
-			}
-		}
+	if v, err := firstMatch(byAction[securityv1beta1.AuthorizationPolicy_DENY], r, id); v != nil || err != nil {
+		return verdictOf(v), err
 	}
 	allows := byAction[securityv1beta1.AuthorizationPolicy_ALLOW]
 	if len(allows) == 0 {
@@ -71,6 +70,28 @@ func Judge(p Policies, r Request) (Verdict, error) {
 		}
 	}
 	return Verdict{Decision: Forbidden, Reason: fmt.Sprintf("no rule of the ALLOW policies applying (%s) matches%s", names(allows), principalNote(id))}, nil
+}
+
+// firstMatch returns the Forbidden verdict of the first of the CUSTOM or
+// DENY policies with a rule that matches the request, or nil.
+func firstMatch(aps []*securityv1.AuthorizationPolicy, r Request, id identity) (*Verdict, error) {
+	for _, ap := range aps {
+		matched, err := policyMatches(ap, r, id)
+		if err != nil {
+			return nil, err
+		}
+		if matched >= 0 {
+			return &Verdict{Decision: Forbidden, Reason: fmt.Sprintf("%s policy %s/%s rule %d matches", ap.Spec.Action, ap.Namespace, ap.Name, matched)}, nil
+		}
+	}
+	return nil, nil
+}
+
+func verdictOf(v *Verdict) Verdict {
+	if v == nil {
+		return Verdict{}
+	}
+	return *v
 }
 
 // applies reports whether a policy of a namespace, with a selector, applies

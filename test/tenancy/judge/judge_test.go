@@ -261,3 +261,33 @@ func TestPathTemplates(t *testing.T) {
 		{"notPaths with a template lets others through", not, get("/admin/keys/1", nil), Allowed},
 	})
 }
+
+// TestAuthorizerAnswersBeforeTokensAreChecked: Istio's sidecar runs the
+// ext_authz filter before jwt_authn, so a request a CUSTOM rule matches is
+// the authorizer's to answer even with a token no issuer validates, and
+// CUSTOM rules see no request principal.
+func TestAuthorizerAnswersBeforeTokensAreChecked(t *testing.T) {
+	g := NewWithT(t)
+	sel := map[string]string{"app": "ledger"}
+	custom := policy("team-a", "ledger-extauth", securityv1beta1.AuthorizationPolicy_CUSTOM, sel, rule(paths("/secrets/*")))
+	byPrincipal := policy("team-a", "ledger-extauth-jwt", securityv1beta1.AuthorizationPolicy_CUSTOM, sel,
+		rule(paths("/admin/*"), requestPrincipals("https://idp.example.com/*")))
+	ra := requestAuthentication("team-a", "ledger", sel, jwtRule("https://idp.example.com", "https://idp.example.com/jwks.json"))
+	p := Policies{AuthorizationPolicies: aps(custom, byPrincipal), RequestAuthentications: []*securityv1.RequestAuthentication{ra}}
+	forged := &Token{Issuer: "https://idp.example.com", KeySet: "https://evil.example.com/jwks.json", Subject: "eve"}
+	valid := &Token{Issuer: "https://idp.example.com", KeySet: "https://idp.example.com/jwks.json", Subject: "alice"}
+	w := Workload{Namespace: "team-a", Labels: sel}
+
+	v, err := Judge(p, Request{Workload: w, Path: "/secrets/x", Method: "GET", Token: forged})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(v.Decision).To(Equal(Forbidden))
+	g.Expect(v.Reason).To(HavePrefix("CUSTOM policy team-a/ledger-extauth "))
+
+	v, err = Judge(p, Request{Workload: w, Path: "/other", Method: "GET", Token: forged})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(v.Decision).To(Equal(Unauthenticated), "outside the authorizer's paths the token is checked")
+
+	v, err = Judge(p, Request{Workload: w, Path: "/admin/x", Method: "GET", Token: valid})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(v.Allowed()).To(BeTrue(), "a CUSTOM rule on request principals sees none: the token is not validated yet")
+}

@@ -2,6 +2,7 @@ package judge
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -47,12 +48,33 @@ type Routed struct {
 // request, or nil if none does. As in Istio, the most specific host wins
 // (an exact host over the longest wildcard); the routes of every
 // VirtualService bound to the gateway with that host are merged, oldest
-// VirtualService first, and the first route that matches is taken.
+// VirtualService first, and the first route that matches is taken. A
+// route it reaches that matches on headers or query parameters is an
+// error: whether a request without them is routed would depend on what
+// the caller left out (RouteProbe takes them).
 func Route(vss []*networkingv1.VirtualService, gateway, host, path, method string) (*Routed, error) {
+	return RouteProbe(vss, gateway, Probe{Host: host, Path: path, Method: method, headersUnknown: true})
+}
+
+// Probe is a request as the gateway's router matches it.
+type Probe struct {
+	Host, Path, Method string
+	// Headers are the request's headers, one value each; names compare
+	// regardless of case.
+	Headers map[string]string
+	// Query holds the request's query parameters; a parameter's first
+	// value is the one matched, as in Envoy.
+	Query url.Values
+	// headersUnknown refuses header and query parameter matches (Route).
+	headersUnknown bool
+}
+
+// RouteProbe is Route for a request with headers and query parameters.
+func RouteProbe(vss []*networkingv1.VirtualService, gateway string, p Probe) (*Routed, error) {
 	bound := slices.DeleteFunc(slices.Clone(vss), func(vs *networkingv1.VirtualService) bool {
 		return !slices.ContainsFunc(vs.Spec.Gateways, func(g string) bool { return bindsTo(g, vs.Namespace, gateway) })
 	})
-	vhost := virtualHost(bound, host)
+	vhost := virtualHost(bound, p.Host)
 	if vhost == "" {
 		return nil, nil
 	}
@@ -65,13 +87,13 @@ func Route(vss []*networkingv1.VirtualService, gateway, host, path, method strin
 	})
 	for _, vs := range merged {
 		for _, route := range vs.Spec.Http {
-			ok, err := routeMatches(route, gateway, vs.Namespace, host, path, method)
+			ok, err := routeMatches(route, gateway, vs.Namespace, p)
 			if err != nil {
 				return nil, fmt.Errorf("VirtualService %s/%s route %q: %w", vs.Namespace, vs.Name, route.Name, err)
 			}
 			if ok {
 				out := routed(vs, route)
-				if out.Path, err = rewritten(route, gateway, vs.Namespace, host, path, method); err != nil {
+				if out.Path, err = rewritten(route, gateway, vs.Namespace, p); err != nil {
 					return nil, fmt.Errorf("VirtualService %s/%s route %q: %w", vs.Namespace, vs.Name, route.Name, err)
 				}
 				return out, nil
@@ -115,7 +137,7 @@ func virtualHost(vss []*networkingv1.VirtualService, host string) string {
 	return best
 }
 
-func routeMatches(route *networkingv1alpha3.HTTPRoute, gateway, vsNamespace, host, path, method string) (bool, error) {
+func routeMatches(route *networkingv1alpha3.HTTPRoute, gateway, vsNamespace string, p Probe) (bool, error) {
 	if route.Delegate != nil {
 		return false, fmt.Errorf("delegated routes are not modelled")
 	}
@@ -123,32 +145,74 @@ func routeMatches(route *networkingv1alpha3.HTTPRoute, gateway, vsNamespace, hos
 		return true, nil
 	}
 	return anyOf(route.Match, func(m *networkingv1alpha3.HTTPMatchRequest) (bool, error) {
-		return requestMatches(m, gateway, vsNamespace, host, path, method)
+		return requestMatches(m, gateway, vsNamespace, p)
 	})
 }
 
 // requestMatches ANDs the conditions of one match.
-func requestMatches(m *networkingv1alpha3.HTTPMatchRequest, gateway, vsNamespace, host, path, method string) (bool, error) {
-	if m.Scheme != nil || len(m.Headers) > 0 || m.Port != 0 || len(m.SourceLabels) > 0 || len(m.QueryParams) > 0 ||
-		len(m.WithoutHeaders) > 0 || m.SourceNamespace != "" {
+func requestMatches(m *networkingv1alpha3.HTTPMatchRequest, gateway, vsNamespace string, p Probe) (bool, error) {
+	if m.Scheme != nil || m.Port != 0 || len(m.SourceLabels) > 0 || m.SourceNamespace != "" {
 		return false, fmt.Errorf("match %q uses conditions that are not modelled", m.Name)
+	}
+	if p.headersUnknown && (len(m.Headers) > 0 || len(m.WithoutHeaders) > 0 || len(m.QueryParams) > 0) {
+		return false, fmt.Errorf("match %q matches headers or query parameters, which are not modelled without a probe (RouteProbe)", m.Name)
 	}
 	if len(m.Gateways) > 0 && !slices.ContainsFunc(m.Gateways, func(g string) bool { return bindsTo(g, vsNamespace, gateway) }) {
 		return false, nil
 	}
+	path := p.Path
 	if m.IgnoreUriCase {
 		path = strings.ToLower(path)
 	}
 	for _, c := range []struct {
 		match *networkingv1alpha3.StringMatch
 		value string
-	}{{m.Uri, path}, {m.Method, method}, {m.Authority, host}} {
+	}{{m.Uri, path}, {m.Method, p.Method}, {m.Authority, p.Host}} {
 		ok, err := stringMatches(c.match, c.value)
 		if err != nil || !ok {
 			return false, err
 		}
 	}
+	for _, c := range []struct {
+		matches map[string]*networkingv1alpha3.StringMatch
+		value   func(string) (string, bool)
+		without bool
+	}{{m.Headers, p.header, false}, {m.WithoutHeaders, p.header, true}, {m.QueryParams, p.param, false}} {
+		for name, sm := range c.matches {
+			value, present := c.value(name)
+			ok, err := presentAndMatches(sm, value, present)
+			if err != nil || ok == c.without {
+				return false, err
+			}
+		}
+	}
 	return true, nil
+}
+
+// presentAndMatches applies a header or query parameter match: an empty
+// match asks only that it be present, any other that it be present and
+// match.
+func presentAndMatches(m *networkingv1alpha3.StringMatch, value string, present bool) (bool, error) {
+	if !present {
+		return false, nil
+	}
+	return stringMatches(m, value)
+}
+
+func (p Probe) header(name string) (string, bool) {
+	for k, v := range p.Headers {
+		if strings.EqualFold(k, name) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func (p Probe) param(name string) (string, bool) {
+	if v, ok := p.Query[name]; ok && len(v) > 0 {
+		return v[0], true
+	}
+	return "", false
 }
 
 // stringMatches applies a VirtualService StringMatch; nil matches anything.
@@ -176,6 +240,12 @@ func routed(vs *networkingv1.VirtualService, route *networkingv1alpha3.HTTPRoute
 	out.addRequestHeaders(route.GetHeaders().GetRequest())
 	out.addResponseHeaders(route.GetHeaders().GetResponse())
 	for _, d := range route.Route {
+		if d.Weight == 0 && len(route.Route) > 1 {
+			// Istio leaves a 0-weighted destination of a split out of
+			// Envoy's weighted clusters: it receives nothing (Portico's
+			// weight 0 drains a backend), nor do its header operations apply.
+			continue
+		}
 		dest := Destination{Host: d.GetDestination().GetHost(), Port: d.GetDestination().GetPort().GetNumber()}
 		dest.Service, dest.Namespace = resolve(dest.Host, vs.Namespace)
 		out.Destinations = append(out.Destinations, dest)
@@ -213,7 +283,8 @@ func resolve(host, vsNamespace string) (service, namespace string) {
 // rewritten is the path a matching route forwards, as Envoy rewrites it:
 // a uri rewrite replaces the prefix a prefix match matched, else the whole
 // path; a regex rewrite replaces every match of its regex.
-func rewritten(route *networkingv1alpha3.HTTPRoute, gateway, vsNamespace, host, path, method string) (string, error) {
+func rewritten(route *networkingv1alpha3.HTTPRoute, gateway, vsNamespace string, p Probe) (string, error) {
+	path := p.Path
 	rw := route.Rewrite
 	switch {
 	case rw == nil:
@@ -235,7 +306,7 @@ func rewritten(route *networkingv1alpha3.HTTPRoute, gateway, vsNamespace, host, 
 		return path, nil
 	}
 	for _, m := range route.Match {
-		if ok, err := requestMatches(m, gateway, vsNamespace, host, path, method); err != nil || !ok {
+		if ok, err := requestMatches(m, gateway, vsNamespace, p); err != nil || !ok {
 			continue
 		}
 		if prefix, isPrefix := m.GetUri().GetMatchType().(*networkingv1alpha3.StringMatch_Prefix); isPrefix {

@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"net/url"
 	"testing"
 	"time"
 
@@ -149,4 +150,84 @@ func TestRouteRewrites(t *testing.T) {
 	vs = virtualService("team-a", "a", 0, []string{"istio-system/public"}, []string{"a.example.com"}, authority)
 	_, err := Route([]*networkingv1.VirtualService{vs}, "istio-system/public", "a.example.com", "/", "GET")
 	NewWithT(t).Expect(err).To(MatchError(ContainSubstring("not modelled")))
+}
+
+// TestRouteLeavesDrainedDestinationsOut: a destination of weight 0 in a
+// split receives nothing (Istio leaves it out of Envoy's weighted
+// clusters); a lone destination without weight receives everything.
+func TestRouteLeavesDrainedDestinationsOut(t *testing.T) {
+	g := NewWithT(t)
+	dest := func(host string, weight int32) *networkingv1alpha3.HTTPRouteDestination {
+		return &networkingv1alpha3.HTTPRouteDestination{Weight: weight,
+			Destination: &networkingv1alpha3.Destination{Host: host, Port: &networkingv1alpha3.PortSelector{Number: 8080}},
+			Headers:     &networkingv1alpha3.Headers{Request: &networkingv1alpha3.Headers_HeaderOperations{Set: map[string]string{"x-via": host}}}}
+	}
+	split := httpRoute("split", "/", "unused")
+	split.Route = []*networkingv1alpha3.HTTPRouteDestination{dest("live.shop.svc.cluster.local", 100), dest("drained.analytics.svc.cluster.local", 0)}
+	lone := httpRoute("lone", "/lone", "unused")
+	lone.Route = []*networkingv1alpha3.HTTPRouteDestination{dest("only.shop.svc.cluster.local", 0)}
+	vs := virtualService("shop", "split", 1, []string{"istio-system/public"}, []string{"a.example.com"}, lone, split)
+
+	r, err := Route([]*networkingv1.VirtualService{vs}, "istio-system/public", "a.example.com", "/x", "GET")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.Destinations).To(ConsistOf(HaveField("Namespace", "shop")))
+	g.Expect(r.RequestHeaders).To(Equal(map[string]string{"x-via": "live.shop.svc.cluster.local"}))
+
+	r, err = Route([]*networkingv1.VirtualService{vs}, "istio-system/public", "a.example.com", "/lone", "GET")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.Destinations).To(ConsistOf(HaveField("Service", "only")))
+}
+
+// TestRouteProbeMatchesHeadersAndQueryParameters: header names compare
+// regardless of case, an empty match asks for presence, withoutHeaders
+// inverts, a query parameter's first value is matched; Route refuses
+// these matches since it has no headers to match.
+func TestRouteProbeMatchesHeadersAndQueryParameters(t *testing.T) {
+	exact := func(v string) *networkingv1alpha3.StringMatch {
+		return &networkingv1alpha3.StringMatch{MatchType: &networkingv1alpha3.StringMatch_Exact{Exact: v}}
+	}
+	regex := func(v string) *networkingv1alpha3.StringMatch {
+		return &networkingv1alpha3.StringMatch{MatchType: &networkingv1alpha3.StringMatch_Regex{Regex: v}}
+	}
+	admin := httpRoute("admin", "/", "admin", func(m *networkingv1alpha3.HTTPMatchRequest) {
+		m.Headers = map[string]*networkingv1alpha3.StringMatch{"x-admin": exact("yes"), "x-beta": regex("1|2")}
+	})
+	present := httpRoute("present", "/", "present", func(m *networkingv1alpha3.HTTPMatchRequest) {
+		m.Headers = map[string]*networkingv1alpha3.StringMatch{"x-admin": {}}
+	})
+	debug := httpRoute("debug", "/", "debug", func(m *networkingv1alpha3.HTTPMatchRequest) {
+		m.QueryParams = map[string]*networkingv1alpha3.StringMatch{"debug": exact("1")}
+	})
+	notBeta := httpRoute("not-beta", "/", "not-beta", func(m *networkingv1alpha3.HTTPMatchRequest) {
+		m.WithoutHeaders = map[string]*networkingv1alpha3.StringMatch{"x-beta": {}}
+	})
+	vs := virtualService("shop", "h", 0, []string{"istio-system/public"}, []string{"h.example.com"}, admin, present, debug, notBeta)
+	cases := []struct {
+		name    string
+		headers map[string]string
+		query   url.Values
+		want    string // "" for no route
+	}{
+		{"both headers match, names regardless of case", map[string]string{"X-Admin": "yes", "x-beta": "2"}, nil, "admin"},
+		{"a regex matches the whole value", map[string]string{"x-admin": "yes", "x-beta": "12"}, nil, "present"},
+		{"an empty match asks for presence", map[string]string{"x-admin": ""}, nil, "present"},
+		{"the first value of a parameter is matched", map[string]string{"x-beta": "1"}, url.Values{"debug": {"1", "0"}}, "debug"},
+		{"a later value is not", map[string]string{"x-beta": "1"}, url.Values{"debug": {"0", "1"}}, ""},
+		{"withoutHeaders matches when the header is absent", nil, nil, "not-beta"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := RouteProbe([]*networkingv1.VirtualService{vs}, "istio-system/public", Probe{Host: "h.example.com", Path: "/", Method: "GET", Headers: c.headers, Query: c.query})
+			g.Expect(err).NotTo(HaveOccurred())
+			if c.want == "" {
+				g.Expect(got).To(BeNil())
+				return
+			}
+			g.Expect(got).NotTo(BeNil())
+			g.Expect(got.Route).To(Equal(c.want))
+		})
+	}
+	_, err := Route([]*networkingv1.VirtualService{vs}, "istio-system/public", "h.example.com", "/", "GET")
+	NewWithT(t).Expect(err).To(MatchError(ContainSubstring("RouteProbe")))
 }

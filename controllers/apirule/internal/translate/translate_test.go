@@ -172,7 +172,7 @@ func TestTranslateGolden(t *testing.T) {
 			porticov1alpha1.Rule{Path: "/admin/*", ExtAuth: extAuth("ext-authz", jwt("https://idp.example.com", []string{"shop"}, []string{"admin"})),
 				Rewrite: &porticov1alpha1.Rewrite{Prefix: "/v2/admin/"}},
 			porticov1alpha1.Rule{Path: "/reports/*", Service: &porticov1alpha1.ServiceReference{Name: "reports", Port: 9000},
-				ExtAuth: extAuth("opa.policies", nil)},
+				ExtAuth: extAuth("opa-policies", nil)},
 		)),
 		// Istio mode only: see TestHTTPRouteModeRefusesRetries.
 		"retries": newAPIRule(func(r *porticov1alpha1.APIRule) {
