@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -145,4 +146,32 @@ func (r *Reconciler) clientCANotShadowed(ctx context.Context, ns string) error {
 // removeClientCA deletes the copy once the gateway no longer reads it.
 func (r *Reconciler) removeClientCA(ctx context.Context, gw *operatorv1alpha1.APIGateway, ns string) error {
 	return r.deleteOwned(ctx, gw, &corev1.ConfigMap{}, ns, ClientCAConfigMap)
+}
+
+// istioTooOldError: the cluster's Istio Gateway CRD has no
+// tls.caCertCredentialName (Istio before 1.28), so the API server dropped it.
+type istioTooOldError struct{ ref string }
+
+func (e *istioTooOldError) Error() string {
+	return fmt.Sprintf("Istio Gateway %s is stored without tls.caCertCredentialName: the cluster's Istio Gateway CRD does not know it (Istio 1.28 or later is needed for spec.gateway.clientCertificates); "+
+		"the Gateway is left as it is, asking for client certificates of the CAs in its credential's ca.crt, until Istio is upgraded or clientCertificates removed", e.ref)
+}
+
+// caCredentialDropped reports whether live, the Istio Gateway as stored,
+// asks for client certificates in desired's mode but lacks desired's
+// tls.caCertCredentialName. The controller always writes the two together,
+// so the API server dropped the field (an Istio CRD older than the field):
+// writing again would only be dropped again, each write a watch event and
+// another reconcile.
+func caCredentialDropped(live, desired *networkingv1.Gateway) bool {
+	for i, want := range desired.Spec.GetServers() {
+		if want.GetTls().GetCaCertCredentialName() == "" || i >= len(live.Spec.GetServers()) {
+			continue
+		}
+		got := live.Spec.GetServers()[i].GetTls()
+		if got.GetMode() == want.GetTls().GetMode() && got.GetCaCertCredentialName() == "" {
+			return true
+		}
+	}
+	return false
 }

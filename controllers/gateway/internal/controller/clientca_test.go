@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -122,6 +123,25 @@ func TestClientCertificates(t *testing.T) {
 		g.Expect(st.ClientCertificates).To(Equal(operatorv1alpha1.ClientCertificateRequired))
 		g.Expect(httpsTLS(t).Mode).To(Equal(networkingapi.ServerTLSSettings_MUTUAL))
 		g.Expect(clientCACopy(t).Data["ca.crt"]).To(Equal(string(clients.CertPEM)))
+	})
+
+	t.Run("a Gateway stored without caCertCredentialName (an Istio CRD before 1.28) is reported, not rewritten forever", func(t *testing.T) {
+		g := NewWithT(t)
+		live := liveGateway(t)
+		live.Spec.Servers[0].Tls.CaCertCredentialName = "" // what an old CRD keeps of the write
+		g.Expect(k8sClient.Update(ctx, live)).To(Succeed())
+		rv := liveGateway(t).ResourceVersion
+		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: operatorv1alpha1.SingletonName}})
+		g.Expect(err).To(MatchError(ContainSubstring("Istio 1.28 or later")))
+		st := apiGateway(t).Status.Gateway
+		g.Expect(st.State).To(Equal(operatorv1alpha1.GatewayError))
+		g.Expect(st.Reason).To(Equal(operatorv1alpha1.ReasonApplyFailed))
+		g.Expect(st.Message).To(ContainSubstring("does not know it"))
+		g.Expect(liveGateway(t).ResourceVersion).To(Equal(rv), "no write that would be dropped again")
+
+		live = liveGateway(t)
+		live.Spec.Servers[0].Tls.CaCertCredentialName = ClientCAConfigMap // Istio upgraded
+		g.Expect(k8sClient.Update(ctx, live)).To(Succeed())
 	})
 
 	t.Run("Optional, from a Secret: OPTIONAL_MUTUAL with the Secret's CAs", func(t *testing.T) {

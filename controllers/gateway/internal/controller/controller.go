@@ -238,7 +238,11 @@ func (r *Reconciler) applyIstio(ctx context.Context, gw *operatorv1alpha1.APIGat
 			credential, kept = current, current
 		}
 	}
-	if err := r.apply(ctx, gw, live, DesiredGateway(gw, c, credential, clientMode)); err != nil {
+	desired := DesiredGateway(gw, c, credential, clientMode)
+	if live != nil && caCredentialDropped(live, desired) {
+		return "", "", &istioTooOldError{c.GatewayRef()}
+	}
+	if err := r.apply(ctx, gw, live, desired); err != nil {
 		return "", "", err
 	}
 	if err := r.applyHealth(ctx, gw, c); err != nil {
