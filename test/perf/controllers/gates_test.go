@@ -40,10 +40,10 @@ func TestFairnessRatios(t *testing.T) {
 
 func TestMeanReconcile(t *testing.T) {
 	scrape := func(count int, sum float64) framework.Metrics {
-		text := "# TYPE controller_runtime_reconcile_time_seconds histogram\n" +
-			"controller_runtime_reconcile_time_seconds_bucket{controller=\"ratelimit\",le=\"+Inf\"} " + itoa(count) + "\n" +
-			"controller_runtime_reconcile_time_seconds_sum{controller=\"ratelimit\"} " + ftoa(sum) + "\n" +
-			"controller_runtime_reconcile_time_seconds_count{controller=\"ratelimit\"} " + itoa(count) + "\n"
+		text := "# TYPE portico_ratelimit_world_seconds histogram\n" +
+			"portico_ratelimit_world_seconds_bucket{le=\"+Inf\"} " + itoa(count) + "\n" +
+			"portico_ratelimit_world_seconds_sum " + ftoa(sum) + "\n" +
+			"portico_ratelimit_world_seconds_count " + itoa(count) + "\n"
 		m, err := framework.ParseMetrics(strings.NewReader(text))
 		if err != nil {
 			t.Fatal(err)
