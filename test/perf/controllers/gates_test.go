@@ -23,6 +23,9 @@ func TestFairnessRatios(t *testing.T) {
 		{"RateLimits: over one world reconcile",
 			fairness{flooded: []time.Duration{ms(900), ms(3000), ms(600)}, worldReconcile: ms(1500)},
 			map[string]float64{ratioWorldReconcile: 2, ratioWorldMedian: 0.6}},
+		{"RateLimits: over their worst alone",
+			fairness{alone: []time.Duration{ms(200), ms(400)}, flooded: []time.Duration{ms(300), ms(1000)}, gateAlone: true},
+			map[string]float64{ratioAlone: 2.5}},
 		{"nothing to divide by", fairness{flooded: []time.Duration{ms(1)}}, map[string]float64{}},
 	}
 	for _, tt := range tests {
