@@ -1,0 +1,438 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oauth2-proxy/mockoidc"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/test/framework"
+)
+
+// The login story's names: the tenant namespace login runs the echo
+// backend (whose stand-in sidecar applies CUSTOM policies), the Service
+// oauth2-proxy in front of the oauth2-proxy host process, and the APIRule
+// app for the host app.example.com on the shared gateway istio-system/public.
+const (
+	loginNamespace = "login"
+	loginHost      = "app.example.com"
+	loginProvider  = "oauth2-proxy"
+	loginPort      = 4180
+	loginReport    = "login-report.txt"
+	// meshConfigMap is where istiod reads the mesh config (key mesh).
+	meshConfigMap = "istio"
+)
+
+// oauth2Proxy is the oauth2-proxy host process; the spec stops it.
+var oauth2Proxy *framework.Process
+
+// oauth2ProxyBuild builds oauth2-proxy (hack/oauth2proxy.sh) beside the
+// node target's first specs; the login spec's own hack/oauth2proxy.sh waits
+// for it (a lock) and then finds the binary built.
+var oauth2ProxyBuild *framework.Process
+
+// startOAuth2ProxyBuild starts hack/oauth2proxy.sh in the background.
+func startOAuth2ProxyBuild() {
+	var err error
+	oauth2ProxyBuild, err = framework.StartProcess(filepath.Join(root, "hack", "oauth2proxy.sh"), nil, nil,
+		filepath.Join(artifacts, "oauth2-proxy-build.log"))
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// loginMeshConfig is the mesh config of docs/operations.md (OIDC login with
+// oauth2-proxy), for a provider Service in namespace ns.
+func loginMeshConfig(ns string) string {
+	return fmt.Sprintf(`extensionProviders:
+- name: %s
+  envoyExtAuthzHttp:
+    service: oauth2-proxy.%s.svc.cluster.local
+    port: %d
+    timeout: 5s
+    includeRequestHeadersInCheck: [cookie, authorization, x-forwarded-proto, x-forwarded-host]
+    headersToUpstreamOnAllow: [authorization, x-auth-request-user, x-auth-request-email]
+    headersToDownstreamOnAllow: [set-cookie]
+    headersToDownstreamOnDeny: [content-type, set-cookie, location]
+`, loginProvider, ns, loginPort)
+}
+
+// startOAuth2Proxy runs oauth2-proxy on every address of the node at
+// port, as the OIDC client of issuer, in its reverse-proxy mode with the
+// static upstream Istio's ext_authz guides use: a request with a session
+// is answered 200 with the identity headers (the sidecar then lets the
+// original through), one without is redirected to the provider's login.
+func startOAuth2Proxy(binary string, port int, oidc *mockoidc.MockOIDC) {
+	secret := make([]byte, 16)
+	_, _ = rand.Read(secret)
+	var err error
+	oauth2Proxy, err = framework.StartProcess(binary, []string{
+		"--http-address", "0.0.0.0:" + strconv.Itoa(port),
+		"--provider", "oidc",
+		"--oidc-issuer-url", oidc.Issuer(),
+		"--client-id", oidc.ClientID,
+		"--client-secret", oidc.ClientSecret,
+		"--cookie-secret", hex.EncodeToString(secret),
+		// The browser speaks plain HTTP to the gateway here.
+		"--cookie-secure=false",
+		"--email-domain", "*",
+		"--upstream", "static://200",
+		"--redirect-url", "http://" + loginHost + "/oauth2/callback",
+		"--skip-provider-button",
+		"--set-xauthrequest",
+		"--set-authorization-header",
+	}, nil, filepath.Join(artifacts, "oauth2-proxy.log"))
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func() error {
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/ping")
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("ping: %d", resp.StatusCode)
+		}
+		return nil
+	}, timeout, interval).Should(Succeed(), "oauth2-proxy answers /ping")
+}
+
+// browser is a client with a cookie jar that reaches app.example.com at the
+// gateway stand-in's pod and everything else (the OIDC provider) directly;
+// it follows no redirect by itself, so the story can count every hop.
+type browser struct {
+	c *http.Client
+	// requests counts what the browser sent.
+	requests int
+}
+
+func newBrowser(gateway string) *browser {
+	jar, err := cookiejar.New(nil)
+	Expect(err).NotTo(HaveOccurred())
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	return &browser{c: &http.Client{
+		Jar:     jar,
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr == loginHost+":80" {
+				addr = net.JoinHostPort(gateway, "8080")
+			}
+			return dialer.DialContext(ctx, network, addr)
+		}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// do sends GET target with headers; it returns the status, the Location
+// and the body.
+func (b *browser) do(ctx context.Context, target string, headers map[string]string) (int, string, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return 0, "", "", err
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	b.requests++
+	resp, err := b.c.Do(req)
+	if err != nil {
+		return 0, "", "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Location"), string(body), err
+}
+
+// get is do that must get an answer.
+func (b *browser) get(ctx context.Context, target string, headers map[string]string) (int, string, string) {
+	status, location, body, err := b.do(ctx, target, headers)
+	Expect(err).NotTo(HaveOccurred())
+	return status, location, body
+}
+
+// login follows the login from a redirect to the provider's authorize
+// endpoint: the provider logs the queued user in and sends the browser to
+// the callback, where oauth2-proxy sets the session and sends it back to
+// the page first asked for. It returns that page's location.
+func (b *browser) login(ctx context.Context, authorize string) string {
+	status, callback, body := b.get(ctx, authorize, nil)
+	Expect(status).To(Equal(http.StatusFound), "the provider's authorize endpoint: %s", body)
+	Expect(callback).To(HavePrefix("http://"+loginHost+"/oauth2/callback?"), "the provider redirects to oauth2-proxy's callback through the gateway")
+	status, back, body := b.get(ctx, callback, nil)
+	Expect(status).To(Equal(http.StatusFound), "the callback: %s", body)
+	return back
+}
+
+// deployLoginBackend runs in namespace login the echo backend whose
+// stand-in sidecar applies the CUSTOM policies selecting it, with the
+// mesh config's providers (ConfigMap istio-system/istio), and the Service
+// oauth2-proxy whose endpoint is the oauth2-proxy host process at
+// node:port (its selector matches no pod: Portico needs one to bind the
+// route's ALLOW policy to a workload; kube-proxy also routes to the
+// EndpointSlice the story writes).
+func deployLoginBackend(ctx context.Context, node string, port int) {
+	createOrExisting(ctx, restrictedNamespace(loginNamespace))
+	createOrExisting(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: loginNamespace}})
+	createOrExisting(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-sidecar"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"security.istio.io"}, Resources: []string{"authorizationpolicies"}, Verbs: []string{"list"}},
+			{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get"}},
+		},
+	})
+	createOrExisting(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-login-sidecar"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "portico-e2e-sidecar"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "echo", Namespace: loginNamespace}},
+	})
+	// The mesh config, as istiod reads it; the sidecar stand-in may read
+	// that ConfigMap and no other.
+	createOrExisting(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-mesh-config", Namespace: gatewayNamespace},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{meshConfigMap}, Verbs: []string{"get"}}},
+	})
+	createOrExisting(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-login-mesh-config", Namespace: gatewayNamespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "portico-e2e-mesh-config"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "echo", Namespace: loginNamespace}},
+	})
+	createOrExisting(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: meshConfigMap, Namespace: gatewayNamespace},
+		Data:       map[string]string{"mesh": loginMeshConfig(loginNamespace)},
+	})
+	labels := map[string]string{"app": "echo"}
+	createOrExisting(ctx, agentDeployment(loginNamespace, "echo", labels, "echo", "backend", "--name", "echo",
+		"--workload-namespace", loginNamespace, "--workload-labels", "app=echo", "--mesh-config", gatewayNamespace+"/"+meshConfigMap))
+	createOrExisting(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: loginNamespace},
+		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}},
+	})
+	createOrExisting(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "oauth2-proxy", Namespace: loginNamespace},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "oauth2-proxy"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: loginPort}}},
+	})
+	createOrExisting(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "oauth2-proxy-host", Namespace: loginNamespace, Labels: map[string]string{
+			discoveryv1.LabelServiceName: "oauth2-proxy", discoveryv1.LabelManagedBy: "portico-e2e",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{node}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	})
+	Eventually(func(g Gomega) {
+		d := &appsv1.Deployment{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: loginNamespace, Name: "echo"}, d)).To(Succeed())
+		g.Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1))
+	}, timeout, interval).Should(Succeed())
+}
+
+// loginAPIRule is the tenant's APIRule: oauth2-proxy's own endpoints under
+// /oauth2/ open to everyone (the login must be reachable), everything else
+// decided by the granted authorizer.
+func loginAPIRule() *gatewayv1alpha1.APIRule {
+	return &gatewayv1alpha1.APIRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: loginNamespace},
+		Spec: gatewayv1alpha1.APIRuleSpec{
+			Hosts: []gatewayv1alpha1.Hostname{loginHost}, Gateway: gatewayNamespace + "/public",
+			Service: &gatewayv1alpha1.ServiceReference{Name: "echo", Port: 8080},
+			Rules: []gatewayv1alpha1.Rule{
+				{Path: "/oauth2/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET", "POST"}, NoAuth: ptr.To(true),
+					Service: &gatewayv1alpha1.ServiceReference{Name: "oauth2-proxy", Port: loginPort}},
+				{Path: "/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, ExtAuth: &gatewayv1alpha1.ExtAuth{Authorizers: []string{loginProvider}}},
+			},
+		},
+	}
+}
+
+// gatewayPodIP is the address of the shared gateway stand-in's pod.
+func gatewayPodIP(ctx context.Context) string {
+	var ip string
+	Eventually(func(g Gomega) {
+		var pods corev1.PodList
+		g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(gatewayNamespace), client.MatchingLabels{"istio": "ingressgateway"})).To(Succeed())
+		ip = ""
+		for _, p := range pods.Items {
+			if p.Status.PodIP != "" && p.DeletionTimestamp.IsZero() && p.Status.Phase == corev1.PodRunning {
+				ip = p.Status.PodIP
+			}
+		}
+		g.Expect(ip).NotTo(BeEmpty())
+	}, timeout, interval).Should(Succeed())
+	return ip
+}
+
+// echoedHeader is a header's line in the echo backend's answer to a
+// request with X-Echo-Headers ("" when it did not receive it).
+func echoedHeader(body, name string) string {
+	for _, line := range strings.Split(body, "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok && strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
+
+// loginSpecs are the story of OIDC login through a granted authorizer, on
+// real parts: mockoidc (a mock OIDC provider, in the suite's process on the
+// node) and oauth2-proxy (hack/oauth2proxy.sh, a host process) as the
+// mesh's envoyExtAuthzHttp provider; the tenant's APIRule opens
+// oauth2-proxy's /oauth2/ endpoints and hands the rest of its host to the
+// authorizer; the shared gateway stand-in routes, the echo backend's
+// sidecar stand-in asks oauth2-proxy as Envoy's ext_authz filter does.
+// Counts go to e2e/_artifacts/login-report.txt. The node target only.
+func loginSpecs() {
+	It("logs a browser in with OIDC through oauth2-proxy once the administrator grants it, passes its identity headers over forged ones, and logs out", func(ctx SpecContext) {
+		if target != framework.TargetNode {
+			Skip("oauth2-proxy and the OIDC provider run on the node target's host")
+		}
+		out, err := framework.Run(ctx, root, "hack/oauth2proxy.sh")
+		Expect(err).NotTo(HaveOccurred(), out)
+		binary := framework.LastLine(out)
+		node := nodeAddress(ctx)
+		ln, err := net.Listen("tcp", net.JoinHostPort(node, "0"))
+		Expect(err).NotTo(HaveOccurred())
+		oidc, err := mockoidc.NewServer(nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(oidc.Start(ln, nil)).To(Succeed())
+		DeferCleanup(func() { _ = oidc.Shutdown() })
+		port := int(freePort())
+		startOAuth2Proxy(binary, port, oidc)
+		DeferCleanup(func() { oauth2Proxy.Stop() })
+		deployLoginBackend(ctx, node, port)
+		DeferCleanup(func(ctx SpecContext) {
+			_ = k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: loginNamespace}})
+			_ = k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "intruder"}})
+			_ = k8sClient.Delete(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-login-sidecar"}})
+			_ = k8sClient.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-login-mesh-config", Namespace: gatewayNamespace}})
+			_ = k8sClient.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: meshConfigMap, Namespace: gatewayNamespace}})
+		})
+
+		By("refusing the tenant's APIRule while the authorizer is not granted to its namespace")
+		rule := loginAPIRule()
+		Expect(k8sClient.Create(ctx, rule)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(apiRuleReady(g, client.ObjectKeyFromObject(rule)).Reason).To(Equal(gatewayv1alpha1.ReasonAuthorizerNotPermitted))
+		}, timeout, interval).Should(Succeed())
+
+		By("applying it once the administrator grants oauth2-proxy to namespace login (and nobody else)")
+		updateGateway(func(gw *operatorv1alpha1.APIGateway) {
+			if gw.Spec.APIRules == nil {
+				gw.Spec.APIRules = &operatorv1alpha1.APIRulesSpec{}
+			}
+			gw.Spec.APIRules.ExtAuthProviders = append(gw.Spec.APIRules.ExtAuthProviders,
+				operatorv1alpha1.ExtAuthProviderGrant{Name: loginProvider, Namespaces: []string{loginNamespace}})
+		})
+		DeferCleanup(func() {
+			updateGateway(func(gw *operatorv1alpha1.APIGateway) {
+				gw.Spec.APIRules.ExtAuthProviders = nil
+			})
+		})
+		Eventually(func(g Gomega) {
+			g.Expect(apiRuleReady(g, client.ObjectKeyFromObject(rule)).Status).To(Equal(metav1.ConditionTrue))
+		}, timeout, interval).Should(Succeed())
+
+		By("refusing another tenant's APIRule that names the authorizer granted to login only")
+		createOrExisting(ctx, restrictedNamespace("intruder"))
+		intruder := loginAPIRule()
+		intruder.Namespace = "intruder"
+		intruder.Spec.Hosts = []gatewayv1alpha1.Hostname{"intruder.example.com"}
+		Expect(k8sClient.Create(ctx, intruder)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(apiRuleReady(g, client.ObjectKeyFromObject(intruder)).Reason).To(Equal(gatewayv1alpha1.ReasonAuthorizerNotPermitted))
+		}, timeout, interval).Should(Succeed())
+
+		loginStory(ctx, oidc)
+	})
+}
+
+// loginStory is the browser's part of the login story.
+func loginStory(ctx context.Context, oidc *mockoidc.MockOIDC) {
+	page := "http://" + loginHost + "/profile"
+	b := newBrowser(gatewayPodIP(ctx))
+	echo := map[string]string{"X-Echo-Headers": "1"}
+
+	By("redirecting a browser without a session to the provider's login, with the backend never reached")
+	var authorize string
+	Eventually(func(g Gomega) {
+		status, location, body, err := b.do(ctx, page, echo)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(status).To(Equal(http.StatusFound), body)
+		g.Expect(location).To(HavePrefix(oidc.AuthorizationEndpoint()))
+		g.Expect(body).NotTo(ContainSubstring("echo GET"))
+		authorize = location
+	}, timeout, interval).Should(Succeed())
+	reportTo(loginReport, "no session: %s answered 302 to the provider's authorize endpoint (%d requests until the routes and policies were in place)", page, b.requests)
+
+	By("refusing forged identity headers and a forged session cookie without a session")
+	forged := map[string]string{
+		"X-Echo-Headers": "1", "X-Auth-Request-User": "admin", "X-Auth-Request-Email": "admin@example.com",
+		"Authorization": "Bearer forged", "Cookie": "_oauth2_proxy=forged",
+	}
+	status, location, body := b.get(ctx, page, forged)
+	Expect(status).To(Equal(http.StatusFound), body)
+	Expect(location).To(HavePrefix(oidc.AuthorizationEndpoint()))
+	Expect(body).NotTo(ContainSubstring("echo GET"))
+	reportTo(loginReport, "attack: no session, forged X-Auth-Request-User/Email, Authorization and session cookie: 302 to login, the backend not reached")
+
+	By("logging in at the provider: the callback sets the session and returns to the page")
+	user := &mockoidc.MockUser{Subject: "ada-7", Email: "ada@example.com", EmailVerified: true, PreferredUsername: "ada"}
+	oidc.QueueUser(user)
+	before := b.requests
+	back := b.login(ctx, authorize)
+	Expect(back).To(Or(Equal("/profile"), Equal(page)))
+	status, _, body = b.get(ctx, page, echo)
+	Expect(status).To(Equal(http.StatusOK), body)
+	Expect(body).To(HavePrefix("echo GET /profile"))
+	Expect(echoedHeader(body, "X-Auth-Request-Email")).To(Equal(user.Email))
+	Expect(echoedHeader(body, "X-Auth-Request-User")).NotTo(BeEmpty())
+	Expect(echoedHeader(body, "Authorization")).To(HavePrefix("Bearer "))
+	reportTo(loginReport, "login: %d requests (authorize, callback, page): the backend saw X-Auth-Request-User %q, X-Auth-Request-Email %q and oauth2-proxy's bearer token",
+		b.requests-before, echoedHeader(body, "X-Auth-Request-User"), echoedHeader(body, "X-Auth-Request-Email"))
+
+	By("replacing the identity headers a logged-in client forges with the authorizer's")
+	delete(forged, "Cookie")
+	forged["X-Auth-Request-Groups"] = "admins"
+	forged["X_Auth_Request_User"] = "admin"
+	status, _, body = b.get(ctx, page, forged)
+	Expect(status).To(Equal(http.StatusOK), body)
+	Expect(echoedHeader(body, "X-Auth-Request-Email")).To(Equal(user.Email))
+	Expect(echoedHeader(body, "X-Auth-Request-User")).To(Equal(user.Subject))
+	Expect(echoedHeader(body, "Authorization")).To(HavePrefix("Bearer "))
+	Expect(echoedHeader(body, "Authorization")).NotTo(Equal("Bearer forged"))
+	reportTo(loginReport, "attack: session plus forged X-Auth-Request-User/Email and Authorization: the backend saw the authorizer's values (user %q, email %q, oauth2-proxy's token)",
+		echoedHeader(body, "X-Auth-Request-User"), echoedHeader(body, "X-Auth-Request-Email"))
+	// What the mesh config does not forward is the client's: a header the
+	// authorizer does not answer with (no groups for this user) or another
+	// spelling reaches the backend as sent (docs/threat-model.md §21).
+	reportTo(loginReport, "not the authorizer's (as Envoy does): the forged X-Auth-Request-Groups reached the backend as %q, X_Auth_Request_User as %q",
+		echoedHeader(body, "X-Auth-Request-Groups"), echoedHeader(body, "X_Auth_Request_User"))
+
+	By("logging out: the session is gone and the page asks for a login again")
+	status, _, body = b.get(ctx, "http://"+loginHost+"/oauth2/sign_out", nil)
+	Expect(status).To(Equal(http.StatusFound), body)
+	status, location, body = b.get(ctx, page, echo)
+	Expect(status).To(Equal(http.StatusFound), body)
+	Expect(location).To(HavePrefix(oidc.AuthorizationEndpoint()))
+	reportTo(loginReport, "logout: /oauth2/sign_out 302, then %s 302 to the provider again; %d browser requests in all", page, b.requests)
+}
