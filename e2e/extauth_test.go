@@ -11,7 +11,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"golang.org/x/crypto/bcrypt"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -46,9 +49,6 @@ const (
 	meshConfigMap = "istio"
 )
 
-// oauth2Proxy is the oauth2-proxy host process; the spec stops it.
-var oauth2Proxy *framework.Process
-
 // oauth2ProxyBuild builds oauth2-proxy (hack/oauth2proxy.sh) beside the
 // node target's first specs; the login spec's own hack/oauth2proxy.sh waits
 // for it (a lock) and then finds the binary built.
@@ -62,11 +62,24 @@ func startOAuth2ProxyBuild() {
 	Expect(err).NotTo(HaveOccurred())
 }
 
-// loginMeshConfig is the mesh config of docs/operations.md (OIDC login with
-// oauth2-proxy), for a provider Service in namespace ns.
-func loginMeshConfig(ns string) string {
-	return fmt.Sprintf(`extensionProviders:
-- name: %s
+// The API-key story's names: tenants keys-a and keys-b each run an echo
+// backend for their own host, and each has its own API-key authorizer
+// (api-keys-a, api-keys-b: oauth2-proxy checking HTTP Basic credentials
+// against an htpasswd file of bcrypt hashes), granted to it alone.
+const (
+	keysReport = "api-keys-report.txt"
+)
+
+// keyTenants are the API-key story's tenant namespaces.
+var keyTenants = []string{"keys-a", "keys-b"}
+
+// authorizerMeshConfig is the mesh config of docs/operations.md, for the
+// suite's namespaces: the OIDC login provider and one API-key provider per
+// key tenant, each a Service oauth2-proxy in its tenant's namespace.
+func authorizerMeshConfig() string {
+	var b strings.Builder
+	b.WriteString("extensionProviders:\n")
+	fmt.Fprintf(&b, `- name: %s
   envoyExtAuthzHttp:
     service: oauth2-proxy.%s.svc.cluster.local
     port: %d
@@ -75,7 +88,19 @@ func loginMeshConfig(ns string) string {
     headersToUpstreamOnAllow: [authorization, x-auth-request-user, x-auth-request-email]
     headersToDownstreamOnAllow: [set-cookie]
     headersToDownstreamOnDeny: [content-type, set-cookie, location]
-`, loginProvider, ns, loginPort)
+`, loginProvider, loginNamespace, loginPort)
+	for _, ns := range keyTenants {
+		fmt.Fprintf(&b, `- name: api-%s
+  envoyExtAuthzHttp:
+    service: oauth2-proxy.%s.svc.cluster.local
+    port: %d
+    timeout: 5s
+    includeRequestHeadersInCheck: [authorization]
+    headersToUpstreamOnAllow: [x-auth-request-user]
+    headersToDownstreamOnDeny: [content-type, www-authenticate]
+`, ns, ns, loginPort)
+	}
+	return b.String()
 }
 
 // startOAuth2Proxy runs oauth2-proxy on every address of the node at
@@ -83,26 +108,25 @@ func loginMeshConfig(ns string) string {
 // static upstream Istio's ext_authz guides use: a request with a session
 // is answered 200 with the identity headers (the sidecar then lets the
 // original through), one without is redirected to the provider's login.
-func startOAuth2Proxy(binary string, port int, oidc *mockoidc.MockOIDC) {
+// extra are more flags (the API-key instances'); name names its log.
+func startOAuth2Proxy(name, binary string, port int, oidc *mockoidc.MockOIDC, extra ...string) *framework.Process {
 	secret := make([]byte, 16)
 	_, _ = rand.Read(secret)
-	var err error
-	oauth2Proxy, err = framework.StartProcess(binary, []string{
+	args := append([]string{
 		"--http-address", "0.0.0.0:" + strconv.Itoa(port),
 		"--provider", "oidc",
 		"--oidc-issuer-url", oidc.Issuer(),
 		"--client-id", oidc.ClientID,
 		"--client-secret", oidc.ClientSecret,
 		"--cookie-secret", hex.EncodeToString(secret),
+		"--cookie-name", "_" + strings.ReplaceAll(name, "-", "_"),
 		// The browser speaks plain HTTP to the gateway here.
 		"--cookie-secure=false",
 		"--email-domain", "*",
 		"--upstream", "static://200",
-		"--redirect-url", "http://" + loginHost + "/oauth2/callback",
-		"--skip-provider-button",
 		"--set-xauthrequest",
-		"--set-authorization-header",
-	}, nil, filepath.Join(artifacts, "oauth2-proxy.log"))
+	}, extra...)
+	p, err := framework.StartProcess(binary, args, nil, filepath.Join(artifacts, name+".log"))
 	Expect(err).NotTo(HaveOccurred())
 	Eventually(func() error {
 		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/ping")
@@ -114,7 +138,8 @@ func startOAuth2Proxy(binary string, port int, oidc *mockoidc.MockOIDC) {
 			return fmt.Errorf("ping: %d", resp.StatusCode)
 		}
 		return nil
-	}, timeout, interval).Should(Succeed(), "oauth2-proxy answers /ping")
+	}, timeout, interval).Should(Succeed(), "%s answers /ping", name)
+	return p
 }
 
 // browser is a client with a cookie jar that reaches app.example.com at the
@@ -183,16 +208,16 @@ func (b *browser) login(ctx context.Context, authorize string) string {
 	return back
 }
 
-// deployLoginBackend runs in namespace login the echo backend whose
+// deployAuthorizedBackend runs in namespace ns the echo backend whose
 // stand-in sidecar applies the CUSTOM policies selecting it, with the
 // mesh config's providers (ConfigMap istio-system/istio), and the Service
-// oauth2-proxy whose endpoint is the oauth2-proxy host process at
-// node:port (its selector matches no pod: Portico needs one to bind the
+// oauth2-proxy whose endpoint is an oauth2-proxy host process at
+// node:port (its selector matches no pod: Portico needs one to bind a
 // route's ALLOW policy to a workload; kube-proxy also routes to the
-// EndpointSlice the story writes).
-func deployLoginBackend(ctx context.Context, node string, port int) {
-	createOrExisting(ctx, restrictedNamespace(loginNamespace))
-	createOrExisting(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: loginNamespace}})
+// EndpointSlice written here).
+func deployAuthorizedBackend(ctx context.Context, ns, node string, port int) {
+	createOrExisting(ctx, restrictedNamespace(ns))
+	createOrExisting(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: ns}})
 	createOrExisting(ctx, &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-sidecar"},
 		Rules: []rbacv1.PolicyRule{
@@ -201,9 +226,9 @@ func deployLoginBackend(ctx context.Context, node string, port int) {
 		},
 	})
 	createOrExisting(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-login-sidecar"},
+		ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-sidecar-" + ns},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "portico-e2e-sidecar"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "echo", Namespace: loginNamespace}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "echo", Namespace: ns}},
 	})
 	// The mesh config, as istiod reads it; the sidecar stand-in may read
 	// that ConfigMap and no other.
@@ -212,28 +237,28 @@ func deployLoginBackend(ctx context.Context, node string, port int) {
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{meshConfigMap}, Verbs: []string{"get"}}},
 	})
 	createOrExisting(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-login-mesh-config", Namespace: gatewayNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-mesh-config-" + ns, Namespace: gatewayNamespace},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "portico-e2e-mesh-config"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "echo", Namespace: loginNamespace}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "echo", Namespace: ns}},
 	})
 	createOrExisting(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: meshConfigMap, Namespace: gatewayNamespace},
-		Data:       map[string]string{"mesh": loginMeshConfig(loginNamespace)},
+		Data:       map[string]string{"mesh": authorizerMeshConfig()},
 	})
 	labels := map[string]string{"app": "echo"}
-	createOrExisting(ctx, agentDeployment(loginNamespace, "echo", labels, "echo", "backend", "--name", "echo",
-		"--workload-namespace", loginNamespace, "--workload-labels", "app=echo", "--mesh-config", gatewayNamespace+"/"+meshConfigMap))
+	createOrExisting(ctx, agentDeployment(ns, "echo", labels, "echo", "backend", "--name", "echo",
+		"--workload-namespace", ns, "--workload-labels", "app=echo", "--mesh-config", gatewayNamespace+"/"+meshConfigMap))
 	createOrExisting(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: loginNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: ns},
 		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}},
 	})
 	createOrExisting(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "oauth2-proxy", Namespace: loginNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "oauth2-proxy", Namespace: ns},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "oauth2-proxy"},
 			Ports: []corev1.ServicePort{{Name: "http", Port: loginPort}}},
 	})
 	createOrExisting(ctx, &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: "oauth2-proxy-host", Namespace: loginNamespace, Labels: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Name: "oauth2-proxy-host", Namespace: ns, Labels: map[string]string{
 			discoveryv1.LabelServiceName: "oauth2-proxy", discoveryv1.LabelManagedBy: "portico-e2e",
 		}},
 		AddressType: discoveryv1.AddressTypeIPv4,
@@ -242,8 +267,47 @@ func deployLoginBackend(ctx context.Context, node string, port int) {
 	})
 	Eventually(func(g Gomega) {
 		d := &appsv1.Deployment{}
-		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: loginNamespace, Name: "echo"}, d)).To(Succeed())
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "echo"}, d)).To(Succeed())
 		g.Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1))
+	}, timeout, interval).Should(Succeed())
+}
+
+// removeAuthorizedBackend deletes what deployAuthorizedBackend wrote for ns
+// (the shared ClusterRole, Role and mesh ConfigMap stay for the next).
+func removeAuthorizedBackend(ctx context.Context, ns string) {
+	_ = k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	_ = k8sClient.Delete(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-sidecar-" + ns}})
+	_ = k8sClient.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-mesh-config-" + ns, Namespace: gatewayNamespace}})
+}
+
+// grantAuthorizer grants the authorizer name to namespace ns in the
+// APIGateway; the spec's cleanup withdraws it.
+func grantAuthorizer(name, ns string) {
+	updateGateway(func(gw *operatorv1alpha1.APIGateway) {
+		if gw.Spec.APIRules == nil {
+			gw.Spec.APIRules = &operatorv1alpha1.APIRulesSpec{}
+		}
+		gw.Spec.APIRules.ExtAuthProviders = append(gw.Spec.APIRules.ExtAuthProviders,
+			operatorv1alpha1.ExtAuthProviderGrant{Name: name, Namespaces: []string{ns}})
+	})
+	DeferCleanup(func() {
+		updateGateway(func(gw *operatorv1alpha1.APIGateway) {
+			gw.Spec.APIRules.ExtAuthProviders = slices.DeleteFunc(gw.Spec.APIRules.ExtAuthProviders,
+				func(g operatorv1alpha1.ExtAuthProviderGrant) bool { return g.Name == name })
+		})
+	})
+}
+
+// expectAPIRuleReason waits for the APIRule's Ready reason (Applied when
+// reason is "").
+func expectAPIRuleReason(key client.ObjectKey, reason string) {
+	Eventually(func(g Gomega) {
+		ready := apiRuleReady(g, key)
+		if reason == "" {
+			g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), ready.Message)
+			return
+		}
+		g.Expect(ready.Reason).To(Equal(reason))
 	}, timeout, interval).Should(Succeed())
 }
 
@@ -306,51 +370,26 @@ func loginSpecs() {
 		if target != framework.TargetNode {
 			Skip("oauth2-proxy and the OIDC provider run on the node target's host")
 		}
-		out, err := framework.Run(ctx, root, "hack/oauth2proxy.sh")
-		Expect(err).NotTo(HaveOccurred(), out)
-		binary := framework.LastLine(out)
-		node := nodeAddress(ctx)
-		ln, err := net.Listen("tcp", net.JoinHostPort(node, "0"))
-		Expect(err).NotTo(HaveOccurred())
-		oidc, err := mockoidc.NewServer(nil)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(oidc.Start(ln, nil)).To(Succeed())
-		DeferCleanup(func() { _ = oidc.Shutdown() })
+		binary, node, oidc := startAuthorizerParts(ctx)
 		port := int(freePort())
-		startOAuth2Proxy(binary, port, oidc)
-		DeferCleanup(func() { oauth2Proxy.Stop() })
-		deployLoginBackend(ctx, node, port)
+		proxy := startOAuth2Proxy("oauth2-proxy", binary, port, oidc,
+			"--redirect-url", "http://"+loginHost+"/oauth2/callback", "--skip-provider-button", "--set-authorization-header")
+		DeferCleanup(proxy.Stop)
+		deployAuthorizedBackend(ctx, loginNamespace, node, port)
 		DeferCleanup(func(ctx SpecContext) {
-			_ = k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: loginNamespace}})
+			removeAuthorizedBackend(ctx, loginNamespace)
 			_ = k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "intruder"}})
-			_ = k8sClient.Delete(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-login-sidecar"}})
-			_ = k8sClient.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-login-mesh-config", Namespace: gatewayNamespace}})
 			_ = k8sClient.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: meshConfigMap, Namespace: gatewayNamespace}})
 		})
 
 		By("refusing the tenant's APIRule while the authorizer is not granted to its namespace")
 		rule := loginAPIRule()
 		Expect(k8sClient.Create(ctx, rule)).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(apiRuleReady(g, client.ObjectKeyFromObject(rule)).Reason).To(Equal(gatewayv1alpha1.ReasonAuthorizerNotPermitted))
-		}, timeout, interval).Should(Succeed())
+		expectAPIRuleReason(client.ObjectKeyFromObject(rule), gatewayv1alpha1.ReasonAuthorizerNotPermitted)
 
 		By("applying it once the administrator grants oauth2-proxy to namespace login (and nobody else)")
-		updateGateway(func(gw *operatorv1alpha1.APIGateway) {
-			if gw.Spec.APIRules == nil {
-				gw.Spec.APIRules = &operatorv1alpha1.APIRulesSpec{}
-			}
-			gw.Spec.APIRules.ExtAuthProviders = append(gw.Spec.APIRules.ExtAuthProviders,
-				operatorv1alpha1.ExtAuthProviderGrant{Name: loginProvider, Namespaces: []string{loginNamespace}})
-		})
-		DeferCleanup(func() {
-			updateGateway(func(gw *operatorv1alpha1.APIGateway) {
-				gw.Spec.APIRules.ExtAuthProviders = nil
-			})
-		})
-		Eventually(func(g Gomega) {
-			g.Expect(apiRuleReady(g, client.ObjectKeyFromObject(rule)).Status).To(Equal(metav1.ConditionTrue))
-		}, timeout, interval).Should(Succeed())
+		grantAuthorizer(loginProvider, loginNamespace)
+		expectAPIRuleReason(client.ObjectKeyFromObject(rule), "")
 
 		By("refusing another tenant's APIRule that names the authorizer granted to login only")
 		createOrExisting(ctx, restrictedNamespace("intruder"))
@@ -358,12 +397,64 @@ func loginSpecs() {
 		intruder.Namespace = "intruder"
 		intruder.Spec.Hosts = []gatewayv1alpha1.Hostname{"intruder.example.com"}
 		Expect(k8sClient.Create(ctx, intruder)).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(apiRuleReady(g, client.ObjectKeyFromObject(intruder)).Reason).To(Equal(gatewayv1alpha1.ReasonAuthorizerNotPermitted))
-		}, timeout, interval).Should(Succeed())
+		expectAPIRuleReason(client.ObjectKeyFromObject(intruder), gatewayv1alpha1.ReasonAuthorizerNotPermitted)
 
 		loginStory(ctx, oidc)
 	})
+
+	It("accepts a tenant's API keys on its own API only: a valid key passes with its client's identity, a wrong, missing or other tenant's key is refused", func(ctx SpecContext) {
+		if target != framework.TargetNode {
+			Skip("the API-key authorizers run on the node target's host")
+		}
+		binary, node, oidc := startAuthorizerParts(ctx)
+		keys := map[string]apiKey{}
+		for _, ns := range keyTenants {
+			key := newAPIKey(ns)
+			keys[ns] = key
+			port := int(freePort())
+			proxy := startOAuth2Proxy("api-"+ns, binary, port, oidc, "--htpasswd-file", writeHtpasswd(ns, key), "--force-json-errors")
+			DeferCleanup(proxy.Stop)
+			deployAuthorizedBackend(ctx, ns, node, port)
+			DeferCleanup(func(ctx SpecContext) { removeAuthorizedBackend(ctx, ns) })
+		}
+		DeferCleanup(func(ctx SpecContext) {
+			_ = k8sClient.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: meshConfigMap, Namespace: gatewayNamespace}})
+		})
+		for _, ns := range keyTenants {
+			grantAuthorizer("api-"+ns, ns)
+		}
+
+		By("refusing keys-b's APIRule naming keys-a's authorizer; applying each tenant's own")
+		stolen := keysAPIRule("keys-b", "api-keys-a")
+		stolen.Name = "stolen"
+		stolen.Spec.Hosts = []gatewayv1alpha1.Hostname{"stolen.keys.example.com"}
+		Expect(k8sClient.Create(ctx, stolen)).To(Succeed())
+		expectAPIRuleReason(client.ObjectKeyFromObject(stolen), gatewayv1alpha1.ReasonAuthorizerNotPermitted)
+		Expect(k8sClient.Delete(ctx, stolen)).To(Succeed())
+		for _, ns := range keyTenants {
+			rule := keysAPIRule(ns, "api-"+ns)
+			Expect(k8sClient.Create(ctx, rule)).To(Succeed())
+			expectAPIRuleReason(client.ObjectKeyFromObject(rule), "")
+		}
+
+		apiKeyStory(ctx, keys)
+	})
+}
+
+// startAuthorizerParts builds oauth2-proxy (or waits for the suite's
+// build) and starts a mock OIDC provider on the node's address; it returns
+// the binary, the node's address and the provider.
+func startAuthorizerParts(ctx context.Context) (string, string, *mockoidc.MockOIDC) {
+	out, err := framework.Run(ctx, root, "hack/oauth2proxy.sh")
+	Expect(err).NotTo(HaveOccurred(), out)
+	node := nodeAddress(ctx)
+	ln, err := net.Listen("tcp", net.JoinHostPort(node, "0"))
+	Expect(err).NotTo(HaveOccurred())
+	oidc, err := mockoidc.NewServer(nil)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(oidc.Start(ln, nil)).To(Succeed())
+	DeferCleanup(func() { _ = oidc.Shutdown() })
+	return framework.LastLine(out), node, oidc
 }
 
 // loginStory is the browser's part of the login story.
@@ -435,4 +526,112 @@ func loginStory(ctx context.Context, oidc *mockoidc.MockOIDC) {
 	Expect(status).To(Equal(http.StatusFound), body)
 	Expect(location).To(HavePrefix(oidc.AuthorizationEndpoint()))
 	reportTo(loginReport, "logout: /oauth2/sign_out 302, then %s 302 to the provider again; %d browser requests in all", page, b.requests)
+}
+
+// apiKey is one API client's credentials: HTTP Basic, the client's name
+// as the user and the key as the password.
+type apiKey struct{ client, secret string }
+
+func newAPIKey(ns string) apiKey {
+	buf := make([]byte, 16)
+	_, _ = rand.Read(buf)
+	return apiKey{client: "client-of-" + ns, secret: hex.EncodeToString(buf)}
+}
+
+// writeHtpasswd writes the API-key authorizer's htpasswd file for ns: the
+// key's bcrypt hash, never the key.
+func writeHtpasswd(ns string, key apiKey) string {
+	hash, err := bcrypt.GenerateFromPassword([]byte(key.secret), bcrypt.DefaultCost)
+	Expect(err).NotTo(HaveOccurred())
+	path := filepath.Join(artifacts, "htpasswd-"+ns)
+	Expect(os.WriteFile(path, []byte(key.client+":"+string(hash)+"\n"), 0o600)).To(Succeed())
+	return path
+}
+
+// keysAPIRule is tenant ns's API at <ns>.keys.example.com, every GET
+// decided by authorizer.
+func keysAPIRule(ns, authorizer string) *gatewayv1alpha1.APIRule {
+	return &gatewayv1alpha1.APIRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns},
+		Spec: gatewayv1alpha1.APIRuleSpec{
+			Hosts: []gatewayv1alpha1.Hostname{gatewayv1alpha1.Hostname(ns + ".keys.example.com")}, Gateway: gatewayNamespace + "/public",
+			Service: &gatewayv1alpha1.ServiceReference{Name: "echo", Port: 8080},
+			Rules: []gatewayv1alpha1.Rule{
+				{Path: "/*", Methods: []gatewayv1alpha1.HTTPMethod{"GET"}, ExtAuth: &gatewayv1alpha1.ExtAuth{Authorizers: []string{authorizer}}},
+			},
+		},
+	}
+}
+
+// apiKeyStory sends each tenant's API its own key, a wrong one, none, the
+// other tenant's, and its own with a forged identity header.
+func apiKeyStory(ctx context.Context, keys map[string]apiKey) {
+	gateway := net.JoinHostPort(gatewayPodIP(ctx), "8080")
+	c := &http.Client{Timeout: 10 * time.Second}
+	send := func(ns string, user, secret string, extra map[string]string) (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+gateway+"/orders", nil)
+		if err != nil {
+			return 0, "", err
+		}
+		req.Host = ns + ".keys.example.com"
+		req.Header.Set("X-Echo-Headers", "1")
+		if user != "" {
+			req.SetBasicAuth(user, secret)
+		}
+		for k, v := range extra {
+			req.Header.Set(k, v)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	requests := 0
+	for _, ns := range keyTenants {
+		own, other := keys[ns], keys[otherTenant(ns)]
+		By("passing " + ns + "'s own key with its client's identity")
+		Eventually(func(g Gomega) {
+			requests++
+			status, body, err := send(ns, own.client, own.secret, nil)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(status).To(Equal(http.StatusOK), body)
+			g.Expect(body).To(HavePrefix("echo GET /orders"))
+			g.Expect(echoedHeader(body, "X-Auth-Request-User")).To(Equal(own.client))
+		}, timeout, interval).Should(Succeed())
+		cases := []struct {
+			what         string
+			user, secret string
+		}{
+			{"a wrong key", own.client, own.secret + "0"},
+			{"no key", "", ""},
+			{"the other tenant's key", other.client, other.secret},
+			{"the other tenant's key under its own client's name", own.client, other.secret},
+		}
+		for _, tc := range cases {
+			requests++
+			status, body, err := send(ns, tc.user, tc.secret, nil)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(status).To(Equal(http.StatusUnauthorized), "%s on %s: %s", tc.what, ns, body)
+			Expect(body).NotTo(ContainSubstring("echo GET"))
+			reportTo(keysReport, "attack: %s on %s's API: %d, the backend not reached", tc.what, ns, status)
+		}
+		requests++
+		status, body, err := send(ns, own.client, own.secret, map[string]string{"X-Auth-Request-User": other.client})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(status).To(Equal(http.StatusOK), body)
+		Expect(echoedHeader(body, "X-Auth-Request-User")).To(Equal(own.client))
+		reportTo(keysReport, "attack: %s's own key with X-Auth-Request-User forged as %s: the backend saw %q", ns, other.client, echoedHeader(body, "X-Auth-Request-User"))
+	}
+	reportTo(keysReport, "API keys: %d requests over %d tenants' APIs", requests, len(keyTenants))
+}
+
+// otherTenant is the key tenant that is not ns.
+func otherTenant(ns string) string {
+	if ns == keyTenants[0] {
+		return keyTenants[1]
+	}
+	return keyTenants[0]
 }
