@@ -36,7 +36,10 @@
 // The certificate of an HTTPS server is the kubernetes.io/tls Secret its
 // credentialName names in the Gateway's namespace (Istio reads it from the
 // gateway pods' namespace, the same one here), re-read every --refresh. It
-// is not Envoy and enforces no AuthorizationPolicy or RequestAuthentication.
+// is not Envoy and enforces no AuthorizationPolicy or RequestAuthentication
+// (a backend with --workload-labels applies the CUSTOM ones selecting it,
+// as its sidecar would: extauth.go says what of Envoy's ext_authz it
+// imitates).
 // With --workload-namespace and --workload-labels it applies the global
 // rate limits of the EnvoyFilters that reach its pods as Envoy's global
 // rate limit filter would (ratelimit.go): descriptors from the filters'
