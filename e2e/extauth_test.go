@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,20 +15,26 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/oauth2-proxy/mockoidc"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"golang.org/x/crypto/bcrypt"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -103,43 +111,102 @@ func authorizerMeshConfig() string {
 	return b.String()
 }
 
-// startOAuth2Proxy runs oauth2-proxy on every address of the node at
-// port, as the OIDC client of issuer, in its reverse-proxy mode with the
-// static upstream Istio's ext_authz guides use: a request with a session
-// is answered 200 with the identity headers (the sidecar then lets the
+// oauth2ProxyImage is the image pushOAuth2ProxyImage pushed, once.
+var oauth2ProxyImage string
+
+// pushOAuth2ProxyImage packs the oauth2-proxy binary (hack/oauth2proxy.sh,
+// static) into a one-layer image that runs as a non-root user, pushes it
+// to the node's registry and returns its digest reference.
+func pushOAuth2ProxyImage(ctx context.Context, binary string) string {
+	if oauth2ProxyImage != "" {
+		return oauth2ProxyImage
+	}
+	data, err := os.ReadFile(binary)
+	Expect(err).NotTo(HaveOccurred())
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	Expect(tw.WriteHeader(&tar.Header{Name: "oauth2-proxy", Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg})).To(Succeed())
+	_, err = tw.Write(data)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(tw.Close()).To(Succeed())
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	Expect(err).NotTo(HaveOccurred())
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	Expect(err).NotTo(HaveOccurred())
+	cf, err := img.ConfigFile()
+	Expect(err).NotTo(HaveOccurred())
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", goruntime.GOARCH
+	cf.Config.Entrypoint = []string{"/oauth2-proxy"}
+	cf.Config.User = "65532:65532"
+	img, err = mutate.ConfigFile(img, cf)
+	Expect(err).NotTo(HaveOccurred())
+	tag, err := name.NewTag(registryRepo+"/oauth2-proxy:e2e", name.Insecure)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(remote.Write(tag, img, remote.WithContext(ctx))).To(Succeed())
+	digest, err := img.Digest()
+	Expect(err).NotTo(HaveOccurred())
+	oauth2ProxyImage = tag.Context().Digest(digest.String()).String()
+	return oauth2ProxyImage
+}
+
+// deployOAuth2Proxy runs oauth2-proxy in namespace ns behind the Service
+// oauth2-proxy (port 4180), as the OIDC client of the mock provider, in
+// the mode Istio's ext_authz guides use: a request with a session is
+// answered 200 with the identity headers (the sidecar then lets the
 // original through), one without is redirected to the provider's login.
-// extra are more flags (the API-key instances'); name names its log.
-func startOAuth2Proxy(name, binary string, port int, oidc *mockoidc.MockOIDC, extra ...string) *framework.Process {
+// extra are more flags; files, when set, are mounted from a Secret at
+// /etc/oauth2-proxy (the API-key instances' htpasswd).
+func deployOAuth2Proxy(ctx context.Context, ns, image string, oidc *mockoidc.MockOIDC, files map[string]string, extra ...string) {
 	secret := make([]byte, 16)
 	_, _ = rand.Read(secret)
 	args := append([]string{
-		"--http-address", "0.0.0.0:" + strconv.Itoa(port),
+		"--http-address", "0.0.0.0:" + strconv.Itoa(loginPort),
 		"--provider", "oidc",
 		"--oidc-issuer-url", oidc.Issuer(),
 		"--client-id", oidc.ClientID,
 		"--client-secret", oidc.ClientSecret,
 		"--cookie-secret", hex.EncodeToString(secret),
-		"--cookie-name", "_" + strings.ReplaceAll(name, "-", "_"),
+		"--cookie-name", "_oauth2_proxy_" + strings.ReplaceAll(ns, "-", "_"),
 		// The browser speaks plain HTTP to the gateway here.
 		"--cookie-secure=false",
 		"--email-domain", "*",
 		"--upstream", "static://200",
 		"--set-xauthrequest",
 	}, extra...)
-	p, err := framework.StartProcess(binary, args, nil, filepath.Join(artifacts, name+".log"))
-	Expect(err).NotTo(HaveOccurred())
-	Eventually(func() error {
-		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/ping")
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("ping: %d", resp.StatusCode)
-		}
-		return nil
-	}, timeout, interval).Should(Succeed(), "%s answers /ping", name)
-	return p
+	labels := map[string]string{"app": "oauth2-proxy"}
+	c := restricted("oauth2-proxy", args...)
+	c.Image = image
+	c.ImagePullPolicy = corev1.PullIfNotPresent
+	c.Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: loginPort}}
+	c.ReadinessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ping", Port: intstr.FromString("http")}},
+		PeriodSeconds: 1,
+	}
+	pod := corev1.PodSpec{
+		AutomountServiceAccountToken:  ptr.To(false),
+		TerminationGracePeriodSeconds: ptr.To[int64](1),
+		SecurityContext:               &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532)},
+	}
+	if len(files) > 0 {
+		createOrExisting(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "oauth2-proxy-files", Namespace: ns}, StringData: files})
+		pod.Volumes = []corev1.Volume{{Name: "files", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "oauth2-proxy-files"}}}}
+		c.VolumeMounts = []corev1.VolumeMount{{Name: "files", MountPath: "/etc/oauth2-proxy", ReadOnly: true}}
+	}
+	pod.Containers = []corev1.Container{c}
+	createOrExisting(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "oauth2-proxy", Namespace: ns, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
+		},
+	})
+	Eventually(func(g Gomega) {
+		d := &appsv1.Deployment{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "oauth2-proxy"}, d)).To(Succeed())
+		g.Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1))
+	}, timeout, interval).Should(Succeed(), "oauth2-proxy in %s is ready", ns)
 }
 
 // browser is a client with a cookie jar that reaches app.example.com at the
@@ -211,11 +278,8 @@ func (b *browser) login(ctx context.Context, authorize string) string {
 // deployAuthorizedBackend runs in namespace ns the echo backend whose
 // stand-in sidecar applies the CUSTOM policies selecting it, with the
 // mesh config's providers (ConfigMap istio-system/istio), and the Service
-// oauth2-proxy whose endpoint is an oauth2-proxy host process at
-// node:port (its selector matches no pod: Portico needs one to bind a
-// route's ALLOW policy to a workload; kube-proxy also routes to the
-// EndpointSlice written here).
-func deployAuthorizedBackend(ctx context.Context, ns, node string, port int) {
+// oauth2-proxy for the authorizer's pods (deployOAuth2Proxy).
+func deployAuthorizedBackend(ctx context.Context, ns string) {
 	createOrExisting(ctx, restrictedNamespace(ns))
 	createOrExisting(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: ns}})
 	createOrExisting(ctx, &rbacv1.ClusterRole{
@@ -256,14 +320,6 @@ func deployAuthorizedBackend(ctx context.Context, ns, node string, port int) {
 		ObjectMeta: metav1.ObjectMeta{Name: "oauth2-proxy", Namespace: ns},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "oauth2-proxy"},
 			Ports: []corev1.ServicePort{{Name: "http", Port: loginPort}}},
-	})
-	createOrExisting(ctx, &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: "oauth2-proxy-host", Namespace: ns, Labels: map[string]string{
-			discoveryv1.LabelServiceName: "oauth2-proxy", discoveryv1.LabelManagedBy: "portico-e2e",
-		}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{node}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	})
 	Eventually(func(g Gomega) {
 		d := &appsv1.Deployment{}
@@ -370,12 +426,10 @@ func loginSpecs() {
 		if target != framework.TargetNode {
 			Skip("oauth2-proxy and the OIDC provider run on the node target's host")
 		}
-		binary, node, oidc := startAuthorizerParts(ctx)
-		port := int(freePort())
-		proxy := startOAuth2Proxy("oauth2-proxy", binary, port, oidc,
+		image, oidc := startAuthorizerParts(ctx)
+		deployAuthorizedBackend(ctx, loginNamespace)
+		deployOAuth2Proxy(ctx, loginNamespace, image, oidc, nil,
 			"--redirect-url", "http://"+loginHost+"/oauth2/callback", "--skip-provider-button", "--set-authorization-header")
-		DeferCleanup(proxy.Stop)
-		deployAuthorizedBackend(ctx, loginNamespace, node, port)
 		DeferCleanup(func(ctx SpecContext) {
 			removeAuthorizedBackend(ctx, loginNamespace)
 			_ = k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "intruder"}})
@@ -406,16 +460,15 @@ func loginSpecs() {
 		if target != framework.TargetNode {
 			Skip("the API-key authorizers run on the node target's host")
 		}
-		binary, node, oidc := startAuthorizerParts(ctx)
+		image, oidc := startAuthorizerParts(ctx)
 		keys := map[string]apiKey{}
 		for _, ns := range keyTenants {
 			key := newAPIKey(ns)
 			keys[ns] = key
-			port := int(freePort())
-			proxy := startOAuth2Proxy("api-"+ns, binary, port, oidc, "--htpasswd-file", writeHtpasswd(ns, key), "--force-json-errors")
-			DeferCleanup(proxy.Stop)
-			deployAuthorizedBackend(ctx, ns, node, port)
+			deployAuthorizedBackend(ctx, ns)
 			DeferCleanup(func(ctx SpecContext) { removeAuthorizedBackend(ctx, ns) })
+			deployOAuth2Proxy(ctx, ns, image, oidc, map[string]string{"htpasswd": htpasswd(key)},
+				"--htpasswd-file", "/etc/oauth2-proxy/htpasswd", "--force-json-errors")
 		}
 		DeferCleanup(func(ctx SpecContext) {
 			_ = k8sClient.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: meshConfigMap, Namespace: gatewayNamespace}})
@@ -442,9 +495,10 @@ func loginSpecs() {
 }
 
 // startAuthorizerParts builds oauth2-proxy (or waits for the suite's
-// build) and starts a mock OIDC provider on the node's address; it returns
-// the binary, the node's address and the provider.
-func startAuthorizerParts(ctx context.Context) (string, string, *mockoidc.MockOIDC) {
+// build) and pushes its image, and starts a mock OIDC provider on the
+// node's address (where pods reach the suite); it returns the image and
+// the provider.
+func startAuthorizerParts(ctx context.Context) (string, *mockoidc.MockOIDC) {
 	out, err := framework.Run(ctx, root, "hack/oauth2proxy.sh")
 	Expect(err).NotTo(HaveOccurred(), out)
 	node := nodeAddress(ctx)
@@ -454,7 +508,7 @@ func startAuthorizerParts(ctx context.Context) (string, string, *mockoidc.MockOI
 	Expect(err).NotTo(HaveOccurred())
 	Expect(oidc.Start(ln, nil)).To(Succeed())
 	DeferCleanup(func() { _ = oidc.Shutdown() })
-	return framework.LastLine(out), node, oidc
+	return pushOAuth2ProxyImage(ctx, framework.LastLine(out)), oidc
 }
 
 // loginStory is the browser's part of the login story.
@@ -538,14 +592,12 @@ func newAPIKey(ns string) apiKey {
 	return apiKey{client: "client-of-" + ns, secret: hex.EncodeToString(buf)}
 }
 
-// writeHtpasswd writes the API-key authorizer's htpasswd file for ns: the
-// key's bcrypt hash, never the key.
-func writeHtpasswd(ns string, key apiKey) string {
+// htpasswd is the API-key authorizer's htpasswd file: the key's bcrypt
+// hash, never the key.
+func htpasswd(key apiKey) string {
 	hash, err := bcrypt.GenerateFromPassword([]byte(key.secret), bcrypt.DefaultCost)
 	Expect(err).NotTo(HaveOccurred())
-	path := filepath.Join(artifacts, "htpasswd-"+ns)
-	Expect(os.WriteFile(path, []byte(key.client+":"+string(hash)+"\n"), 0o600)).To(Succeed())
-	return path
+	return key.client + ":" + string(hash) + "\n"
 }
 
 // keysAPIRule is tenant ns's API at <ns>.keys.example.com, every GET

@@ -187,7 +187,7 @@ func (s *sidecar) serviceAddress(ctx context.Context, service string) (string, e
 	}
 	parts := strings.Split(service, ".")
 	if len(parts) < 2 {
-		return "", fmt.Errorf("provider service %q is not <name>.<namespace>.svc...", service)
+		return "", fmt.Errorf("provider service %q is not <name>.<namespace>.svc.<domain>", service)
 	}
 	svc := &corev1.Service{}
 	if err := s.client.Get(ctx, client.ObjectKey{Namespace: parts[1], Name: parts[0]}, svc); err != nil {
