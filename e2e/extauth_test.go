@@ -45,7 +45,7 @@ import (
 
 // The login story's names: the tenant namespace login runs the echo
 // backend (whose stand-in sidecar applies CUSTOM policies), the Service
-// oauth2-proxy in front of the oauth2-proxy host process, and the APIRule
+// oauth2-proxy in front of the oauth2-proxy pods, and the APIRule
 // app for the host app.example.com on the shared gateway istio-system/public.
 const (
 	loginNamespace = "login"
@@ -415,7 +415,7 @@ func echoedHeader(body, name string) string {
 
 // loginSpecs are the story of OIDC login through a granted authorizer, on
 // real parts: mockoidc (a mock OIDC provider, in the suite's process on the
-// node) and oauth2-proxy (hack/oauth2proxy.sh, a host process) as the
+// node) and oauth2-proxy (hack/oauth2proxy.sh, pods of the tenant) as the
 // mesh's envoyExtAuthzHttp provider; the tenant's APIRule opens
 // oauth2-proxy's /oauth2/ endpoints and hands the rest of its host to the
 // authorizer; the shared gateway stand-in routes, the echo backend's
