@@ -532,12 +532,16 @@ func loginStory(ctx context.Context, oidc *mockoidc.MockOIDC) {
 	By("refusing forged identity headers and a forged session cookie without a session")
 	forged := map[string]string{
 		"X-Echo-Headers": "1", "X-Auth-Request-User": "admin", "X-Auth-Request-Email": "admin@example.com",
-		"Authorization": "Bearer forged", "Cookie": "_oauth2_proxy=forged",
+		"Authorization": "Bearer forged", "Cookie": "_oauth2_proxy_" + loginNamespace + "=forged",
 	}
 	status, location, body := b.get(ctx, page, forged)
 	Expect(status).To(Equal(http.StatusFound), body)
 	Expect(location).To(HavePrefix(oidc.AuthorizationEndpoint()))
 	Expect(body).NotTo(ContainSubstring("echo GET"))
+	// Every redirect to the login sets a new CSRF cookie, which the
+	// callback checks against the state of that redirect: the login
+	// starts from the last one.
+	authorize = location
 	reportTo(loginReport, "attack: no session, forged X-Auth-Request-User/Email, Authorization and session cookie: 302 to login, the backend not reached")
 
 	By("logging in at the provider: the callback sets the session and returns to the page")
