@@ -212,8 +212,10 @@ test: prefetch generate manifests traefik-background oauth2-proxy-background fmt
 	@# the chart's alerts and dashboard with promtool, and Istio's own code
 	@# over what the controllers write (test/istio; lint above compiled its
 	@# Istio packages) (the e2e module's need a cluster: test-e2e-node below).
+	@# A package may take 20 minutes, not go test's default 10: test/istio's
+	@# run takes 2-3 minutes on a quiet machine and 8 on a loaded one.
 	assets="$$(hack/testbin.sh --node)"; for d in . hack/release test/monitoring test/istio; do echo "go test ($$d)"; \
-		(cd $$d && KUBEBUILDER_ASSETS="$$assets" PROMTOOL=$(PROMTOOL) go test -ldflags=-w ./... -count=1) || exit 1; done
+		(cd $$d && KUBEBUILDER_ASSETS="$$assets" PROMTOOL=$(PROMTOOL) go test -ldflags=-w ./... -count=1 -timeout 20m) || exit 1; done
 	@# Every benchmark in its short mode (it asserts results, never speed),
 	@# with the fuzz targets beside it: their instrumented build is CPU, the
 	@# short benchmarks mostly wait for their clusters.
@@ -239,7 +241,7 @@ test-monitoring: $(PROMTOOL) ## Prove the chart's alerts and dashboard (charts/p
 
 .PHONY: test-istio
 test-istio: ## Judge what the controllers write with Istio's own code, offline (test/istio): istiod's webhook, its Gateway API conversion and Envoy configuration against the tenancy judge, over every golden file and 600 fuzz-drawn APIRules (make test runs it).
-	cd test/istio && go test -ldflags=-w ./... -count=1
+	cd test/istio && go test -ldflags=-w ./... -count=1 -timeout 20m
 
 .PHONY: test-fuzz
 test-fuzz: ## Fuzz every fuzz target for its number of executions (FUZZ_TIME=10m for a longer hunt by time). A failure leaves its input in testdata/fuzz: commit it as a seed with the fix.
