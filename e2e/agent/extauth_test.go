@@ -11,6 +11,12 @@ import (
 	"testing"
 
 	securityapi "istio.io/api/security/v1beta1"
+	typeapi "istio.io/api/type/v1beta1"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 // meshYAML is a mesh config as the docs give it (docs/operations.md).
@@ -177,5 +183,91 @@ func TestCheckAsEnvoy(t *testing.T) {
 	p.FailOpen = true
 	if v := checkHTTP(context.Background(), client, p, host, newRequest()); !v.allowed {
 		t.Errorf("unreachable provider with failOpen: %+v", v)
+	}
+}
+
+// TestSidecarAppliesTheCustomPoliciesSelectingItsPods serves a backend
+// behind the sidecar stand-in, with policies and the mesh config in a fake
+// API: only CUSTOM policies of its namespace (or Istio's root namespace)
+// whose selector its labels match send a request to the provider.
+func TestSidecarAppliesTheCustomPoliciesSelectingItsPods(t *testing.T) {
+	var checks []string
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		checks = append(checks, r.URL.Path)
+		if r.Header.Get("Cookie") == "session=ok" {
+			w.Header().Set("X-Auth-Request-User", "jane")
+			return
+		}
+		w.Header().Set("Location", "http://idp/login")
+		w.WriteHeader(http.StatusFound)
+	}))
+	defer provider.Close()
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(provider.URL, "http://"))
+	mesh := "extensionProviders:\n- name: login\n  envoyExtAuthzHttp:\n    service: login.auth.svc.cluster.local\n    port: " + port +
+		"\n    includeRequestHeadersInCheck: [cookie]\n    headersToUpstreamOnAllow: [x-auth-request-user]\n    headersToDownstreamOnDeny: [location]\n"
+	custom := func(ns, name string, selector map[string]string, action securityapi.AuthorizationPolicy_Action, paths ...string) *securityv1.AuthorizationPolicy {
+		ap := &securityv1.AuthorizationPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		ap.Spec.Action = action
+		if selector != nil {
+			ap.Spec.Selector = &typeapi.WorkloadSelector{MatchLabels: selector}
+		}
+		ap.Spec.ActionDetail = &securityapi.AuthorizationPolicy_Provider{Provider: &securityapi.AuthorizationPolicy_ExtensionProvider{Name: "login"}}
+		ap.Spec.Rules = []*securityapi.Rule{{To: []*securityapi.Rule_To{{Operation: &securityapi.Operation{Paths: paths}}}}}
+		return ap
+	}
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	_ = securityv1.AddToScheme(scheme)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "istio-system", Name: "istio"}, Data: map[string]string{"mesh": mesh}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "auth", Name: "login"}, Spec: corev1.ServiceSpec{ClusterIP: host}},
+		custom("shop", "mine", map[string]string{"app": "echo"}, securityapi.AuthorizationPolicy_CUSTOM, "/private/*"),
+		custom("shop", "other-pods", map[string]string{"app": "other"}, securityapi.AuthorizationPolicy_CUSTOM, "/other/*"),
+		custom("elsewhere", "other-namespace", nil, securityapi.AuthorizationPolicy_CUSTOM, "/elsewhere/*"),
+		custom("shop", "allow", map[string]string{"app": "echo"}, securityapi.AuthorizationPolicy_ALLOW, "/allowed/*"),
+		custom("istio-system", "mesh-wide", nil, securityapi.AuthorizationPolicy_CUSTOM, "/mesh/*"),
+	).Build()
+	sc := &sidecar{client: c, w: workload{namespace: "shop", labels: map[string]string{"app": "echo", "v": "1"}, root: "istio-system"},
+		mesh: "istio-system/istio", http: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	backend := httptest.NewServer(sc.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "backend saw user "+r.Header.Get("X-Auth-Request-User"))
+	})))
+	defer backend.Close()
+
+	cases := []struct {
+		path, cookie, user string
+		status             int
+		checked            bool
+	}{
+		{"/private/a", "", "", http.StatusFound, true},
+		{"/private/a", "session=ok", "jane", http.StatusOK, true},
+		{"/mesh/a", "", "", http.StatusFound, true},
+		{"/other/a", "", "forged", http.StatusOK, false},
+		{"/elsewhere/a", "", "forged", http.StatusOK, false},
+		{"/allowed/a", "", "forged", http.StatusOK, false},
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range cases {
+		checks = nil
+		req, _ := http.NewRequest(http.MethodGet, backend.URL+tc.path, nil)
+		req.Header.Set("X-Auth-Request-User", "forged")
+		if tc.cookie != "" {
+			req.Header.Set("Cookie", tc.cookie)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != tc.status || (len(checks) > 0) != tc.checked {
+			t.Errorf("%s (cookie %q): %d, checked %v; want %d, checked %t", tc.path, tc.cookie, resp.StatusCode, checks, tc.status, tc.checked)
+		}
+		if tc.status == http.StatusOK && string(body) != "backend saw user "+tc.user {
+			t.Errorf("%s: %q, want the user %q", tc.path, body, tc.user)
+		}
+		if tc.status == http.StatusFound && resp.Header.Get("Location") != "http://idp/login" {
+			t.Errorf("%s: denial without the provider's Location: %v", tc.path, resp.Header)
+		}
 	}
 }
