@@ -329,11 +329,26 @@ func deployAuthorizedBackend(ctx context.Context, ns string) {
 }
 
 // removeAuthorizedBackend deletes what deployAuthorizedBackend wrote for ns
-// (the shared ClusterRole, Role and mesh ConfigMap stay for the next).
+// (the shared ClusterRole, Role and mesh ConfigMap stay for the next). The
+// namespace's APIRules go first, and are waited for, so that no Istio
+// object of the story changes under a later spec (the upgrade spec
+// compares every APIRule's and Istio object's version).
 func removeAuthorizedBackend(ctx context.Context, ns string) {
+	removeAPIRules(ctx, ns)
 	_ = k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	_ = k8sClient.Delete(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-sidecar-" + ns}})
 	_ = k8sClient.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-mesh-config-" + ns, Namespace: gatewayNamespace}})
+}
+
+// removeAPIRules deletes the APIRules of namespace ns and waits until the
+// apirule controller has removed their objects (and its finalizer).
+func removeAPIRules(ctx context.Context, ns string) {
+	Expect(client.IgnoreNotFound(k8sClient.DeleteAllOf(ctx, &gatewayv1alpha1.APIRule{}, client.InNamespace(ns)))).To(Succeed())
+	Eventually(func(g Gomega) {
+		var rules gatewayv1alpha1.APIRuleList
+		g.Expect(k8sClient.List(ctx, &rules, client.InNamespace(ns))).To(Succeed())
+		g.Expect(rules.Items).To(BeEmpty())
+	}, timeout, interval).Should(Succeed())
 }
 
 // grantAuthorizer grants the authorizer name to namespace ns in the
@@ -432,6 +447,7 @@ func loginSpecs() {
 			"--redirect-url", "http://"+loginHost+"/oauth2/callback", "--skip-provider-button", "--set-authorization-header")
 		DeferCleanup(func(ctx SpecContext) {
 			removeAuthorizedBackend(ctx, loginNamespace)
+			removeAPIRules(ctx, "intruder")
 			_ = k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "intruder"}})
 			_ = k8sClient.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: meshConfigMap, Namespace: gatewayNamespace}})
 		})
