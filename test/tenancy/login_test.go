@@ -41,6 +41,13 @@ func TestLoginAuthorizerStaysItsTenants(t *testing.T) {
 		callback := judge.Request{Workload: judge.Workload{Namespace: teamA, Labels: proxy.Spec.Selector},
 			Host: "app.a.example", Path: "/oauth2/callback", Method: "GET", Port: 8080}
 		g.Expect(decide(g, callback).Allowed()).To(BeTrue(), "the callback is reachable without a session")
+		// The authorizer's check of /profile is a request to the login
+		// proxy's pods at /profile: the ALLOW policy Portico writes for the
+		// /oauth2/* route refuses it there. Hence the provider is a second
+		// Deployment that no APIRule routes to (docs/operations.md).
+		check := callback
+		check.Path = "/profile"
+		g.Expect(decide(g, check).Allowed()).To(BeFalse(), "a check sent to the routed login proxy's pods is refused by its route's policy")
 	})
 
 	t.Run("team-b naming team-a's login", func(t *testing.T) {
