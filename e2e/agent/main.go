@@ -138,10 +138,10 @@ func backend(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("backend", flag.ContinueOnError)
 	name := fs.String("name", "backend", "name in every answer")
 	addr := fs.String("listen", ":8080", "listen address")
-	var w workload
-	fs.StringVar(&w.namespace, "workload-namespace", "", "namespace of the backend's pods: with --workload-labels, the CUSTOM AuthorizationPolicies selecting them are applied as a sidecar would (extauth.go)")
+	var wl workload
+	fs.StringVar(&wl.namespace, "workload-namespace", "", "namespace of the backend's pods: with --workload-labels, the CUSTOM AuthorizationPolicies selecting them are applied as a sidecar would (extauth.go)")
 	labels := fs.String("workload-labels", "", "labels of the backend's pods, k=v,k=v")
-	fs.StringVar(&w.root, "root-namespace", "istio-system", "Istio's root namespace")
+	fs.StringVar(&wl.root, "root-namespace", "istio-system", "Istio's root namespace")
 	mesh := fs.String("mesh-config", "istio-system/istio", "namespace/name of the ConfigMap holding the mesh config (key mesh), where the extension providers are")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -160,12 +160,12 @@ func backend(ctx context.Context, args []string) error {
 		}
 	})
 	if *labels != "" {
-		w.labels = parseLabels(*labels)
+		wl.labels = parseLabels(*labels)
 		c, err := inClusterClient(corev1.AddToScheme, securityv1.AddToScheme)
 		if err != nil {
 			return err
 		}
-		sc := &sidecar{client: c, w: w, mesh: *mesh, http: &http.Client{
+		sc := &sidecar{client: c, w: wl, mesh: *mesh, http: &http.Client{
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}}
 		handler = sc.wrap(handler)
