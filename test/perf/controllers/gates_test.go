@@ -23,6 +23,9 @@ func TestFairnessRatios(t *testing.T) {
 		{"RateLimits: over one world reconcile",
 			fairness{flooded: []time.Duration{ms(900), ms(3000), ms(600)}, worldReconcile: ms(1500)},
 			map[string]float64{ratioWorldReconcile: 2, ratioWorldMedian: 0.6}},
+		{"RateLimits: over their worst alone",
+			fairness{alone: []time.Duration{ms(200), ms(400)}, flooded: []time.Duration{ms(300), ms(1000)}, gateAlone: true},
+			map[string]float64{ratioAlone: 2.5}},
 		{"nothing to divide by", fairness{flooded: []time.Duration{ms(1)}}, map[string]float64{}},
 	}
 	for _, tt := range tests {
@@ -40,10 +43,10 @@ func TestFairnessRatios(t *testing.T) {
 
 func TestMeanReconcile(t *testing.T) {
 	scrape := func(count int, sum float64) framework.Metrics {
-		text := "# TYPE controller_runtime_reconcile_time_seconds histogram\n" +
-			"controller_runtime_reconcile_time_seconds_bucket{controller=\"ratelimit\",le=\"+Inf\"} " + itoa(count) + "\n" +
-			"controller_runtime_reconcile_time_seconds_sum{controller=\"ratelimit\"} " + ftoa(sum) + "\n" +
-			"controller_runtime_reconcile_time_seconds_count{controller=\"ratelimit\"} " + itoa(count) + "\n"
+		text := "# TYPE portico_ratelimit_world_seconds histogram\n" +
+			"portico_ratelimit_world_seconds_bucket{le=\"+Inf\"} " + itoa(count) + "\n" +
+			"portico_ratelimit_world_seconds_sum " + ftoa(sum) + "\n" +
+			"portico_ratelimit_world_seconds_count " + itoa(count) + "\n"
 		m, err := framework.ParseMetrics(strings.NewReader(text))
 		if err != nil {
 			t.Fatal(err)

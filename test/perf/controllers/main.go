@@ -97,10 +97,12 @@
 //	    without pause). It fails when team-a's worst wait under the flood
 //	    exceeds half the time team-b's flood of APIRules took to converge
 //	    (a ratio of the same run; a first-in-first-out queue makes team-a
-//	    wait about that long). Team-a's RateLimits under the flood are
-//	    reported over the ratelimit controller's mean world reconcile
-//	    meanwhile (its one key: a RateLimit waits for the reconcile under
-//	    way and its own).
+//	    wait about that long), or when team-a's worst RateLimit wait under
+//	    the flood exceeds twice its worst alone (the world is computed while
+//	    team-b's writes go on, so the flood adds at most one computation of
+//	    the world). Team-a's RateLimits under the flood are also reported
+//	    over the ratelimit controller's mean computation of the world
+//	    meanwhile (portico_ratelimit_world_seconds).
 //
 // Both are observed with the bench's own informers: the time of the event
 // that completes the condition is the convergence time; nothing is polled.

@@ -111,9 +111,9 @@ var exemptions = []framework.Exemption{
 	{Metric: "EditLatency", Unit: framework.UnitRatio,
 		Why: "the tail of 100 samples on a shared machine; bounded in the run instead (maxEditTail)"},
 	{Metric: "NoisyNeighbour", Unit: framework.UnitRatio,
-		Why: "the worst of 5 samples against the flood's own work; the APIRules' bounded in the run instead (maxFloodShare)"},
+		Why: "the worst of 5 samples against the flood's own work or alone; bounded in the run instead (maxFloodShare, maxFloodOverAlone)"},
 	{Metric: "Reconciles", Labels: map[string]string{"Controller": string(contract.RateLimit.Name)},
-		Why: "one key, the world: how many reconciles it takes is how its events batched in time"},
+		Why: "the world's key and one per namespace: how many reconciles it takes is how its events batched in time"},
 }
 
 // floorFigure is the machine's floor: (0)'s convergence, Istio mode.

@@ -107,73 +107,90 @@ type Reconciler struct {
 	// objects writes and removes the controller's objects (see writer).
 	objects    *owned.Writer
 	writerOnce sync.Once
+	// work is the latest world's work of each tenant.
+	work tenantWork
 }
 
 // errForeign marks an EnvoyFilter name already used by an object the
 // controller does not manage.
 var errForeign = errors.New("conflict")
 
-// Reconcile converges the world.
-func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (result reconcile.Result, retErr error) {
+// Reconcile serves two kinds of keys. World computes what every tenant's
+// EnvoyFilters, feed ConfigMaps and statuses should be from the whole
+// topology (state of the world) and hands each tenant its part; a tenant's
+// key (tenantRequest) writes that part. The computation is the only work
+// that sees every tenant, and it writes nothing: a tenant whose large
+// filter takes a second to write holds up one worker, never the world, so
+// another tenant's change is computed and written meanwhile.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if req == World {
+		start := time.Now()
+		defer func() { worldSeconds.Observe(time.Since(start).Seconds()) }()
+		return reconcile.Result{}, r.computeWorld(ctx)
+	}
+	return r.writeTenantWork(ctx, req.Namespace)
+}
+
+// computeWorld computes the world and publishes each tenant's work: the
+// namespaces with RateLimits, global limits or filters to write, and the
+// namespaces whose live filters or feed ConfigMaps no policy needs any
+// more (their work removes them).
+func (r *Reconciler) computeWorld(ctx context.Context) error {
 	in, limits, err := r.read(ctx)
 	if err != nil {
-		return reconcile.Result{}, err
+		return err
 	}
 	if in.Global, err = r.globalInput(ctx); err != nil {
-		return reconcile.Result{}, err
+		return err
 	}
 	out := topology.Compute(in)
-	liveConfigs, err := r.liveGlobalConfigs(ctx)
+	tenants := tenantsOf(out.EnvoyFilters, limits, out.GlobalConfigs)
+	stale, err := r.liveTenants(ctx)
 	if err != nil {
-		return reconcile.Result{}, err
+		return err
 	}
+	for _, t := range tenants {
+		delete(stale, t.namespace)
+	}
+	for _, ns := range slices.Sorted(maps.Keys(stale)) {
+		tenants = append(tenants, &tenant{namespace: ns})
+	}
+	for _, t := range tenants {
+		t.verdicts = out.Verdicts
+	}
+	r.work.publish(tenants)
+	return nil
+}
 
-	var existing networkingv1alpha3.EnvoyFilterList
-	if err := r.Client.List(ctx, &existing, ManagedSelector, client.UnsafeDisableDeepCopy); err != nil {
-		return reconcile.Result{}, fmt.Errorf("list EnvoyFilters: %w", err)
+// writeTenantWork writes the work of one tenant that the latest world
+// computed (writeTenant), then removes the tenant's live filters and feed
+// ConfigMap that work no longer has. Before the first world, there is no
+// work, and nothing is written or removed.
+func (r *Reconciler) writeTenantWork(ctx context.Context, ns string) (result reconcile.Result, err error) {
+	t := r.work.of(ns)
+	if t == nil {
+		return result, nil
 	}
-	live := map[string]*networkingv1alpha3.EnvoyFilter{}
-	for _, ef := range existing.Items {
-		if Written(ef, r.rootNamespace()) {
-			live[ef.Namespace+"/"+ef.Name] = ef
-		}
+	live, liveConfigs, err := r.liveOf(ctx, ns)
+	if err != nil {
+		return result, err
 	}
-
-	// Each filter holds the RateLimits of one namespace; a filter that
-	// fails fails only them, and the others are written all the same. The
-	// work is split by that namespace (its filters, then its RateLimits'
-	// statuses, which report whether those filters were written), and the
-	// namespaces go several at a time, the smallest first: one tenant's
-	// large filter or thousand changed statuses do not hold up another's.
-	var (
-		mu   sync.Mutex
-		errs []error
-	)
+	errs, foreign := r.writeTenant(ctx, t, live, liveConfigs, t.verdicts)
+	if foreign {
+		result.RequeueAfter = foreignRecheck
+	}
 	wanted := map[string]bool{}
-	for _, ef := range out.EnvoyFilters {
+	for _, ef := range t.filters {
 		wanted[ef.Namespace+"/"+ef.Name] = true
 	}
-	wantedConfigs := map[string]bool{}
-	for _, c := range out.GlobalConfigs {
-		wantedConfigs[globallimit.ConfigMapName(c.Namespace)] = true
-	}
-	inParallel(ctx, tenantsOf(out.EnvoyFilters, limits, out.GlobalConfigs), tenantWriters, func(t *tenant) {
-		tenantErrs, foreign := r.writeTenant(ctx, t, live, liveConfigs, out.Verdicts)
-		mu.Lock()
-		defer mu.Unlock()
-		errs = append(errs, tenantErrs...)
-		if foreign {
-			result.RequeueAfter = foreignRecheck
-		}
-	})
-	if err := r.deleteFilters(ctx, live, wanted); err != nil {
-		errs = append(errs, err)
-	}
-
+	errs = append(errs, r.deleteFilters(ctx, live, wanted))
 	if r.Global.Enabled {
+		wantedConfigs := map[string]bool{}
+		if t.config != nil {
+			wantedConfigs[globallimit.ConfigMapName(t.config.Namespace)] = true
+		}
 		errs = append(errs, r.deleteGlobalConfigs(ctx, liveConfigs, wantedConfigs))
 	}
-
 	return result, errors.Join(errs...)
 }
 
@@ -225,66 +242,12 @@ func (r *Reconciler) writeTenant(ctx context.Context, t *tenant, live map[string
 	return append(errs, r.writeStatuses(ctx, t.limits, verdicts, failed)), foreign
 }
 
-// tenant is the work of one RateLimit namespace: the EnvoyFilters that
-// hold its RateLimits, the RateLimits, and its global limits.
-type tenant struct {
-	filters []*networkingv1alpha3.EnvoyFilter
-	limits  []*gatewayv1alpha1.RateLimit
-	config  *globallimit.Config
-}
-
-// cost orders the tenants' work: the config patches of their filters and
-// their RateLimits.
-func (t *tenant) cost() int {
-	n := len(t.limits)
-	for _, ef := range t.filters {
-		n += len(ef.Spec.ConfigPatches)
-	}
-	return n
-}
-
-// tenantsOf splits the work by RateLimit namespace (the namespace label of
-// a filter), the cheapest first.
-func tenantsOf(filters []*networkingv1alpha3.EnvoyFilter, limits []gatewayv1alpha1.RateLimit, configs []globallimit.Config) []*tenant {
-	byNS := map[string]*tenant{}
-	get := func(ns string) *tenant {
-		if byNS[ns] == nil {
-			byNS[ns] = &tenant{}
-		}
-		return byNS[ns]
-	}
-	for _, ef := range filters {
-		t := get(ef.Labels[topology.LabelNamespace])
-		t.filters = append(t.filters, ef)
-	}
-	for i := range limits {
-		t := get(limits[i].Namespace)
-		t.limits = append(t.limits, &limits[i])
-	}
-	for i := range configs {
-		get(configs[i].Namespace).config = &configs[i]
-	}
-	out := slices.Collect(maps.Values(byNS))
-	slices.SortFunc(out, func(a, b *tenant) int {
-		if c := a.cost() - b.cost(); c != 0 {
-			return c
-		}
-		return strings.Compare(namespaceOf(a), namespaceOf(b))
-	})
-	return out
-}
-
-func namespaceOf(t *tenant) string {
-	if len(t.limits) > 0 {
-		return t.limits[0].Namespace
-	}
-	return t.filters[0].Labels[topology.LabelNamespace]
-}
-
-// How many writes are in flight at once: tenants, and status writes per
-// tenant.
+// The controller's workers: the world is computed by one at a time (a key
+// is never worked on twice at once), so while it runs the other 4 write
+// tenants' work, and each tenant's work goes to one worker at a time;
+// statusWriters is the status writes in flight per tenant.
 const (
-	tenantWriters = 4
+	workers       = 5
 	statusWriters = 4
 )
 
@@ -641,10 +604,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ratelimit").
-		// One key, World: the queue is fair trivially; what keeps a tenant's
-		// RateLimits from waiting on another's is how the writes are split
-		// (tenantsOf).
-		WithOptions(fairqueue.Options(controller.Options{})).
+		// World and one key per tenant (Reconcile), in the fair queue: one
+		// worker computes the world while the others write tenants' work,
+		// each tenant's one at a time, the tenants in fair turns.
+		WithOptions(fairqueue.Options(controller.Options{MaxConcurrentReconciles: workers})).
+		WatchesRawSource(r.work.source()).
 		// Every event of a RateLimit times its generation.
 		Watches(&gatewayv1alpha1.RateLimit{}, toWorld, builder.WithPredicates(r.latency.Predicate(readyNow))).
 		Watches(&networkingv1alpha3.EnvoyFilter{}, toWorld, builder.WithPredicates(managed))

@@ -147,14 +147,19 @@ func (r *Reconciler) writeGlobalConfig(ctx context.Context, c globallimit.Config
 	return r.writeConfig(ctx, desired, live[desired.Name])
 }
 
-// liveGlobalConfigs are the feed ConfigMaps in the cache, by name.
-func (r *Reconciler) liveGlobalConfigs(ctx context.Context) (map[string]*corev1.ConfigMap, error) {
+// liveGlobalConfigs are the feed ConfigMaps in the cache, by name: those
+// of namespace ns (by the label that names it), or every one for "".
+func (r *Reconciler) liveGlobalConfigs(ctx context.Context, ns string) (map[string]*corev1.ConfigMap, error) {
 	live := map[string]*corev1.ConfigMap{}
 	if !r.Global.Enabled {
 		return live, nil
 	}
+	selector := client.MatchingLabels{globallimit.LabelConfig: "true"}
+	if ns != "" {
+		selector[globallimit.LabelNamespace] = ns
+	}
 	var list corev1.ConfigMapList
-	if err := r.Client.List(ctx, &list, client.InNamespace(r.Global.Namespace), client.MatchingLabels{globallimit.LabelConfig: "true"}); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(r.Global.Namespace), selector); err != nil {
 		return nil, fmt.Errorf("list the rate-limit service's ConfigMaps: %w", err)
 	}
 	for i := range list.Items {

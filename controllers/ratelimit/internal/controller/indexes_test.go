@@ -269,7 +269,7 @@ func TestReconcileGetsOnlyTargetedAPIRules(t *testing.T) {
 		},
 	}, objs...)
 	r := &Reconciler{Client: c, Reader: c, GatewaysKnown: true, APIRulesKnown: true, RootNamespace: topology.DefaultRootNamespace}
-	_, err := r.Reconcile(context.Background(), World)
+	err := converge(context.Background(), r)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(gets).To(ConsistOf("shop/orders", "shop/missing"))
 	g.Expect(apiRuleLists).To(BeZero())

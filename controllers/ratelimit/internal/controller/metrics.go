@@ -40,8 +40,17 @@ var rateLimits = metrics.NewReadyGauge(prometheus.NewGaugeVec(prometheus.GaugeOp
 	Help: "RateLimits by their Ready condition: ready is True, False or Unknown (also while there is none), reason is its reason.",
 }, []string{"ready", "reason"}), &gatewayv1alpha1.RateLimitList{}, rateLimitConditions, readyReasons)
 
+// worldSeconds is portico_ratelimit_world_seconds: how long computing the
+// world takes, which every change waits for before its tenant's work is
+// written.
+var worldSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+	Name:    "portico_ratelimit_world_seconds",
+	Help:    "Time to compute every tenant's EnvoyFilters, feed ConfigMaps and RateLimit verdicts from the whole topology (one World reconcile, which writes nothing).",
+	Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1 ms … 16 s
+})
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(rateLimits)
+	ctrlmetrics.Registry.MustRegister(rateLimits, worldSeconds)
 }
 
 func rateLimitConditions(o runtime.Object) []metav1.Condition {
