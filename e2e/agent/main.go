@@ -144,6 +144,8 @@ func backend(ctx context.Context, args []string) error {
 	labels := fs.String("workload-labels", "", "labels of the backend's pods, k=v,k=v")
 	fs.StringVar(&wl.root, "root-namespace", "istio-system", "Istio's root namespace")
 	mesh := fs.String("mesh-config", "istio-system/istio", "namespace/name of the ConfigMap holding the mesh config (key mesh), where the extension providers are")
+	xdsAddr := fs.String("xds", "", "istiod's plaintext xDS address host:port: enforce the RBAC, jwt_authn and ext_authz filters istiod sends the pod's sidecar for --listen's port (a sidecar node of this pod; xdssidecar.go) instead of reading CUSTOM policies")
+	peerIdentity := fs.String("peer-identity", "pods", "with --xds: how a peer's identity is learnt without mutual TLS: pods (the ServiceAccount of the pod with the peer's address, through the API) or none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -160,7 +162,19 @@ func backend(ctx context.Context, args []string) error {
 			fmt.Fprintf(w, "%s: %s\n", k, strings.Join(r.Header[k], ","))
 		}
 	})
-	if *labels != "" {
+	if *xdsAddr != "" {
+		wl.labels = parseLabels(*labels)
+		sc, err := newXDSSidecar(*xdsAddr, wl, *addr, *peerIdentity)
+		if err != nil {
+			return err
+		}
+		go func() {
+			if err := sc.xds.Run(ctx); err != nil {
+				log.Printf("xds: %v", err)
+			}
+		}()
+		handler = sc.wrap(handler)
+	} else if *labels != "" {
 		wl.labels = parseLabels(*labels)
 		c, err := inClusterClient(corev1.AddToScheme, securityv1.AddToScheme)
 		if err != nil {
