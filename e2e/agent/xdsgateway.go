@@ -345,13 +345,12 @@ func (l *xdsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	switch {
-	case rt == nil:
+	if rt == nil {
 		log.Printf("%s: no route in %s (virtual host %q)", prefix, rc.GetName(), vh.GetName())
 		w.WriteHeader(http.StatusNotFound)
-	default:
-		l.g.route(w, r, prefix, scheme, snap, rc, vh, rt)
+		return
 	}
+	l.g.route(w, r, prefix, scheme, snap, rc, vh, rt)
 }
 
 // routeConfigFor is the route configuration the HTTP connection manager
@@ -449,6 +448,11 @@ func (g *xdsGateway) forward(w http.ResponseWriter, r *http.Request, prefix, sch
 	if err != nil {
 		return err
 	}
+	// The connection manager appends the client's address to
+	// X-Forwarded-For and sets X-Forwarded-Proto before the router
+	// applies the route's mutations.
+	r.Header.Set("X-Forwarded-For", strings.Join(append(r.Header.Values("X-Forwarded-For"), remoteIP(r)), ", "))
+	r.Header.Set("X-Forwarded-Proto", scheme)
 	if err := envoy.Apply(r.Header, envoy.RequestMutations(rc, vh, rt, wc), vars); err != nil {
 		return err
 	}
@@ -459,11 +463,18 @@ func (g *xdsGateway) forward(w http.ResponseWriter, r *http.Request, prefix, sch
 		return nil
 	}
 	log.Printf("%s: route %s -> %s (%s) path %s", prefix, rt.GetName(), cluster, addr, path)
-	r.Header.Set("X-Forwarded-Proto", scheme)
 	proxy := &httputil.ReverseProxy{
-		Director: func(out *http.Request) {
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			out := pr.Out
 			out.URL.Scheme, out.URL.Host, out.URL.Path, out.URL.RawPath = "http", addr, path, ""
 			out.Host = host
+			// Rewrite starts without the forwarding headers: the ones
+			// above, as the route left them.
+			for _, name := range []string{"X-Forwarded-For", "X-Forwarded-Proto"} {
+				if v, ok := pr.In.Header[name]; ok {
+					out.Header[name] = v
+				}
+			}
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			return envoy.Apply(resp.Header, envoy.ResponseMutations(rc, vh, rt, wc), vars)

@@ -75,8 +75,8 @@ func inboundFilters(t *testing.T, jwks, authzCluster string) []*hcmv3.HttpFilter
 				Path:  []*matcherv3.MetadataMatcher_PathSegment{{Segment: &matcherv3.MetadataMatcher_PathSegment_Key{Key: "istio_ext_authz_shadow_effective_policy_id"}}},
 				Value: &matcherv3.ValueMatcher{MatchPattern: &matcherv3.ValueMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: "istio-ext-authz"}}}}},
 			Services: &extauthzv3.ExtAuthz_HttpService{HttpService: &extauthzv3.HttpService{
-				ServerUri:  &corev3.HttpUri{Uri: "http://authz.portico-system.svc.cluster.local:8000", HttpUpstreamType: &corev3.HttpUri_Cluster{Cluster: authzCluster}},
-				PathPrefix: "/check",
+				ServerUri:             &corev3.HttpUri{Uri: "http://authz.portico-system.svc.cluster.local:8000", HttpUpstreamType: &corev3.HttpUri_Cluster{Cluster: authzCluster}},
+				PathPrefix:            "/check",
 				AuthorizationResponse: &extauthzv3.AuthorizationResponse{AllowedUpstreamHeaders: &matcherv3.ListStringMatcher{Patterns: []*matcherv3.StringMatcher{exactString("x-auth-user")}}},
 			}},
 		}),
@@ -217,4 +217,3 @@ func TestSidecarEnforcesWhatTheControlPlaneSent(t *testing.T) {
 		}
 	}
 }
-

@@ -140,14 +140,14 @@ func TestEvaluateInboundChain(t *testing.T) {
 		want    Decision
 		askedAZ bool
 	}{
-		"public, no token":               {Request{Path: "/public"}, false, Allowed, false},
-		"public, a bad token":            {Request{Path: "/public", Headers: bearer("bad")}, false, Unauthenticated, false},
-		"private, a verified token":      {Request{Path: "/private", Headers: bearer("good")}, false, Allowed, false},
-		"private, no token":              {Request{Path: "/private"}, false, Denied, false},
-		"denied path, a verified token":  {Request{Path: "/debug", Headers: bearer("good")}, false, Denied, false},
-		"unlisted path":                  {Request{Path: "/other"}, false, Denied, false},
-		"custom path, the authorizer no": {Request{Path: "/login"}, false, DeniedByAuthorizer, true},
-		"custom path, the authorizer ok": {Request{Path: "/login"}, true, Allowed, true},
+		"public, no token":                              {Request{Path: "/public"}, false, Allowed, false},
+		"public, a bad token":                           {Request{Path: "/public", Headers: bearer("bad")}, false, Unauthenticated, false},
+		"private, a verified token":                     {Request{Path: "/private", Headers: bearer("good")}, false, Allowed, false},
+		"private, no token":                             {Request{Path: "/private"}, false, Denied, false},
+		"denied path, a verified token":                 {Request{Path: "/debug", Headers: bearer("good")}, false, Denied, false},
+		"unlisted path":                                 {Request{Path: "/other"}, false, Denied, false},
+		"custom path, the authorizer no":                {Request{Path: "/login"}, false, DeniedByAuthorizer, true},
+		"custom path, the authorizer ok":                {Request{Path: "/login"}, true, Allowed, true},
 		"custom path asked before the token is checked": {Request{Path: "/login", Headers: bearer("bad")}, false, DeniedByAuthorizer, true},
 	}
 	for name, c := range cases {

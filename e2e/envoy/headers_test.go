@@ -34,7 +34,7 @@ func TestHeaderMutations(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"X-Level": {"config"}, // the less specific level wins
+		"X-Level":         {"config"}, // the less specific level wins
 		"X-Forwarded-For": {"10.0.0.7"}, "X-Tag": {"z", "a"}, "X-Once": {"old"}, "X-Legacy": {"v"},
 	}
 	for name, values := range want {

@@ -81,16 +81,6 @@ func HeaderMatches(h *routev3.HeaderMatcher, r Request) (bool, error) {
 			return false, err
 		}
 		ok = present && m
-	case *routev3.HeaderMatcher_ExactMatch: //nolint:staticcheck // older control planes send it
-		ok = present && value == s.ExactMatch
-	case *routev3.HeaderMatcher_PrefixMatch: //nolint:staticcheck // as above
-		ok = present && strings.HasPrefix(value, s.PrefixMatch)
-	case *routev3.HeaderMatcher_SafeRegexMatch: //nolint:staticcheck // as above
-		m, err := fullMatch(s.SafeRegexMatch.GetRegex(), value)
-		if err != nil {
-			return false, err
-		}
-		ok = present && m
 	default:
 		return false, fmt.Errorf("header matcher %v is not modelled", h)
 	}

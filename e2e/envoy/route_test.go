@@ -92,11 +92,11 @@ func TestRouteMatching(t *testing.T) {
 			QueryParameterMatchSpecifier: &routev3.QueryParameterMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "1"}}}}}}, Request{Path: "/", Query: "debug=0&debug=1"}, false},
 		"a present query parameter": {&routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}, QueryParameters: []*routev3.QueryParameterMatcher{{Name: "debug",
 			QueryParameterMatchSpecifier: &routev3.QueryParameterMatcher_PresentMatch{PresentMatch: true}}}}, Request{Path: "/", Query: "debug="}, true},
-		"a uri template's * is one segment":            {templateMatch(t, "/orders/*/items"), Request{Path: "/orders/7/items"}, true},
-		"a uri template's * is not two segments":       {templateMatch(t, "/orders/*/items"), Request{Path: "/orders/7/8/items"}, false},
-		"a uri template's ** is the rest":              {templateMatch(t, "/orders/**"), Request{Path: "/orders/7/8"}, true},
+		"a uri template's * is one segment":             {templateMatch(t, "/orders/*/items"), Request{Path: "/orders/7/items"}, true},
+		"a uri template's * is not two segments":        {templateMatch(t, "/orders/*/items"), Request{Path: "/orders/7/8/items"}, false},
+		"a uri template's ** is the rest":               {templateMatch(t, "/orders/**"), Request{Path: "/orders/7/8"}, true},
 		"a uri template's ** needs the slash before it": {templateMatch(t, "/orders/**"), Request{Path: "/orders"}, false},
-		"a uri template's variable binds a segment":    {templateMatch(t, "/orders/{id}"), Request{Path: "/orders/7"}, true},
+		"a uri template's variable binds a segment":     {templateMatch(t, "/orders/{id}"), Request{Path: "/orders/7"}, true},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -112,8 +112,8 @@ func TestRouteMatching(t *testing.T) {
 // never read as a match or a miss.
 func TestUnmodelledMatchesAreErrors(t *testing.T) {
 	for name, m := range map[string]*routev3.RouteMatch{
-		"a runtime fraction": {PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}, RuntimeFraction: &corev3.RuntimeFractionalPercent{}},
-		"a connect matcher":  {PathSpecifier: &routev3.RouteMatch_ConnectMatcher_{ConnectMatcher: &routev3.RouteMatch_ConnectMatcher{}}},
+		"a runtime fraction":               {PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}, RuntimeFraction: &corev3.RuntimeFractionalPercent{}},
+		"a connect matcher":                {PathSpecifier: &routev3.RouteMatch_ConnectMatcher_{ConnectMatcher: &routev3.RouteMatch_ConnectMatcher{}}},
 		"a template with ** in the middle": templateMatch(t, "/a/**/b"),
 	} {
 		if _, err := RouteMatches(m, Request{Path: "/a/x/b"}); err == nil {
