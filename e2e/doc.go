@@ -40,6 +40,10 @@
 //     checking API keys; the backends' stand-in sidecars ask them as
 //     Envoy's ext_authz filter does, with the providers of the mesh config
 //     the docs give.
+//     With E2E_GATEWAY_XDS set to istiod's plaintext xDS address, the
+//     gateway stand-ins take their listeners, routes and endpoints from
+//     istiod over ADS instead (xdsstandins_test.go; e2e/xds, e2e/envoy);
+//     docs/operations.md lists what istiod programs and what is imitated.
 //     The suite removes the node with everything it made (hack/node.sh
 //     down) and stops Traefik and Prometheus.
 //   - kind (`make test-e2e-kind`, needs Docker and kind): a kind cluster, the

@@ -22,6 +22,14 @@
 //	                                  proxies each request to the destination
 //	                                  of the first route whose host, path and
 //	                                  method match, or answers 404
+//	e2e-agent gateway --xds ADDR      the same stand-in programmed by istiod:
+//	                                  listeners, routes and endpoints over
+//	                                  ADS as the gateway's Envoy
+//	                                  (xdsgateway.go)
+//	e2e-agent backend --xds ADDR      a backend whose sidecar stand-in
+//	                                  enforces the inbound RBAC, jwt_authn
+//	                                  and ext_authz filters istiod sends
+//	                                  (xdssidecar.go)
 //	e2e-agent get URL                 a client that retries a request until
 //	                                  it gets the expected answer, or (--loop)
 //	                                  keeps sending it and counts the answers
