@@ -49,9 +49,10 @@ import (
 //   - imitated, not Envoy: the TLS certificate and client CAs — istiod
 //     sends SDS references (kubernetes://NAME, NAME-cacert), and the
 //     stand-in reads those Secrets from its namespace through the API, as
-//     istio-agent's SDS server would, every --refresh; global rate limits
-//     still come from the EnvoyFilters (ratelimit.go), applied to the
-//     Envoy route's name.
+//     istio-agent's SDS server would, every --refresh;
+//   - global rate limits: the connection manager's rate limit filters and
+//     the routes' rate limits istiod made of Portico's EnvoyFilters
+//     (xdsratelimit.go); the EnvoyFilters themselves are not read.
 
 // xdsGateway serves what istiod sent.
 type xdsGateway struct {
@@ -120,6 +121,7 @@ func newXDSGateway(rt *router, addr string, w workload, plainAddr, secureAddr st
 	}
 	g := &xdsGateway{xds: &xds.Client{Addr: addr, Node: node}, rt: rt, httpPort: httpPort, httpsPort: httpsPort}
 	g.secrets.Store(&map[string]sdsSecret{})
+	rt.limiter.resolve = g.resolveFromXDS
 	log.Printf("xds: %s as %s, listeners %d (plain) and %d (TLS)", addr, node.ID(), httpPort, httpsPort)
 	return g, nil
 }
@@ -350,7 +352,7 @@ func (l *xdsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotFound)
 		return
 	}
-	l.g.route(w, r, prefix, scheme, snap, rc, vh, rt)
+	l.g.route(w, r, prefix, scheme, snap, hcm, rc, vh, rt)
 }
 
 // routeConfigFor is the route configuration the HTTP connection manager
@@ -380,8 +382,14 @@ func routeConfigFor(snap *xds.Snapshot, port uint32, sni string) (*routev3.Route
 // forward to an endpoint of its cluster with its rewrites and header
 // mutations.
 func (g *xdsGateway) route(w http.ResponseWriter, r *http.Request, prefix, scheme string, snap *xds.Snapshot,
-	rc *routev3.RouteConfiguration, vh *routev3.VirtualHost, rt *routev3.Route) {
-	if code, why := g.rt.limiter.check(r, *g.rt.globals.Load(), rt.GetName()); code != 0 {
+	hcm *hcmv3.HttpConnectionManager, rc *routev3.RouteConfiguration, vh *routev3.VirtualHost, rt *routev3.Route) {
+	code, why, err := g.xdsRateLimit(r, hcm, rt)
+	if err != nil {
+		log.Printf("%s: route %s: %v", prefix, rt.GetName(), err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if code != 0 {
 		log.Printf("%s: route %s: %d: %s", prefix, rt.GetName(), code, why)
 		if code == http.StatusTooManyRequests {
 			w.Header().Set("X-Envoy-Ratelimited", "true")
@@ -538,13 +546,6 @@ func runXDSGateway(ctx context.Context, g *xdsGateway, namespace string, refresh
 		defer t.Stop()
 		for {
 			g.refreshSecrets(ctx, namespace)
-			if g.rt.workload.labels != nil {
-				if globals, err := loadGlobalFilters(ctx, g.rt.client, g.rt.workload); err != nil {
-					log.Printf("refresh: %v; keeping the last global rate limits", err)
-				} else {
-					g.rt.globals.Store(&globals)
-				}
-			}
 			select {
 			case <-ctx.Done():
 				return
