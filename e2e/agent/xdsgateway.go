@@ -18,10 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -130,9 +128,9 @@ func newXDSGateway(rt *router, addr string, w workload, plainAddr, secureAddr st
 func (g *xdsGateway) refreshSecrets(ctx context.Context, namespace string) {
 	next := map[string]sdsSecret{}
 	old := *g.secrets.Load()
-	l := listenerOnPort(g.xds.Current(), g.httpsPort)
+	l := envoy.ListenerOnPort(g.xds.Current().Listeners, g.httpsPort)
 	for _, fc := range l.GetFilterChains() {
-		tc := downstreamTLS(fc)
+		tc := envoy.DownstreamTLS(fc)
 		if tc == nil {
 			continue
 		}
@@ -213,67 +211,16 @@ func (g *xdsGateway) readSecret(ctx context.Context, namespace, sdsName string) 
 	return sdsSecret{}, fmt.Errorf("%s", strings.Join(errs, "; "))
 }
 
-// listenerOnPort is the listener of the snapshot bound to port.
-func listenerOnPort(s *xds.Snapshot, port uint32) *listenerv3.Listener {
-	for _, l := range s.Listeners {
-		if l.GetAddress().GetSocketAddress().GetPortValue() == port {
-			return l
-		}
-	}
-	return nil
-}
-
-// filterChain is the chain of l Envoy picks for the SNI: the most
-// specific server name (exact, then the longest "*.suffix"), else the
-// first chain without server names.
-func filterChain(l *listenerv3.Listener, sni string) *listenerv3.FilterChain {
-	var best *listenerv3.FilterChain
-	score := -1
-	sni = strings.ToLower(sni)
-	for _, fc := range l.GetFilterChains() {
-		names := fc.GetFilterChainMatch().GetServerNames()
-		if len(names) == 0 && score < 0 {
-			best, score = fc, 0
-		}
-		for _, n := range names {
-			n = strings.ToLower(n)
-			switch {
-			case n == sni && sni != "":
-				return fc
-			case strings.HasPrefix(n, "*.") && strings.HasSuffix(sni, n[1:]) && len(n) > score:
-				best, score = fc, len(n)
-			}
-		}
-	}
-	if best == nil {
-		return l.GetDefaultFilterChain()
-	}
-	return best
-}
-
-// downstreamTLS is a chain's TLS context, or nil for plain text.
-func downstreamTLS(fc *listenerv3.FilterChain) *tlsv3.DownstreamTlsContext {
-	ts := fc.GetTransportSocket()
-	if ts == nil {
-		return nil
-	}
-	tc := &tlsv3.DownstreamTlsContext{}
-	if err := ts.GetTypedConfig().UnmarshalTo(tc); err != nil {
-		return nil
-	}
-	return tc
-}
-
 // configForClient is the TLS configuration of the chain the SNI picks:
 // its certificate and, with a validation context, its client CAs
 // (required when require_client_certificate).
 func (g *xdsGateway) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-	l := listenerOnPort(g.xds.Current(), g.httpsPort)
+	l := envoy.ListenerOnPort(g.xds.Current().Listeners, g.httpsPort)
 	if l == nil {
 		return nil, fmt.Errorf("istiod sent no listener on port %d", g.httpsPort)
 	}
-	fc := filterChain(l, hello.ServerName)
-	tc := downstreamTLS(fc)
+	fc := envoy.ChainForSNI(l, hello.ServerName)
+	tc := envoy.DownstreamTLS(fc)
 	if tc == nil {
 		return nil, fmt.Errorf("the chain for SNI %q is not TLS", hello.ServerName)
 	}
@@ -358,11 +305,11 @@ func (l *xdsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // routeConfigFor is the route configuration the HTTP connection manager
 // of the listener on port serves for the SNI.
 func routeConfigFor(snap *xds.Snapshot, port uint32, sni string) (*routev3.RouteConfiguration, *hcmv3.HttpConnectionManager, error) {
-	l := listenerOnPort(snap, port)
+	l := envoy.ListenerOnPort(snap.Listeners, port)
 	if l == nil {
 		return nil, nil, fmt.Errorf("istiod sent no listener on port %d", port)
 	}
-	fc := filterChain(l, sni)
+	fc := envoy.ChainForSNI(l, sni)
 	hcm := xds.ChainHCM(fc)
 	if hcm == nil {
 		return nil, nil, fmt.Errorf("listener %s has no HTTP chain for SNI %q", l.GetName(), sni)
@@ -537,7 +484,7 @@ func runXDSGateway(ctx context.Context, g *xdsGateway, namespace string, refresh
 	// Wait for a first configuration before listening: the readiness
 	// probe then passes once istiod has programmed the stand-in.
 	wait, stop := context.WithTimeout(ctx, 2*time.Minute)
-	if err := g.xds.WaitFor(wait, func(s *xds.Snapshot) bool { return listenerOnPort(s, g.httpPort) != nil }); err != nil {
+	if err := g.xds.WaitFor(wait, func(s *xds.Snapshot) bool { return envoy.ListenerOnPort(s.Listeners, g.httpPort) != nil }); err != nil {
 		log.Printf("xds: no listener on port %d yet (%v); listening anyway", g.httpPort, err)
 	}
 	stop()

@@ -91,48 +91,12 @@ func newXDSSidecar(addr string, w workload, listen, peerIdentity string) (*xdsSi
 	return s, nil
 }
 
-// inboundChain is the inbound chain Envoy picks for a plain-text request
-// to port: destination_port port, else the catch-all chain; TLS chains
-// (istio mutual TLS) are left out.
-func inboundChain(s *xds.Snapshot, port int) *listenerv3.FilterChain {
-	l := s.Listeners["virtualInbound"]
-	var catchAll *listenerv3.FilterChain
-	for _, fc := range l.GetFilterChains() {
-		m := fc.GetFilterChainMatch()
-		if tp := m.GetTransportProtocol(); tp != "" && tp != "raw_buffer" {
-			continue
-		}
-		if ap := m.GetApplicationProtocols(); len(ap) > 0 && !slicesContains(ap, "http/1.1") {
-			continue
-		}
-		if xds.ChainHCM(fc) == nil {
-			continue
-		}
-		switch {
-		case m.GetDestinationPort() != nil && int(m.GetDestinationPort().GetValue()) == port:
-			return fc
-		case m.GetDestinationPort() == nil && catchAll == nil:
-			catchAll = fc
-		}
-	}
-	return catchAll
-}
-
-func slicesContains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // wrap runs next behind the inbound chain's filters.
 func (s *xdsSidecar) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		prefix := fmt.Sprintf("sidecar %s %s", r.Method, r.URL.Path)
 		snap := s.xds.Current()
-		fc := inboundChain(snap, s.port)
+		fc := envoy.InboundChain(snap.Listeners["virtualInbound"], s.port, func(fc *listenerv3.FilterChain) bool { return xds.ChainHCM(fc) != nil })
 		if fc == nil {
 			log.Printf("%s: istiod sent no inbound HTTP chain for port %d (denied)", prefix, s.port)
 			http.Error(w, "no inbound configuration", http.StatusServiceUnavailable)
