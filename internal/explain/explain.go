@@ -58,8 +58,10 @@ type Query struct {
 	Query   url.Values
 	// Token is the JWT presented, or nil.
 	Token *Token
-	// Client is the client's address; the gateway's peer when no proxy is in front.
-	Client netip.Addr
+	// Peer is the address the gateway's connection comes from: the
+	// client's, or the last proxy's in front of the gateway (which, like
+	// the client, may have written X-Forwarded-For in Headers).
+	Peer netip.Addr
 }
 
 // Step is one stage of an explanation: what was looked at, what it found,
@@ -120,11 +122,11 @@ func Explain(w World, q Query) (Explanation, error) {
 		e.Outcome, e.Reason = OutcomeRouted, "the route answers itself (redirect or direct response)"
 		return e, nil
 	}
-	client := q.Client
-	if !client.IsValid() {
-		client = IngressGateway.RemoteIP
+	peer := q.Peer
+	if !peer.IsValid() {
+		peer = IngressGateway.RemoteIP
 	}
-	fwd, err := w.Edge.Forward(route, Arrival{Peer: client, Headers: headers})
+	fwd, err := w.Edge.Forward(route, Arrival{Peer: peer, Headers: headers})
 	if err != nil {
 		return Explanation{}, err
 	}
