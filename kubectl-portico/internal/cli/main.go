@@ -76,7 +76,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.query, "query", "", "the request's query string (a=1&b=2)")
 	fs.Var(o.headers, "H", "a header, 'Name: value' (repeatable)")
 	fs.StringVar(&o.token, "token", "", "a JWT the request presents (its signature is not checked)")
-	fs.StringVar(&o.gateway, "gateway", "istio-system/portico-default", "the Istio gateway (namespace/name) the request arrives at")
+	fs.StringVar(&o.gateway, "gateway", "istio-system/portico-gateway", "the Istio gateway (namespace/name) the request arrives at; default: the default gateway")
 	fs.IntVar(&o.trustedProxies, "trusted-proxies", 0, "the gateway's trusted proxies in front (APIGateway spec.apiRules.trustedProxies)")
 	fs.StringVar(&o.output, "o", "text", "output: text or json")
 	fs.StringVar(&o.namespace, "n", "", "your namespace (default: the kubeconfig context's)")

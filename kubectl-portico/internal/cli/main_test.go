@@ -25,7 +25,7 @@ import (
 	"github.com/portico-dev/portico/internal/explain"
 )
 
-const gateway = "istio-system/portico-default"
+const gateway = "istio-system/portico-gateway"
 
 func vs(ns, host, svc string) *networkingv1.VirtualService {
 	return &networkingv1.VirtualService{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svc}, Spec: networkingv1alpha3.VirtualService{
