@@ -1,0 +1,13 @@
+// Package tokencheck reads a JSON Web Token the way `portico explain` needs
+// it: it decodes the token's header and claims without verifying its
+// signature (Decode), and says whether those claims satisfy what an
+// APIRule's jwt access demands (Check): an issuer it trusts, then one of its
+// alternatives (all of its scopes, one of its audiences), as Istio evaluates
+// the AuthorizationPolicies Portico renders (claims iss, aud and scope; a
+// space-separated scope string is a list). Expiry and not-before are checked
+// against the clock the caller passes.
+//
+// It is pure: it reads no cluster and fetches no key set. Whether the
+// signature is valid is the caller's question, answered only when the
+// issuer's JWKS is reachable; a Result never claims it was checked.
+package tokencheck
