@@ -7,7 +7,8 @@
 // space-separated scope string is a list). Expiry and not-before are checked
 // against the clock the caller passes.
 //
-// It is pure: it reads no cluster and fetches no key set. Whether the
-// signature is valid is the caller's question, answered only when the
-// issuer's JWKS is reachable; a Result never claims it was checked.
+// Verify checks the signature with a key set the caller fetched (RS256/384/512,
+// ES256/384/512). It is pure: it reads no cluster and fetches nothing, so
+// the caller says whether the issuer's JWKS was reachable; Check's Result
+// never claims the signature was checked.
 package tokencheck
