@@ -33,6 +33,13 @@
 //     (hack/redis.sh) as a host process, Portico's rate-limit service as
 //     the operator runs it, and three replicas of the gateway stand-in that
 //     call it as Envoy's global rate limit filter would.
+//     External authorization runs on real authorizers: oauth2-proxy
+//     (hack/oauth2proxy.sh, packed into an image the suite pushes) as pods
+//     in the tenants' namespaces, one logging browsers in with mockoidc (a
+//     mock OIDC provider in the suite's process) and one per tenant
+//     checking API keys; the backends' stand-in sidecars ask them as
+//     Envoy's ext_authz filter does, with the providers of the mesh config
+//     the docs give.
 //     The suite removes the node with everything it made (hack/node.sh
 //     down) and stops Traefik and Prometheus.
 //   - kind (`make test-e2e-kind`, needs Docker and kind): a kind cluster, the

@@ -295,6 +295,8 @@ var _ = Describe("Portico", Ordered, func() {
 
 	globalRateLimitSpecs()
 
+	loginSpecs()
+
 	It("removes only the ratelimit controller when the EnvoyFilter CRD is deleted; apirule keeps serving", func(ctx SpecContext) {
 		before := deployment(Default, "apirule-controller")
 		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "envoyfilters.networking.istio.io"}}

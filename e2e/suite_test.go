@@ -187,6 +187,8 @@ func setUpNode(ctx context.Context) {
 	// Traefik, the Gateway API specs' gateway, likewise: built long before
 	// those specs run.
 	startTraefikBuild()
+	// oauth2-proxy, the login story's authorizer (extauth_test.go), too.
+	startOAuth2ProxyBuild()
 	agentPullPolicy = corev1.PullIfNotPresent
 	nextAPIRuleImage = releaseImage(releaseV2, "apirule-controller")
 
@@ -304,6 +306,7 @@ var _ = AfterSuite(func(ctx SpecContext) {
 	operator.Stop()
 	olmBuild.Stop() // done unless the OLM specs did not run
 	traefikBuild.Stop()
+	oauth2ProxyBuild.Stop()
 	traefik.Stop() // stopped already unless a Gateway API spec failed
 	prometheus.Stop()
 	if os.Getenv("E2E_KEEP_CLUSTER") != "" {

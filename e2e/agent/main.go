@@ -3,7 +3,13 @@
 // roles:
 //
 //	e2e-agent backend --name NAME     an HTTP server answering every request
-//	                                  with "NAME METHOD PATH" (a Service's pods)
+//	                                  with "NAME METHOD PATH" (a Service's pods);
+//	                                  with --workload-labels it also stands in
+//	                                  for the pods' Istio sidecar's external
+//	                                  authorization: the CUSTOM
+//	                                  AuthorizationPolicies selecting it ask
+//	                                  the mesh config's envoyExtAuthzHttp
+//	                                  provider first (extauth.go)
 //	e2e-agent gateway --gateway NS/N  a minimal stand-in for an Istio ingress
 //	                                  gateway (--gateway may be repeated: one
 //	                                  workload serves every Gateway that
@@ -30,7 +36,10 @@
 // The certificate of an HTTPS server is the kubernetes.io/tls Secret its
 // credentialName names in the Gateway's namespace (Istio reads it from the
 // gateway pods' namespace, the same one here), re-read every --refresh. It
-// is not Envoy and enforces no AuthorizationPolicy or RequestAuthentication.
+// is not Envoy and enforces no AuthorizationPolicy or RequestAuthentication
+// (a backend with --workload-labels applies the CUSTOM ones selecting it,
+// as its sidecar would: extauth.go says what of Envoy's ext_authz it
+// imitates).
 // With --workload-namespace and --workload-labels it applies the global
 // rate limits of the EnvoyFilters that reach its pods as Envoy's global
 // rate limit filter would (ratelimit.go): descriptors from the filters'
@@ -72,6 +81,7 @@ import (
 	networkingapi "istio.io/api/networking/v1alpha3"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -128,10 +138,15 @@ func backend(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("backend", flag.ContinueOnError)
 	name := fs.String("name", "backend", "name in every answer")
 	addr := fs.String("listen", ":8080", "listen address")
+	var wl workload
+	fs.StringVar(&wl.namespace, "workload-namespace", "", "namespace of the backend's pods: with --workload-labels, the CUSTOM AuthorizationPolicies selecting them are applied as a sidecar would (extauth.go)")
+	labels := fs.String("workload-labels", "", "labels of the backend's pods, k=v,k=v")
+	fs.StringVar(&wl.root, "root-namespace", "istio-system", "Istio's root namespace")
+	mesh := fs.String("mesh-config", "istio-system/istio", "namespace/name of the ConfigMap holding the mesh config (key mesh), where the extension providers are")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	return run(ctx, &http.Server{Addr: *addr, ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Backend", *name)
 		fmt.Fprintf(w, "%s %s %s\n", *name, r.Method, r.URL.Path)
 		// Asked with X-Echo-Headers, then the request's headers, sorted, one
@@ -143,7 +158,44 @@ func backend(ctx context.Context, args []string) error {
 		for _, k := range slices.Sorted(maps.Keys(r.Header)) {
 			fmt.Fprintf(w, "%s: %s\n", k, strings.Join(r.Header[k], ","))
 		}
-	})}, false)
+	})
+	if *labels != "" {
+		wl.labels = parseLabels(*labels)
+		c, err := inClusterClient(corev1.AddToScheme, securityv1.AddToScheme)
+		if err != nil {
+			return err
+		}
+		sc := &sidecar{client: c, w: wl, mesh: *mesh, http: &http.Client{
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}}
+		handler = sc.wrap(handler)
+	}
+	return run(ctx, &http.Server{Addr: *addr, ReadHeaderTimeout: 10 * time.Second, Handler: handler}, false)
+}
+
+// parseLabels reads k=v,k=v.
+func parseLabels(s string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		out[k] = v
+	}
+	return out
+}
+
+// inClusterClient is a client with the pod's ServiceAccount token.
+func inClusterClient(schemes ...func(*runtime.Scheme) error) (client.Client, error) {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range schemes {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
 // server is one server of a Gateway, as the listeners serve it.
@@ -219,30 +271,12 @@ func gateway(ctx context.Context, args []string) error {
 		return err
 	}
 	if *labels != "" {
-		w.labels = map[string]string{}
-		for _, kv := range strings.Split(*labels, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			w.labels[k] = v
-		}
+		w.labels = parseLabels(*labels)
 	}
 	if len(gws) == 0 {
 		gws = gatewayList{"istio-system/public"}
 	}
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		return err
-	}
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := networkingv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := networkingv1alpha3.AddToScheme(scheme); err != nil {
-		return err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := inClusterClient(corev1.AddToScheme, networkingv1.AddToScheme, networkingv1alpha3.AddToScheme)
 	if err != nil {
 		return err
 	}
