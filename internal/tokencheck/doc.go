@@ -5,7 +5,7 @@
 // alternatives (all of its scopes, one of its audiences), as Istio evaluates
 // the AuthorizationPolicies Portico renders (claims iss, aud and scope; a
 // space-separated scope string is a list). Expiry and not-before are checked
-// against the clock the caller passes.
+// against the clock the caller passes, with Envoy's 60 s clock skew.
 //
 // Verify checks the signature with a key set the caller fetched (RS256/384/512,
 // ES256/384/512). It is pure: it reads no cluster and fetches nothing, so

@@ -137,15 +137,19 @@ type Result struct {
 	Reasons []string
 }
 
-// Check compares a token's claims with a requirement at time now. It does
-// not check the signature.
+// ClockSkew is how far Envoy's JWT filter (clock_skew_seconds, default 60,
+// which Istio leaves alone) lets exp and nbf be off the gateway's clock.
+const ClockSkew = 60 * time.Second
+
+// Check compares a token's claims with a requirement at time now, with
+// Envoy's ClockSkew. It does not check the signature.
 func Check(c Claims, req Requirement, now time.Time) Result {
 	r := Result{Alternative: -1}
-	if !c.Expiry.IsZero() && !now.Before(c.Expiry) {
+	if !c.Expiry.IsZero() && !now.Before(c.Expiry.Add(ClockSkew)) {
 		r.Reasons = append(r.Reasons, fmt.Sprintf("the token expired at %s", c.Expiry.Format(time.RFC3339)))
 		return r
 	}
-	if !c.NotBefore.IsZero() && now.Before(c.NotBefore) {
+	if !c.NotBefore.IsZero() && now.Before(c.NotBefore.Add(-ClockSkew)) {
 		r.Reasons = append(r.Reasons, fmt.Sprintf("the token is not valid before %s", c.NotBefore.Format(time.RFC3339)))
 		return r
 	}

@@ -100,12 +100,20 @@ func TestCheck(t *testing.T) {
 		reasonHasText string
 	}{
 		"expired": {
-			claims: Claims{Issuer: "https://a", Expiry: now}, req: req,
-			alternative: -1, reasonHasText: "expired at 1970-01-01T00:16:40Z",
+			claims: Claims{Issuer: "https://a", Expiry: now.Add(-ClockSkew)}, req: req,
+			alternative: -1, reasonHasText: "expired at 1970-01-01T00:15:40Z",
+		},
+		"expired within Envoy's clock skew is still valid": {
+			claims: Claims{Issuer: "https://a", Expiry: now.Add(-ClockSkew + time.Second)}, req: Requirement{Issuers: []string{"https://a"}},
+			valid: true, ok: true, alternative: -1, reasonHasText: "any valid token",
 		},
 		"not yet valid": {
-			claims: Claims{Issuer: "https://a", NotBefore: now.Add(time.Second)}, req: req,
+			claims: Claims{Issuer: "https://a", NotBefore: now.Add(ClockSkew + time.Second)}, req: req,
 			alternative: -1, reasonHasText: "not valid before",
+		},
+		"not before within Envoy's clock skew is valid": {
+			claims: Claims{Issuer: "https://a", NotBefore: now.Add(ClockSkew)}, req: Requirement{Issuers: []string{"https://a"}},
+			valid: true, ok: true, alternative: -1, reasonHasText: "any valid token",
 		},
 		"untrusted issuer": {
 			claims: Claims{Issuer: "https://evil", Scopes: []string{"read", "write"}}, req: req,
