@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+
+	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
 
 // Outcome is what a client gets for a request, as `portico explain` says it.
@@ -37,7 +39,10 @@ type World struct {
 	Gateway         string
 	Edge            EdgeGateway
 	VirtualServices []*networkingv1.VirtualService
-	Policies        Policies
+	// APIRules are the APIRules the caller may read, to name the rule
+	// behind a route.
+	APIRules []*gatewayv1alpha1.APIRule
+	Policies Policies
 	// Workloads are the pod labels of the Services the caller may read
 	// (their selectors), by "namespace/name".
 	Workloads map[string]map[string]string
@@ -112,8 +117,12 @@ func Explain(w World, q Query) (Explanation, error) {
 	if route == nil {
 		return e.notFound(w, q.Host), nil
 	}
+	e.passedSteps(w, route.Passed)
 	e.step("route", fmt.Sprintf("route %q of VirtualService %s takes %s %s%s", route.Route, route.VirtualService, q.Method, q.Host, q.Path),
 		"VirtualService "+route.VirtualService)
+	if behind, objects := ruleBehind(w, route.VirtualService, route.Route); behind != "" {
+		e.step("rule", behind, objects...)
+	}
 	e.Path = route.Path
 	if route.Path != q.Path {
 		e.step("rewrite", fmt.Sprintf("the backends receive path %s", route.Path))

@@ -8,11 +8,13 @@ import (
 	"io"
 	"net/url"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/portico-dev/portico/internal/explain"
+	"github.com/portico-dev/portico/internal/tokencheck"
 )
 
 // options are explain's flags.
@@ -20,6 +22,9 @@ type options struct {
 	host, path, method, query, token, gateway, output, namespace, kubeconfig string
 	headers                                                                  headerFlag
 	trustedProxies                                                           int
+	fetchJWKS                                                                bool
+	// fetch fetches key sets (fetchHTTP unless a test sets it).
+	fetch fetchFunc
 }
 
 type headerFlag map[string]string
@@ -75,7 +80,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.method, "method", "GET", "the request's method")
 	fs.StringVar(&o.query, "query", "", "the request's query string (a=1&b=2)")
 	fs.Var(o.headers, "H", "a header, 'Name: value' (repeatable)")
-	fs.StringVar(&o.token, "token", "", "a JWT the request presents (its signature is not checked)")
+	fs.StringVar(&o.token, "token", "", "a JWT the request presents")
+	fs.BoolVar(&o.fetchJWKS, "fetch-jwks", true, "fetch the key sets the RequestAuthentications name to check the token's signature (from where kubectl runs)")
 	fs.StringVar(&o.gateway, "gateway", "istio-system/portico-gateway", "the Istio gateway (namespace/name) the request arrives at; default: the default gateway")
 	fs.IntVar(&o.trustedProxies, "trusted-proxies", 0, "the gateway's trusted proxies in front (APIGateway spec.apiRules.trustedProxies)")
 	fs.StringVar(&o.output, "o", "text", "output: text or json")
@@ -83,6 +89,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "the kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.fetchJWKS {
+		o.fetch = fetchHTTP
 	}
 	if o.host == "" || (o.output != "text" && o.output != "json") {
 		err := fmt.Errorf("--host is required and -o is text or json")
@@ -105,10 +114,11 @@ func run(ctx context.Context, c client.Reader, o options, out io.Writer) error {
 	}
 	var note string
 	if o.token != "" {
-		if q.Token, err = decodeToken(o.token); err != nil {
+		var claims tokencheck.Claims
+		if q.Token, claims, err = decodeToken(o.token); err != nil {
 			return err
 		}
-		note = assumeSigned(q.Token, w.Policies)
+		note = signedBy(ctx, o.token, claims, q.Token, w.Policies, o.fetch, time.Now())
 	}
 	e, err := explain.Explain(w, q)
 	if err != nil {

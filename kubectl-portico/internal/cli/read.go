@@ -7,13 +7,13 @@ import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/internal/explain"
+	"github.com/portico-dev/portico/internal/readable"
 )
 
 // Scheme holds the kinds explain reads.
@@ -26,67 +26,63 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// reader lists with the caller's credentials: cluster-wide when allowed,
-// else in the caller's namespace, and records what it could not read.
-type reader struct {
-	c         client.Reader
-	namespace string
-	hidden    []string
-}
-
-// list fills into, cluster-wide or else in the caller's namespace; what
-// neither allows is recorded as hidden. Errors other than Forbidden are
-// returned.
-func (r *reader) list(ctx context.Context, kind string, into client.ObjectList) error {
-	err := r.c.List(ctx, into)
-	if err == nil {
-		return nil
+// listKind lists one kind with readable.List over the caller's namespace
+// and records what it could not read in *hidden, as a phrase.
+func listKind[T any](ctx context.Context, c client.Reader, namespace, kind string, hidden *[]string,
+	newList func() client.ObjectList, items func(client.ObjectList) []T) ([]T, error) {
+	l, err := readable.List(ctx, c, newList, items, []string{namespace})
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", kind, err)
 	}
-	if !apierrors.IsForbidden(err) {
-		return fmt.Errorf("listing %s: %w", kind, err)
-	}
-	err = r.c.List(ctx, into, client.InNamespace(r.namespace))
 	switch {
-	case err == nil:
-		r.hidden = append(r.hidden, kind+" outside namespace "+r.namespace)
-		return nil
-	case apierrors.IsForbidden(err):
-		r.hidden = append(r.hidden, kind)
-		return nil
+	case l.Absent:
+		*hidden = append(*hidden, kind+" (not served by this cluster)")
+	case len(l.Listed) > 0:
+		*hidden = append(*hidden, kind+" outside namespace "+namespace)
+	case len(l.Hidden) > 0:
+		*hidden = append(*hidden, kind)
 	}
-	return fmt.Errorf("listing %s in %s: %w", kind, r.namespace, err)
+	return l.Items, nil
 }
 
 // World reads what the caller may read of the objects explain needs.
 func World(ctx context.Context, c client.Reader, namespace, gateway string, edge explain.EdgeGateway) (explain.World, error) {
-	r := &reader{c: c, namespace: namespace}
-	var (
-		vss   networkingv1.VirtualServiceList
-		aps   securityv1.AuthorizationPolicyList
-		ras   securityv1.RequestAuthenticationList
-		svcs  corev1.ServiceList
-		rules gatewayv1alpha1.APIRuleList
-	)
-	for _, l := range []struct {
-		kind string
-		list client.ObjectList
-	}{
-		{"VirtualServices", &vss}, {"AuthorizationPolicies", &aps}, {"RequestAuthentications", &ras},
-		{"Services", &svcs}, {"APIRules", &rules},
-	} {
-		if err := r.list(ctx, l.kind, l.list); err != nil {
-			return explain.World{}, err
-		}
+	w := explain.World{Gateway: gateway, Edge: edge, Workloads: map[string]map[string]string{}}
+	var err error
+	if w.VirtualServices, err = listKind(ctx, c, namespace, "VirtualServices", &w.Hidden,
+		func() client.ObjectList { return &networkingv1.VirtualServiceList{} },
+		func(l client.ObjectList) []*networkingv1.VirtualService { return l.(*networkingv1.VirtualServiceList).Items }); err != nil {
+		return w, err
 	}
-	w := explain.World{
-		Gateway: gateway, Edge: edge, VirtualServices: vss.Items, Hidden: r.hidden,
-		Policies:  explain.Policies{AuthorizationPolicies: aps.Items, RequestAuthentications: ras.Items},
-		Workloads: map[string]map[string]string{},
+	if w.Policies.AuthorizationPolicies, err = listKind(ctx, c, namespace, "AuthorizationPolicies", &w.Hidden,
+		func() client.ObjectList { return &securityv1.AuthorizationPolicyList{} },
+		func(l client.ObjectList) []*securityv1.AuthorizationPolicy { return l.(*securityv1.AuthorizationPolicyList).Items }); err != nil {
+		return w, err
 	}
-	for _, svc := range svcs.Items {
+	if w.Policies.RequestAuthentications, err = listKind(ctx, c, namespace, "RequestAuthentications", &w.Hidden,
+		func() client.ObjectList { return &securityv1.RequestAuthenticationList{} },
+		func(l client.ObjectList) []*securityv1.RequestAuthentication { return l.(*securityv1.RequestAuthenticationList).Items }); err != nil {
+		return w, err
+	}
+	svcs, err := listKind(ctx, c, namespace, "Services", &w.Hidden,
+		func() client.ObjectList { return &corev1.ServiceList{} },
+		func(l client.ObjectList) []corev1.Service { return l.(*corev1.ServiceList).Items })
+	if err != nil {
+		return w, err
+	}
+	for _, svc := range svcs {
 		w.Workloads[svc.Namespace+"/"+svc.Name] = svc.Spec.Selector
 	}
-	w.ForeignHosts = occupiedHosts(rules.Items)
+	rules, err := listKind(ctx, c, namespace, "APIRules", &w.Hidden,
+		func() client.ObjectList { return &gatewayv1alpha1.APIRuleList{} },
+		func(l client.ObjectList) []gatewayv1alpha1.APIRule { return l.(*gatewayv1alpha1.APIRuleList).Items })
+	if err != nil {
+		return w, err
+	}
+	for i := range rules {
+		w.APIRules = append(w.APIRules, &rules[i])
+	}
+	w.ForeignHosts = occupiedHosts(rules)
 	return w, nil
 }
 
