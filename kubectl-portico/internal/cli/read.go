@@ -51,17 +51,23 @@ func World(ctx context.Context, c client.Reader, namespace, gateway string, edge
 	var err error
 	if w.VirtualServices, err = listKind(ctx, c, namespace, "VirtualServices", &w.Hidden,
 		func() client.ObjectList { return &networkingv1.VirtualServiceList{} },
-		func(l client.ObjectList) []*networkingv1.VirtualService { return l.(*networkingv1.VirtualServiceList).Items }); err != nil {
+		func(l client.ObjectList) []*networkingv1.VirtualService {
+			return l.(*networkingv1.VirtualServiceList).Items
+		}); err != nil {
 		return w, err
 	}
 	if w.Policies.AuthorizationPolicies, err = listKind(ctx, c, namespace, "AuthorizationPolicies", &w.Hidden,
 		func() client.ObjectList { return &securityv1.AuthorizationPolicyList{} },
-		func(l client.ObjectList) []*securityv1.AuthorizationPolicy { return l.(*securityv1.AuthorizationPolicyList).Items }); err != nil {
+		func(l client.ObjectList) []*securityv1.AuthorizationPolicy {
+			return l.(*securityv1.AuthorizationPolicyList).Items
+		}); err != nil {
 		return w, err
 	}
 	if w.Policies.RequestAuthentications, err = listKind(ctx, c, namespace, "RequestAuthentications", &w.Hidden,
 		func() client.ObjectList { return &securityv1.RequestAuthenticationList{} },
-		func(l client.ObjectList) []*securityv1.RequestAuthentication { return l.(*securityv1.RequestAuthenticationList).Items }); err != nil {
+		func(l client.ObjectList) []*securityv1.RequestAuthentication {
+			return l.(*securityv1.RequestAuthenticationList).Items
+		}); err != nil {
 		return w, err
 	}
 	svcs, err := listKind(ctx, c, namespace, "Services", &w.Hidden,
