@@ -15,18 +15,19 @@ import (
 const maxPassed = 10
 
 // ruleBehind says which rule of which APIRule a route of a VirtualService
-// serves, and the objects behind that: the VirtualService's controller
+// serves, the objects behind that, and the APIRule ("namespace/name", ""
+// when the VirtualService is no APIRule's): the VirtualService's controller
 // reference names the APIRule, and the route's name is the one the
 // apirule controller gives that rule (gatewayv1alpha1.RouteName). An
 // APIRule the caller may not read is named, not shown.
-func ruleBehind(w World, vsKey, route string) (string, []string) {
+func ruleBehind(w World, vsKey, route string) (finding string, objects []string, apiRule string) {
 	vs := findVirtualService(w.VirtualServices, vsKey)
 	if vs == nil {
-		return "", nil
+		return "", nil, ""
 	}
 	owner := metav1.GetControllerOf(vs)
 	if owner == nil || owner.Kind != "APIRule" || !strings.HasPrefix(owner.APIVersion, gatewayv1alpha1.GroupVersion.Group+"/") {
-		return fmt.Sprintf("VirtualService %s is not an APIRule's (no APIRule controller reference)", vsKey), nil
+		return fmt.Sprintf("VirtualService %s is not an APIRule's (no APIRule controller reference)", vsKey), nil, ""
 	}
 	ruleKey := vs.Namespace + "/" + owner.Name
 	for _, ar := range w.APIRules {
@@ -36,13 +37,13 @@ func ruleBehind(w World, vsKey, route string) (string, []string) {
 		for i, rule := range ar.Spec.Rules {
 			if gatewayv1alpha1.RouteName(ar.Namespace, ar.Name, rule) == route {
 				return fmt.Sprintf("rule %d (path %s%s) of APIRule %s", i, rule.Path, methods(rule), ruleKey),
-					[]string{"APIRule " + ruleKey}
+					[]string{"APIRule " + ruleKey}, ruleKey
 			}
 		}
 		return fmt.Sprintf("APIRule %s, whose rules no longer include this route (its controller has not caught up)", ruleKey),
-			[]string{"APIRule " + ruleKey}
+			[]string{"APIRule " + ruleKey}, ruleKey
 	}
-	return fmt.Sprintf("APIRule %s (not visible to you, or gone)", ruleKey), nil
+	return fmt.Sprintf("APIRule %s (not visible to you, or gone)", ruleKey), nil, ruleKey
 }
 
 func findVirtualService(vss []*networkingv1.VirtualService, key string) *networkingv1.VirtualService {
@@ -73,7 +74,7 @@ func (e *Explanation) passedSteps(w World, passed []Passed) {
 			e.step("passed", fmt.Sprintf("and %d more routes tried before it", len(passed)-maxPassed))
 			return
 		}
-		behind, objects := ruleBehind(w, p.VirtualService, p.Route)
+		behind, objects, _ := ruleBehind(w, p.VirtualService, p.Route)
 		finding := fmt.Sprintf("route %q of VirtualService %s not taken: %s", p.Route, p.VirtualService, p.Why)
 		if behind != "" {
 			finding += " (" + behind + ")"

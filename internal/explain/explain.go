@@ -42,7 +42,9 @@ type World struct {
 	// APIRules are the APIRules the caller may read, to name the rule
 	// behind a route.
 	APIRules []*gatewayv1alpha1.APIRule
-	Policies Policies
+	// RateLimits are the RateLimits the caller may read.
+	RateLimits []*gatewayv1alpha1.RateLimit
+	Policies   Policies
 	// Workloads are the pod labels of the Services the caller may read
 	// (their selectors), by "namespace/name".
 	Workloads map[string]map[string]string
@@ -90,6 +92,10 @@ type Backend struct {
 type Explanation struct {
 	Steps    []Step    `json:"steps"`
 	Backends []Backend `json:"backends,omitempty"`
+	// VirtualService ("namespace/name") and Route name the route taken;
+	// empty for a 404.
+	VirtualService string `json:"virtualService,omitempty"`
+	Route          string `json:"route,omitempty"`
 	// Path is the path the backends receive, after the route's rewrite.
 	Path    string  `json:"path,omitempty"`
 	Outcome Outcome `json:"outcome"`
@@ -118,11 +124,14 @@ func Explain(w World, q Query) (Explanation, error) {
 		return e.notFound(w, q.Host), nil
 	}
 	e.passedSteps(w, route.Passed)
+	e.VirtualService, e.Route = route.VirtualService, route.Route
 	e.step("route", fmt.Sprintf("route %q of VirtualService %s takes %s %s%s", route.Route, route.VirtualService, q.Method, q.Host, q.Path),
 		"VirtualService "+route.VirtualService)
-	if behind, objects := ruleBehind(w, route.VirtualService, route.Route); behind != "" {
+	behind, objects, apiRule := ruleBehind(w, route.VirtualService, route.Route)
+	if behind != "" {
 		e.step("rule", behind, objects...)
 	}
+	e.rateLimitSteps(w, apiRule, q)
 	e.Path = route.Path
 	if route.Path != q.Path {
 		e.step("rewrite", fmt.Sprintf("the backends receive path %s", route.Path))

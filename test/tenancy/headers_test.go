@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -233,18 +232,13 @@ func TestHeaderChangesKeepIdentity(t *testing.T) {
 }
 
 // explained is what `portico explain` says of a request arriving at the
-// edge, over every stored object (the cluster administrator's view).
+// edge, over every stored object (the cluster administrator's view, read
+// as the tool reads it: explain.Read).
 func explained(g Gomega, host, path string, a judge.Arrival) explain.Explanation {
-	ctx := context.Background()
-	var vss networkingv1.VirtualServiceList
-	var svcs corev1.ServiceList
-	g.Expect(admin.List(ctx, &vss)).To(Succeed())
-	g.Expect(admin.List(ctx, &svcs)).To(Succeed())
-	workloads := map[string]map[string]string{}
-	for _, svc := range svcs.Items {
-		workloads[svc.Namespace+"/"+svc.Name] = svc.Spec.Selector
-	}
-	w := explain.World{Gateway: publicGateway, Edge: edge, VirtualServices: vss.Items, Policies: storedPolicies(g), Workloads: workloads}
+	w, err := explain.Read(context.Background(), admin, "default", publicGateway, edge)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(w.Hidden).To(BeEmpty(), "the administrator reads everything")
+	w.Policies.RootNamespace = rootNamespace
 	e, err := explain.Explain(w, explain.Query{Host: host, Path: path, Method: "GET", Headers: a.Headers, Peer: a.Peer})
 	g.Expect(err).NotTo(HaveOccurred())
 	return e

@@ -59,7 +59,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	var c client.Client
 	if err == nil {
-		c, err = client.New(rest, client.Options{Scheme: Scheme()})
+		c, err = client.New(rest, client.Options{Scheme: explain.Scheme()})
 	}
 	if err == nil {
 		err = run(context.Background(), c, o, stdout)
@@ -104,7 +104,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 // run reads the caller's view of the cluster with c, explains the request
 // and writes it.
 func run(ctx context.Context, c client.Reader, o options, out io.Writer) error {
-	w, err := World(ctx, c, o.namespace, o.gateway, explain.EdgeGateway{TrustedProxies: o.trustedProxies})
+	w, err := explain.Read(ctx, c, o.namespace, o.gateway, explain.EdgeGateway{TrustedProxies: o.trustedProxies})
 	if err != nil {
 		return err
 	}

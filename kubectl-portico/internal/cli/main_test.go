@@ -58,7 +58,7 @@ func cluster(namespaceOnly string) client.Client {
 	}}
 	late := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "late"}, Spec: gatewayv1alpha1.APIRuleSpec{Hosts: []gatewayv1alpha1.Hostname{"shop.b.example"}},
 		Status: gatewayv1alpha1.APIRuleStatus{Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: gatewayv1alpha1.ReasonHostOccupied}}}}
-	b := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(
+	b := fake.NewClientBuilder().WithScheme(explain.Scheme()).WithObjects(
 		vs("team-a", "ledger.a.example", "ledger"), svc("team-a", "ledger"), ap, ra, late,
 		vs("team-b", "shop.b.example", "shop"), svc("team-b", "shop"))
 	if namespaceOnly != "" {

@@ -1,4 +1,4 @@
-package cli
+package explain
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
-	"github.com/portico-dev/portico/internal/explain"
 	"github.com/portico-dev/portico/internal/readable"
 )
 
@@ -45,9 +44,11 @@ func listKind[T any](ctx context.Context, c client.Reader, namespace, kind strin
 	return l.Items, nil
 }
 
-// World reads what the caller may read of the objects explain needs.
-func World(ctx context.Context, c client.Reader, namespace, gateway string, edge explain.EdgeGateway) (explain.World, error) {
-	w := explain.World{Gateway: gateway, Edge: edge, Workloads: map[string]map[string]string{}}
+// Read reads, with the caller's client c, what the caller may read of the
+// objects an explanation needs: each kind across the cluster if it may,
+// else in its namespace, what it may not read recorded in World.Hidden.
+func Read(ctx context.Context, c client.Reader, namespace, gateway string, edge EdgeGateway) (World, error) {
+	w := World{Gateway: gateway, Edge: edge, Workloads: map[string]map[string]string{}}
 	var err error
 	if w.VirtualServices, err = listKind(ctx, c, namespace, "VirtualServices", &w.Hidden,
 		func() client.ObjectList { return &networkingv1.VirtualServiceList{} },
@@ -89,6 +90,15 @@ func World(ctx context.Context, c client.Reader, namespace, gateway string, edge
 		w.APIRules = append(w.APIRules, &rules[i])
 	}
 	w.ForeignHosts = occupiedHosts(rules)
+	limits, err := listKind(ctx, c, namespace, "RateLimits", &w.Hidden,
+		func() client.ObjectList { return &gatewayv1alpha1.RateLimitList{} },
+		func(l client.ObjectList) []gatewayv1alpha1.RateLimit { return l.(*gatewayv1alpha1.RateLimitList).Items })
+	if err != nil {
+		return w, err
+	}
+	for i := range limits {
+		w.RateLimits = append(w.RateLimits, &limits[i])
+	}
 	return w, nil
 }
 
