@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
@@ -58,8 +59,22 @@ func cluster(namespaceOnly string) client.Client {
 	}}
 	late := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "late"}, Spec: gatewayv1alpha1.APIRuleSpec{Hosts: []gatewayv1alpha1.Hostname{"shop.b.example"}},
 		Status: gatewayv1alpha1.APIRuleStatus{Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: gatewayv1alpha1.ReasonHostOccupied}}}}
+	// The ledger's VirtualService as the apirule controller writes it for
+	// APIRule team-a/ledger, whose RateLimit gives /admin a bucket of its own.
+	ledger := &gatewayv1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ledger", UID: "uid-ledger"},
+		Spec: gatewayv1alpha1.APIRuleSpec{Hosts: []gatewayv1alpha1.Hostname{"ledger.a.example"}, Rules: []gatewayv1alpha1.Rule{{Path: "/*"}}}}
+	ledgerVS := vs("team-a", "ledger.a.example", "ledger")
+	ledgerVS.Spec.Http[0].Name = gatewayv1alpha1.RouteName("team-a", "ledger", ledger.Spec.Rules[0])
+	ledgerVS.OwnerReferences = []metav1.OwnerReference{{APIVersion: gatewayv1alpha1.GroupVersion.String(), Kind: "APIRule", Name: "ledger", UID: ledger.UID, Controller: new(true)}}
+	bucket := func(n int64) *gatewayv1alpha1.TokenBucket {
+		return &gatewayv1alpha1.TokenBucket{MaxTokens: n, TokensPerFill: n, FillInterval: metav1.Duration{Duration: time.Minute}}
+	}
+	limit := &gatewayv1alpha1.RateLimit{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ledger"}, Spec: gatewayv1alpha1.RateLimitSpec{
+		TargetRef: gatewayv1alpha1.TargetReference{Kind: gatewayv1alpha1.TargetAPIRule, Name: "ledger"},
+		Local:     bucket(100), Descriptors: []gatewayv1alpha1.Descriptor{{Path: "/admin", Bucket: bucket(10)}},
+	}, Status: gatewayv1alpha1.RateLimitStatus{Conditions: []metav1.Condition{{Type: gatewayv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: gatewayv1alpha1.ReasonEnforced}}}}
 	b := fake.NewClientBuilder().WithScheme(explain.Scheme()).WithObjects(
-		vs("team-a", "ledger.a.example", "ledger"), svc("team-a", "ledger"), ap, ra, late,
+		ledgerVS, ledger, limit, svc("team-a", "ledger"), ap, ra, late,
 		vs("team-b", "shop.b.example", "shop"), svc("team-b", "shop"))
 	if namespaceOnly != "" {
 		// RBAC of a tenant: lists in its own namespace only.
@@ -88,7 +103,9 @@ func TestExplainCommand(t *testing.T) {
 		{"the administrator sees team-b's route", "", "shop.b.example", "/", "", explain.OutcomeRouted, []string{"VirtualService team-b/shop"}},
 		{"a tenant is told the host is another namespace's, never whose", "team-a", "shop.b.example", "/", "", explain.Outcome404,
 			[]string{"a host owned by another namespace", "not visible to you"}},
-		{"an open path", "team-a", "ledger.a.example", "/health", "", explain.OutcomeRouted, []string{"VirtualService team-a/ledger", "Service team-a/ledger"}},
+		{"an open path", "team-a", "ledger.a.example", "/health", "", explain.OutcomeRouted, []string{"VirtualService team-a/ledger", "Service team-a/ledger",
+			"rule 0 (path /*, every method) of APIRule team-a/ledger", "RateLimit team-a/ledger counts it in the route's own limits: local bucket (100 tokens, 100 per 1m0s) per gateway pod\""}},
+		{"a path with a bucket of its own", "team-a", "ledger.a.example", "/admin/users", "", explain.Outcome403, []string{"descriptor 0's local bucket (10 tokens"}},
 		{"a protected path without token", "team-a", "ledger.a.example", "/admin", "", explain.Outcome403, nil},
 		{"a protected path with the issuer's token", "team-a", "ledger.a.example", "/admin", jwt(map[string]any{"iss": "https://idp.a", "sub": "alice"}),
 			explain.OutcomeRouted, []string{"signature NOT checked", "https://idp.a/jwks"}},
