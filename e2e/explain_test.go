@@ -96,7 +96,7 @@ func expectExplained(ctx context.Context, args []string) {
 	}
 	explainedRequests.Lock()
 	explainedRequests.byVerdict[got]++
-	GinkgoWriter.Printf("kubectl portico explain agrees with %d requests so far: %v\n", sum(explainedRequests.byVerdict), explainedRequests.byVerdict)
+	GinkgoWriter.Printf("kubectl portico explain: %d requests explained so far, by its verdict %v (backends compared: %t)\n", sum(explainedRequests.byVerdict), explainedRequests.byVerdict, sidecarsEnforce)
 	explainedRequests.Unlock()
 }
 
