@@ -2,8 +2,8 @@
 # istiod.sh builds istiod (Istio's pilot-discovery), the real Istio control
 # plane of the node e2e suite, and prints the binary's path. It is built
 # from the istio.io/istio version test/istio pins (a `tool` directive in
-# test/istio/go.mod), inside that module, with the same flags as
-# `make test-istio`: the compile of Istio's packages is shared through Go's
+# test/istio/go.mod), inside that module, with the flags make gives
+# `make test-istio` (CGO_ENABLED=0, -trimpath): the compile of Istio's packages is shared through Go's
 # build cache with the offline check, whichever runs first. Nothing is
 # downloaded except through the Go module proxy.
 #
@@ -54,9 +54,11 @@ log "downloading istio.io/istio $pin's build list (module proxy)"
 go mod download
 downloaded=$(date +%s)
 
-# No -trimpath, no CGO_ENABLED change: both are part of every package's
-# build action, and the packages must be the ones `go test` in test/istio
-# compiles. Only the link differs (-s -w, the version).
+# The flavour the Makefile exports to every go command (static, trimmed
+# paths): both are part of every package's build action, so the packages
+# are the ones `make test-istio` and lint compile. Only the link differs
+# (-s -w, the version).
+export CGO_ENABLED=0 GOFLAGS=-trimpath
 log "building pilot-discovery $version"
 go build -ldflags "-s -w -X istio.io/istio/pkg/version.buildVersion=$version" \
 	-o "$work/pilot-discovery" istio.io/istio/pilot/cmd/pilot-discovery
