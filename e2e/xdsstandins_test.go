@@ -15,15 +15,20 @@ import (
 
 // gatewayXDSEnv switches the gateway stand-ins from reading Gateways and
 // VirtualServices themselves to taking their listeners, routes and
-// endpoints from istiod over xDS (e2e-agent gateway --xds): its value is
-// istiod's plaintext xDS address, host:port, as the pods reach it (the
-// node e2e's istiod: NODE_IP:15010). Unset, the stand-ins interpret the
-// objects as before.
+// endpoints from istiod over xDS (e2e-agent gateway --xds): "istiod" for
+// the node e2e's istiod (istiodXDSAddress), or an xDS address host:port
+// as the pods reach it. Unset, the stand-ins interpret the objects as
+// before.
 const gatewayXDSEnv = "E2E_GATEWAY_XDS"
 
 // gatewayXDSAddress is the xDS address the gateway stand-ins take their
 // configuration from, "" when they interpret the objects themselves.
-func gatewayXDSAddress() string { return os.Getenv(gatewayXDSEnv) }
+func gatewayXDSAddress() string {
+	if v := os.Getenv(gatewayXDSEnv); v != "istiod" {
+		return v
+	}
+	return istiodXDSAddress()
+}
 
 // gatewayStandInArgs are the arguments of a gateway stand-in serving the
 // Gateways (namespace/name): with an xDS address, the stand-in is the
