@@ -232,7 +232,7 @@ test: prefetch generate manifests traefik-background oauth2-proxy-background fmt
 # fuzz coordinator (go.dev/issue/75804, fixed in Go 1.27, not in 1.26.x),
 # which fails the target with a bare "context deadline exceeded" and no
 # input when the deadline falls on a worker mid-call (it failed CI once).
-FUZZ_TARGETS := ./controllers/apirule/internal/translate:FuzzTranslate:5000 ./controllers/ratelimit/internal/topology:FuzzCompute:20000
+FUZZ_TARGETS := ./controllers/apirule/internal/translate:FuzzTranslate:5000 ./controllers/ratelimit/internal/topology:FuzzCompute:20000 ./controllers/gateway/internal/certs:FuzzClientCABundle:20000
 FUZZ_TIME ?=
 
 .PHONY: test-monitoring

@@ -757,6 +757,8 @@ func TestRejectsBadValues(t *testing.T) {
 		{"gateway secret name too long", "controllers: {gateway: {secretNames: [" + strings.Repeat("s", 254) + "]}}", []string{"at '/controllers/gateway/secretNames/0'", "maxLength"}},
 		{"gateway secret listed twice", "controllers: {gateway: {secretNames: [wildcard-tls, wildcard-tls]}}", []string{"at '/controllers/gateway/secretNames'", "items at 0 and 1 are equal"}},
 		{"gateway secretNames as a string", "controllers: {gateway: {secretNames: wildcard-tls}}", []string{"at '/controllers/gateway/secretNames'", "want array"}},
+		{"gateway ConfigMap name not a ConfigMap name", "controllers: {gateway: {configMapNames: [Client_CA]}}", []string{"at '/controllers/gateway/configMapNames/0'", "does not match pattern"}},
+		{"gateway ConfigMap listed twice", "controllers: {gateway: {configMapNames: [client-ca, client-ca]}}", []string{"at '/controllers/gateway/configMapNames'", "items at 0 and 1 are equal"}},
 		{"unknown gateway controller setting", "controllers: {gateway: {namespaces: [edge]}}", []string{"at '/controllers/gateway'", "'namespaces' not allowed"}},
 		{"controller setting the operator cannot pass", "controllers: {apirule: {replicas: 2}}", []string{"at '/controllers/apirule'", "'replicas' not allowed"}},
 		{"registry with a space", "controllerImages: {registry: 'my registry'}", []string{"at '/controllerImages/registry'"}},
@@ -912,6 +914,18 @@ func TestGatewaySecretNames(t *testing.T) {
 			othersUnchanged(g, r)
 		})
 	}
+
+	t.Run("the ConfigMaps listed become readable by name, after the Secrets", func(t *testing.T) {
+		g := NewWithT(t)
+		r := mustRender(t, "controllers: {gateway: {secretNames: [wildcard-tls], configMapNames: [client-ca]}}")
+		role := get[rbacv1.ClusterRole](g, r, "ClusterRole", "", name)
+		g.Expect(role.Rules).To(Equal(append(slices.Clone(generated[name].Rules), rbacv1.PolicyRule{
+			APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{"wildcard-tls"},
+		}, rbacv1.PolicyRule{
+			APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}, ResourceNames: []string{"client-ca"},
+		})))
+		othersUnchanged(g, r)
+	})
 
 	t.Run("no Secret is readable or writable by every name", func(t *testing.T) {
 		g := NewWithT(t)

@@ -342,6 +342,11 @@ func defaultGatewaySpecs() {
 			client.ObjectKeyFromObject(rule), applied.Round(100*time.Millisecond), time.Since(started).Round(100*time.Millisecond))
 	})
 
+	It("requires client certificates of the administrator's CA once spec.gateway.clientCertificates is set, and stops once it is removed", func(ctx SpecContext) {
+		skipUnlessNode()
+		expectClientCertificates(ctx, https) // clientcerts_test.go
+	})
+
 	It("switches to the user's certificate (secretName) and back to selfSigned while a client keeps requesting", func(ctx SpecContext) {
 		skipUnlessNode()
 		selfSignedCA := caBundle()

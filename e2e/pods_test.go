@@ -168,11 +168,12 @@ func deployTrafficPath(ctx context.Context) string {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "portico-e2e-gateway"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: gatewayStandIn, Namespace: gatewayNamespace}},
 	})
-	// Istio reads a Gateway's credentialName Secret from its pods'
-	// namespace: the stand-in may read Secrets there and nowhere else.
+	// Istio reads a Gateway's credentialName Secret (and its client CAs,
+	// a Secret or ConfigMap) from its pods' namespace: the stand-in may
+	// read Secrets and ConfigMaps there and nowhere else.
 	createOrExisting(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-gateway-credentials", Namespace: gatewayNamespace},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get"}}},
 	})
 	createOrExisting(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-gateway-credentials", Namespace: gatewayNamespace},

@@ -128,6 +128,7 @@ func installRelease(ctx context.Context, version string) {
 	_, err := framework.Run(ctx, root, filepath.Join(testbin, "helm"), "install", release, "oci://"+registryRepo+"/charts/portico",
 		"--version", version, "--plain-http", "--kubeconfig", kubeconfig, "--namespace", namespace,
 		"--set", "controllers.gateway.secretNames={"+ownCertSecret+"}", // the default gateway's secretName spec
+		"--set", "controllers.gateway.configMapNames={"+clientCAConfigMap+"}", // the default gateway's client CA bundle
 		"--wait", "--timeout", "3m")
 	Expect(err).NotTo(HaveOccurred())
 	fmt.Fprintf(GinkgoWriter, "chart %s installed, operator pod Available in %s\n", version, time.Since(started).Round(100*time.Millisecond))

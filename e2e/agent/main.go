@@ -28,7 +28,8 @@
 //
 // The gateway implements only the part of a Gateway and a VirtualService the
 // suite needs: servers by protocol (HTTP on the plain listener, HTTPS with
-// tls.mode SIMPLE and tls.credentialName on the TLS listener), their hosts,
+// tls.mode SIMPLE, MUTUAL or OPTIONAL_MUTUAL and tls.credentialName on the
+// TLS listener, client CAs as Istio finds them: clientcerts.go), their hosts,
 // tls.httpsRedirect; VirtualService hosts, exact/prefix/regex URI, method
 // regex, destination host and port, directResponse. Hosts are matched as
 // Istio does: "*" matches every name, "*.example.com" every name ending in
@@ -211,6 +212,11 @@ type server struct {
 	// credential is the Secret of an HTTPS server, <namespace>/<name>.
 	credential string
 	cert       *tls.Certificate
+	// clientAuth and clientCAs: client certificates (clientcerts.go);
+	// clientCAsFrom names where the CAs came from, for the log.
+	clientAuth    tls.ClientAuthType
+	clientCAs     *x509.CertPool
+	clientCAsFrom string
 }
 
 // snapshot is what the Gateways said at the last refresh.
@@ -304,7 +310,7 @@ func gateway(ctx context.Context, args []string) error {
 	defer cancel()
 	plain := &http.Server{Addr: *addr, Handler: &listener{rt: rt}, ReadHeaderTimeout: 10 * time.Second}
 	secure := &http.Server{Addr: *httpsAddr, Handler: &listener{rt: rt, https: true}, ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: rt.certificate}}
+		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: rt.certificate, GetConfigForClient: rt.configForClient}}
 	errs := make(chan error, 2)
 	go func() { errs <- run(ctx, plain, false) }()
 	go func() { errs <- run(ctx, secure, true) }()
@@ -348,13 +354,17 @@ func (rt *router) refresh(ctx context.Context) {
 			case "HTTP", "HTTP2":
 				srv.redirect = s.GetTls().GetHttpsRedirect()
 			case "HTTPS":
-				if s.GetTls().GetMode() != networkingapi.ServerTLSSettings_SIMPLE || s.GetTls().GetCredentialName() == "" {
-					log.Printf("refresh: Gateway %s server %d: only tls.mode SIMPLE with tls.credentialName is supported", ref, i)
+				auth, ok := clientAuthOf(s.GetTls())
+				if !ok || s.GetTls().GetCredentialName() == "" {
+					log.Printf("refresh: Gateway %s server %d: only tls.mode SIMPLE, MUTUAL or OPTIONAL_MUTUAL with tls.credentialName is supported", ref, i)
 					continue
 				}
 				srv.https = true
 				srv.credential = ns + "/" + s.GetTls().GetCredentialName()
 				srv.cert = rt.loadCertificate(ctx, srv.credential)
+				if srv.clientAuth = auth; auth != tls.NoClientCert {
+					srv.clientCAs, srv.clientCAsFrom = rt.loadClientCAs(ctx, ns, s.GetTls())
+				}
 			default:
 				log.Printf("refresh: Gateway %s server %d: protocol %q is not supported", ref, i, protocol)
 				continue
@@ -425,6 +435,9 @@ func summarize(servers []server, certs map[string]cachedCert) string {
 		case s.redirect:
 			kind = "http redirect to https"
 		}
+		if s.https && s.clientAuth != tls.NoClientCert {
+			kind += fmt.Sprintf(" client certificates %s from %s", s.clientAuth, s.clientCAsFrom)
+		}
 		parts = append(parts, fmt.Sprintf("%s %v %s", s.gateway, s.hosts, kind))
 	}
 	return strings.Join(parts, "; ")
@@ -459,6 +472,16 @@ func bestScore(patterns []string, host string) int {
 // certificate picks the certificate of the HTTPS server whose hosts cover
 // the SNI most specifically (the first HTTPS server without SNI).
 func (rt *router) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	s, err := rt.pick(hello)
+	if err != nil {
+		return nil, err
+	}
+	return s.cert, nil
+}
+
+// pick returns the HTTPS server whose hosts cover the SNI most specifically
+// (the first HTTPS server without SNI), if it has a certificate.
+func (rt *router) pick(hello *tls.ClientHelloInfo) (*server, error) {
 	var best *server
 	score := -1
 	servers := rt.snap.Load().servers
@@ -480,7 +503,7 @@ func (rt *router) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, err
 	case best.cert == nil:
 		return nil, fmt.Errorf("the HTTPS server of %s for SNI %q has no certificate (Secret %s)", best.gateway, hello.ServerName, best.credential)
 	}
-	return best.cert, nil
+	return best, nil
 }
 
 // listener serves one listener: the Gateways' plain HTTP servers, or their
@@ -776,11 +799,13 @@ func (h *headerExpectations) Set(v string) error {
 	return nil
 }
 
-// expectation is the answer get waits for.
+// expectation is the answer get waits for, or with errorKind the kind of
+// failure (errorKind's names).
 type expectation struct {
-	status  int
-	body    string
-	headers headerExpectations
+	status    int
+	body      string
+	headers   headerExpectations
+	errorKind string
 }
 
 // check returns "" when the answer is the expected one, else the kind of
@@ -815,6 +840,9 @@ func get(ctx context.Context, args []string) error {
 	caFile := fs.String("ca", "", "PEM bundle of the CA certificates to trust for https URLs, and only them (default the system's)")
 	connect := fs.String("connect", "", "host:port to dial instead of the URL's host, which stays the TLS server name (SNI) and the Host header; for every request, redirects included")
 	noFollow := fs.Bool("no-follow", false, "do not follow redirects: the redirect is the answer")
+	certFile := fs.String("cert", "", "PEM client certificate (chain, leaf first) to present to https servers that ask for one; needs --key")
+	keyFile := fs.String("key", "", "PEM private key of --cert")
+	fs.StringVar(&want.errorKind, "expect-error", "", "wait for the request to fail with this kind of error (tls, unknown-authority, certificate, connect, timeout, other) instead of an answer")
 	loop := fs.Bool("loop", false, "keep sending the request until stopped or --timeout, counting expected answers and failures by kind; prints a tally line, 'traffic {json}', every second")
 	// The URL may come before or after the flags.
 	if err := fs.Parse(args); err != nil {
@@ -834,6 +862,9 @@ func get(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := presentCertificate(c, *certFile, *keyFile); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	if *loop {
@@ -842,7 +873,17 @@ func get(ctx context.Context, args []string) error {
 	var last string
 	for {
 		got, text, header, err := request(ctx, c, *method, target, *host, send)
-		if err == nil {
+		if want.errorKind != "" {
+			if err != nil && errorKind(err) == want.errorKind && ctx.Err() == nil {
+				fmt.Printf("error %s: %v\n", want.errorKind, err)
+				return nil
+			}
+			if err != nil {
+				last = fmt.Sprintf("error %s: %v", errorKind(err), err)
+			} else {
+				last = fmt.Sprintf("%d %s", got, text)
+			}
+		} else if err == nil {
 			last = fmt.Sprintf("%d %s", got, text)
 			for _, h := range want.headers {
 				last += fmt.Sprintf("\n%s: %s", h[0], header.Get(h[0]))

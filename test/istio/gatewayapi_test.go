@@ -402,18 +402,39 @@ func typed[T any](t *testing.T, u *unstructured.Unstructured) *T {
 // controller over the default gateway the gateway controller writes in
 // Gateway API mode (GatewayClass istio, its TLS Secret present): the
 // Gateway is Accepted with every listener's references resolved, and its
-// redirect HTTPRoute is Accepted on the HTTP listener.
+// redirect HTTPRoute is Accepted on the HTTP listener. With client
+// certificates (Required, Optional) the frontend validation's ConfigMap
+// portico-gateway-client-ca is present too and resolves.
 func TestGatewayAPIAcceptsTheDefaultGateway(t *testing.T) {
+	for _, variant := range []string{"gatewayapi", "gatewayapi-mtls", "gatewayapi-mtls-optional"} {
+		t.Run(variant, func(t *testing.T) { acceptsTheDefaultGateway(t, variant) })
+	}
+}
+
+func acceptsTheDefaultGateway(t *testing.T, variant string) {
 	objs := controllerObjects(t)
-	gw := typed[gwapiv1.Gateway](t, objs["default-gateway.gatewayapi.gateway.object.yaml"])
+	gw := typed[gwapiv1.Gateway](t, objs["default-gateway."+variant+".gateway.object.yaml"])
 	redirect := typed[gwapiv1.HTTPRoute](t, objs["default-gateway.gatewayapi.redirect-httproute.object.yaml"])
 	gw.Generation, redirect.Generation = 1, 1
 	credential := string(gw.Spec.Listeners[0].TLS.CertificateRefs[0].Name)
-	g := newGatewayAPI(t,
+	inputs := []runtime.Object{
 		&gwapiv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: string(gw.Spec.GatewayClassName), Generation: 1},
 			Spec: gwapiv1.GatewayClassSpec{ControllerName: istioController}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: gw.Namespace, Name: credential}, Type: corev1.SecretTypeTLS, Data: selfSigned(t, "*.example.com")},
-		gw, redirect)
+		gw, redirect,
+	}
+	if tls := gw.Spec.TLS; tls != nil && tls.Frontend != nil {
+		if variant == "gatewayapi" {
+			t.Fatalf("the Gateway without client certificates has a frontend validation: %+v", tls.Frontend)
+		}
+		for _, ref := range tls.Frontend.Default.Validation.CACertificateRefs {
+			inputs = append(inputs, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: gw.Namespace, Name: string(ref.Name)},
+				Data: map[string]string{"ca.crt": string(selfSigned(t, "clients.example")[corev1.TLSCertKey])}})
+		}
+	} else if variant != "gatewayapi" {
+		t.Fatalf("the Gateway of %s has no frontend validation", variant)
+	}
+	g := newGatewayAPI(t, inputs...)
 	s, err := g.gatewayStatus(gw.Namespace, gw.Name)
 	if err != nil {
 		t.Fatal(err)

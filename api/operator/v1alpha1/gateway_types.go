@@ -87,7 +87,86 @@ type GatewaySpec struct {
 	// operator waits for them while this is set).
 	// +optional
 	GatewayAPI *DefaultGatewayAPI `json:"gatewayAPI,omitempty"`
+
+	// clientCertificates makes the gateway ask every HTTPS client for a
+	// certificate signed by one of the CAs of caBundle, on the whole
+	// gateway (port 443, every host under the domain): mutual TLS. The
+	// gateway controller copies the bundle into the ConfigMap
+	// portico-gateway-client-ca in the gateway's namespace, which the
+	// gateway reads (Istio Gateway: tls mode MUTUAL or OPTIONAL_MUTUAL with
+	// caCertCredentialName; Gateway API Gateway: spec.tls.frontend). An
+	// invalid or missing bundle is reported in status and changes nothing
+	// the gateway already does. Unset, the gateway asks for no certificate.
+	// +optional
+	ClientCertificates *ClientCertificates `json:"clientCertificates,omitempty"`
 }
+
+// ClientCertificates configures the client certificates the default gateway
+// asks for.
+type ClientCertificates struct {
+	// mode is Required (the default: a client without a certificate of the
+	// bundle's CAs fails the TLS handshake) or Optional (a client without a
+	// certificate is served; one that presents a certificate must present a
+	// valid one). Optional is for a migration: it proves nothing about a
+	// client, since APIRules cannot yet require a certificate per rule.
+	// +optional
+	// +kubebuilder:default=Required
+	Mode ClientCertificateMode `json:"mode,omitempty"`
+
+	// caBundle is the PEM bundle of the CAs whose client certificates the
+	// gateway accepts, in the gateway's namespace.
+	// +required
+	CABundle ClientCABundle `json:"caBundle"`
+}
+
+// ClientCertificateMode is whether the default gateway requires a client
+// certificate.
+// +kubebuilder:validation:Enum=Required;Optional
+type ClientCertificateMode string
+
+// The client certificate modes.
+const (
+	// ClientCertificateRequired: a TLS handshake without a certificate
+	// signed by a CA of the bundle fails (Istio MUTUAL; Gateway API
+	// AllowValidOnly).
+	ClientCertificateRequired ClientCertificateMode = "Required"
+	// ClientCertificateOptional: a client may present no certificate; one
+	// it presents must verify (Istio OPTIONAL_MUTUAL; Gateway API
+	// AllowInsecureFallback, which implementations may relax further).
+	ClientCertificateOptional ClientCertificateMode = "Optional"
+)
+
+// ClientCABundle names the object, in the gateway's namespace (only the
+// cluster administrator writes there), that holds the CA bundle under the
+// key ca.crt; exactly one field is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.configMapName), has(self.secretName)].filter(x, x).size() == 1",message="set exactly one CA bundle source: configMapName or secretName"
+type ClientCABundle struct {
+	// configMapName is a ConfigMap in the gateway's namespace with the PEM
+	// CA bundle under ca.crt. The gateway controller may read it only if
+	// the Helm value controllers.gateway.configMapNames lists it.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self != 'portico-gateway-client-ca' && self != 'portico-gateway-ca'",message="configMapName must not name a ConfigMap Portico writes (portico-gateway-client-ca, portico-gateway-ca)"
+	ConfigMapName string `json:"configMapName,omitempty"`
+
+	// secretName is a Secret in the gateway's namespace with the PEM CA
+	// bundle under ca.crt (its other keys are not read). The gateway
+	// controller may read it only if the Helm value
+	// controllers.gateway.secretNames lists it.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="!(self in ['portico-gateway-tls', 'portico-gateway-ca', 'portico-gateway-cert-manager-tls'])",message="secretName must not name a Secret Portico writes: the gateway's own CA signs no client certificates"
+	SecretName string `json:"secretName,omitempty"`
+}
+
+// DefaultGatewayClientCAConfigMap is the ConfigMap (key ca.crt) in the
+// gateway's namespace into which the gateway controller copies the CA bundle
+// of spec.gateway.clientCertificates, and which the gateway reads.
+const DefaultGatewayClientCAConfigMap = "portico-gateway-client-ca"
 
 // DefaultGatewayAPI configures the default gateway as a Gateway API Gateway.
 type DefaultGatewayAPI struct {
@@ -255,6 +334,11 @@ const (
 	// ReasonApplyFailed (Error), the constant of the Ready condition's
 	// reason of the same name: the API server refused a write; the message
 	// has its error.
+	// ReasonClientCAInvalid (Error): spec.gateway.clientCertificates names
+	// a CA bundle that is missing, unreadable or holds no valid CA
+	// certificate; the gateway keeps the client-certificate settings and
+	// CAs it had (none, if it had none) until the bundle is fixed.
+	ReasonClientCAInvalid = "ClientCAInvalid"
 	// ReasonGatewayNotProgrammed (Pending): spec.gateway.gatewayAPI: the
 	// Gateway API Gateway is written, and its controller has not (yet)
 	// reported it Programmed for its current generation; the message has
@@ -317,6 +401,13 @@ type GatewayStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	CAConfigMap string `json:"caConfigMap,omitempty"`
+
+	// clientCertificates is the client-certificate mode the gateway is
+	// configured with now: Required, Optional, or empty when it asks for
+	// none. It lags spec.gateway.clientCertificates while the CA bundle is
+	// invalid (reason ClientCAInvalid).
+	// +optional
+	ClientCertificates ClientCertificateMode `json:"clientCertificates,omitempty"`
 
 	// notAfter is when the serving certificate expires.
 	// +optional

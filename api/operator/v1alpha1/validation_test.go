@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,6 +164,46 @@ func TestAPIGatewayValidation(t *testing.T) {
 			obj:     withGateway(operatorv1alpha1.GatewaySpec{Domain: "example.com", Certificate: &operatorv1alpha1.GatewayCertificate{}}),
 			wantErr: "set exactly one certificate source",
 		},
+		"client certificates with two CA bundle sources": {
+			obj: withGateway(operatorv1alpha1.GatewaySpec{Domain: "example.com", ClientCertificates: &operatorv1alpha1.ClientCertificates{
+				CABundle: operatorv1alpha1.ClientCABundle{ConfigMapName: "client-ca", SecretName: "client-ca"},
+			}}),
+			wantErr: "set exactly one CA bundle source: configMapName or secretName",
+		},
+		"client certificates without a CA bundle source": {
+			obj:     withGateway(operatorv1alpha1.GatewaySpec{Domain: "example.com", ClientCertificates: &operatorv1alpha1.ClientCertificates{}}),
+			wantErr: "set exactly one CA bundle source",
+		},
+		"client certificates of an unknown mode": {
+			obj: withGateway(operatorv1alpha1.GatewaySpec{Domain: "example.com", ClientCertificates: &operatorv1alpha1.ClientCertificates{
+				Mode: "Sometimes", CABundle: operatorv1alpha1.ClientCABundle{ConfigMapName: "client-ca"},
+			}}),
+			wantErr: `spec.gateway.clientCertificates.mode: Unsupported value: "Sometimes"`,
+		},
+		"a client CA bundle in the ConfigMap Portico writes": {
+			obj: withGateway(operatorv1alpha1.GatewaySpec{Domain: "example.com", ClientCertificates: &operatorv1alpha1.ClientCertificates{
+				CABundle: operatorv1alpha1.ClientCABundle{ConfigMapName: "portico-gateway-client-ca"},
+			}}),
+			wantErr: "configMapName must not name a ConfigMap Portico writes",
+		},
+		"a client CA bundle from the gateway's own selfSigned CA": {
+			obj: withGateway(operatorv1alpha1.GatewaySpec{Domain: "example.com", ClientCertificates: &operatorv1alpha1.ClientCertificates{
+				CABundle: operatorv1alpha1.ClientCABundle{SecretName: "portico-gateway-tls"},
+			}}),
+			wantErr: "secretName must not name a Secret Portico writes",
+		},
+		"a client CA bundle ConfigMap that is not a name": {
+			obj: withGateway(operatorv1alpha1.GatewaySpec{Domain: "example.com", ClientCertificates: &operatorv1alpha1.ClientCertificates{
+				CABundle: operatorv1alpha1.ClientCABundle{ConfigMapName: "Client_CA"},
+			}}),
+			wantErr: "spec.gateway.clientCertificates.caBundle.configMapName in body should match",
+		},
+		"a client CA bundle Secret name too long": {
+			obj: withGateway(operatorv1alpha1.GatewaySpec{Domain: "example.com", ClientCertificates: &operatorv1alpha1.ClientCertificates{
+				CABundle: operatorv1alpha1.ClientCABundle{SecretName: strings.Repeat("a", 254)},
+			}}),
+			wantErr: "spec.gateway.clientCertificates.caBundle.secretName: Too long",
+		},
 		"an issuer of an unknown kind": {
 			obj: withGateway(operatorv1alpha1.GatewaySpec{Domain: "example.com", Certificate: &operatorv1alpha1.GatewayCertificate{
 				CertManager: &operatorv1alpha1.CertManagerCertificate{IssuerRef: operatorv1alpha1.IssuerReference{Name: "le", Kind: "Vault"}},
@@ -280,6 +321,12 @@ func TestGatewayDefaults(t *testing.T) {
 	g.Expect(cm.Spec.Gateway.Certificate.CertManager.IssuerRef.Kind).To(Equal("Issuer"))
 	g.Expect(cm.Spec.Gateway.Certificate.CertManager.IssuerRef.Group).To(Equal("cert-manager.io"))
 	g.Expect(cm.Spec.Gateway.UsesCertManager()).To(BeTrue())
+
+	mtls := withGateway(operatorv1alpha1.GatewaySpec{Domain: "example.com", ClientCertificates: &operatorv1alpha1.ClientCertificates{
+		CABundle: operatorv1alpha1.ClientCABundle{ConfigMapName: "client-ca"},
+	}})
+	g.Expect(k8sClient.Create(ctx, mtls, client.DryRunAll)).To(Succeed())
+	g.Expect(mtls.Spec.Gateway.ClientCertificates.Mode).To(Equal(operatorv1alpha1.ClientCertificateRequired), "Required is the default mode")
 }
 
 func TestSampleIsAcceptedAndDefaulted(t *testing.T) {

@@ -78,7 +78,11 @@ func (o options) memoryEnv() []string {
 	return []string{fmt.Sprintf("%s=%d", contract.EnvMemoryLimit, o.memoryLimit.Value())}
 }
 
-func (o options) valid() bool {
+// valid reports whether the parsed flags make a bench. A pointer receiver:
+// main hands o.valid to the flag parser before parsing, and a method value
+// of a copy would check the defaults (it did: --ratelimits 0 was accepted
+// and ran a RateLimit phase that never ended).
+func (o *options) valid() bool {
 	return o.apiRules > 0 && o.rateLimits > 0 && o.gateways > 0 && o.namespaces > 0 &&
 		o.workers > 0 && o.flood >= 0 && o.edits >= 0 && o.sample > 0 && o.Timeout > 0
 }

@@ -69,8 +69,13 @@ type Reconciler struct {
 // may come after Portico); create cannot be limited by name, but creating
 // reads and overwrites nothing. A secretName Secret needs its name in the
 // Helm value controllers.gateway.secretNames.
+// The Secret portico-gateway-client-ca is only read: one of that name would
+// stand in for the client CA ConfigMap. The administrator's client CA
+// bundle needs its name in the Helm value controllers.gateway.configMapNames
+// (or secretNames).
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;update;patch;delete,resourceNames=portico-gateway-tls;portico-gateway-ca;portico-gateway-cert-manager-tls
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;update;patch;delete,resourceNames=portico-gateway-ca
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get,resourceNames=portico-gateway-client-ca
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;update;patch;delete,resourceNames=portico-gateway-ca;portico-gateway-client-ca
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=create
 
 // Reconcile brings the default gateway to what the APIGateway asks for and
@@ -159,24 +164,23 @@ func (r *Reconciler) enabled(ctx context.Context, gw *operatorv1alpha1.APIGatewa
 	if err != nil {
 		return failed(st, err), 0, ignoreNotOwned(err)
 	}
-
+	ca, err := r.syncClientCA(ctx, gw, c, now)
+	if err != nil {
+		return failed(st, err), 0, ignoreNotOwned(err)
+	}
 	credential, kept, pending := "", "", ""
 	if c.GatewayAPI {
-		credential, kept, pending, err = r.applyGatewayAPI(ctx, gw, c, cert)
+		credential, kept, pending, err = r.applyGatewayAPI(ctx, gw, c, cert, ca.mode)
 	} else {
-		credential, kept, err = r.applyIstio(ctx, gw, c, cert, live, now)
+		credential, kept, err = r.applyIstio(ctx, gw, c, cert, live, now, ca.mode)
 	}
 	if err != nil {
 		return failed(st, err), 0, ignoreNotOwned(err)
 	}
-	if err := r.removeOtherSources(ctx, gw, c, credential); err != nil {
+	if err := r.removeUnused(ctx, gw, c, credential, ca); err != nil {
 		return failed(st, err), 0, err
 	}
-	if err := r.removeStale(ctx, gw, c.Namespace); err != nil {
-		return failed(st, err), 0, err
-	}
-
-	st.SecretName = credential
+	st.SecretName, st.ClientCertificates = credential, ca.mode
 	if c.Source == SourceSelfSigned {
 		st.CAConfigMap = operatorv1alpha1.DefaultGatewayName + "-ca"
 	}
@@ -189,6 +193,8 @@ func (r *Reconciler) enabled(ctx context.Context, gw *operatorv1alpha1.APIGatewa
 		if kept != "" {
 			st.Message += fmt.Sprintf("; the Gateway keeps serving the certificate in Secret %s/%s until then", c.Namespace, kept)
 		}
+	case ca.problem != "":
+		st.State, st.Reason, st.Message = operatorv1alpha1.GatewayError, operatorv1alpha1.ReasonClientCAInvalid, ca.problem
 	case pending != "":
 		st.State, st.Reason, st.Message = operatorv1alpha1.GatewayPending, operatorv1alpha1.ReasonGatewayNotProgrammed, pending
 	case c.Source == SourceSecretName && cert.info.NotAfter.Sub(now) < ExpiryWarning:
@@ -196,9 +202,25 @@ func (r *Reconciler) enabled(ctx context.Context, gw *operatorv1alpha1.APIGatewa
 		st.Message = fmt.Sprintf("the certificate in Secret %s/%s expires at %s; Portico does not renew a secretName certificate: replace it", c.Namespace, c.SecretName, cert.info.NotAfter.UTC().Format(time.RFC3339))
 	default:
 		st.State, st.Reason = operatorv1alpha1.GatewayReady, operatorv1alpha1.ReasonGatewayReady
-		st.Message = readyMessage(c, cert.info)
+		st.Message = readyMessage(c, cert.info) + clientCAMessage(c, ca.mode)
 	}
 	return st, requeueAt(now, cert.next), nil
+}
+
+// removeUnused removes, once the gateway is written, what it no longer
+// uses: the client CA copy (no client certificates asked for), earlier
+// certificate sources' objects, and the default gateway left in other
+// namespaces.
+func (r *Reconciler) removeUnused(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config, credential string, ca clientCA) error {
+	if ca.mode == "" && ca.problem == "" {
+		if err := r.removeClientCA(ctx, gw, c.Namespace); err != nil {
+			return err
+		}
+	}
+	if err := r.removeOtherSources(ctx, gw, c, credential); err != nil {
+		return err
+	}
+	return r.removeStale(ctx, gw, c.Namespace)
 }
 
 // applyIstio writes the Istio Gateway and its health VirtualService and
@@ -207,14 +229,20 @@ func (r *Reconciler) enabled(ctx context.Context, gw *operatorv1alpha1.APIGatewa
 // source's Secret only once it holds a valid certificate; until then it
 // keeps serving the one it has, if that is still valid, so switching
 // sources leaves no window without one.
-func (r *Reconciler) applyIstio(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config, cert certificate, live *networkingv1.Gateway, now time.Time) (string, string, error) {
+func (r *Reconciler) applyIstio(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config, cert certificate, live *networkingv1.Gateway, now time.Time,
+	clientMode operatorv1alpha1.ClientCertificateMode,
+) (string, string, error) {
 	credential, kept := c.SecretName, ""
 	if !cert.valid && live != nil {
 		if current := credentialOf(live); current != "" && current != c.SecretName && r.servable(ctx, c, current, now) {
 			credential, kept = current, current
 		}
 	}
-	if err := r.apply(ctx, gw, live, DesiredGateway(gw, c, credential)); err != nil {
+	desired := DesiredGateway(gw, c, credential, clientMode)
+	if live != nil && caCredentialDropped(live, desired) {
+		return "", "", &istioTooOldError{c.GatewayRef()}
+	}
+	if err := r.apply(ctx, gw, live, desired); err != nil {
 		return "", "", err
 	}
 	if err := r.applyHealth(ctx, gw, c); err != nil {
@@ -234,6 +262,17 @@ func readyMessage(c Config, info certs.Info) string {
 		msg += fmt.Sprintf("; clients trust the CA in ConfigMap %s/%s-ca (key ca.crt)", c.Namespace, operatorv1alpha1.DefaultGatewayName)
 	}
 	return msg
+}
+
+// clientCAMessage is what the Ready message says of client certificates.
+func clientCAMessage(c Config, mode operatorv1alpha1.ClientCertificateMode) string {
+	switch mode {
+	case operatorv1alpha1.ClientCertificateRequired:
+		return fmt.Sprintf("; clients must present a certificate of the CAs in ConfigMap %s/%s", c.Namespace, ClientCAConfigMap)
+	case operatorv1alpha1.ClientCertificateOptional:
+		return fmt.Sprintf("; clients may present a certificate of the CAs in ConfigMap %s/%s (Optional: one without is served too)", c.Namespace, ClientCAConfigMap)
+	}
+	return ""
 }
 
 // requeueAt is how long until next, at most Resync.
@@ -584,6 +623,7 @@ func (r *Reconciler) removeAll(ctx context.Context, gw *operatorv1alpha1.APIGate
 		r.deleteOwned(ctx, gw, &corev1.Secret{}, ns, SelfSignedSecret),
 		r.deleteOwned(ctx, gw, &corev1.Secret{}, ns, CASecret),
 		r.deleteOwned(ctx, gw, &corev1.ConfigMap{}, ns, CASecret),
+		r.removeClientCA(ctx, gw, ns),
 	}
 	if r.CertManager {
 		errs = append(errs, r.deleteOwned(ctx, gw, &cmv1.Certificate{}, ns, operatorv1alpha1.DefaultGatewayName),

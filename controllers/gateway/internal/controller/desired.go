@@ -68,6 +68,10 @@ type Config struct {
 	GatewayAPI      bool
 	ClassName       string
 	RouteNamespaces *metav1.LabelSelector
+	// ClientMode is the client certificate the gateway asks for (Required,
+	// Optional, or "" for none), with the CAs of ClientCA.
+	ClientMode operatorv1alpha1.ClientCertificateMode
+	ClientCA   operatorv1alpha1.ClientCABundle
 }
 
 // ConfigFor applies the API's defaults to an enabled spec (as the API
@@ -85,6 +89,12 @@ func ConfigFor(spec *operatorv1alpha1.GatewaySpec) Config {
 		c.GatewayAPI, c.ClassName, c.RouteNamespaces = true, g.GatewayClassName, g.RouteNamespaces
 		if c.ClassName == "" {
 			c.ClassName = operatorv1alpha1.DefaultGatewayClassName
+		}
+	}
+	if cc := spec.ClientCertificates; cc != nil {
+		c.ClientMode, c.ClientCA = cc.Mode, cc.CABundle
+		if c.ClientMode == "" {
+			c.ClientMode = operatorv1alpha1.ClientCertificateRequired
 		}
 	}
 	cert := spec.Certificate
@@ -142,8 +152,19 @@ func objectMeta(gw *operatorv1alpha1.APIGateway, namespace, name string) metav1.
 }
 
 // DesiredGateway is the Istio Gateway: HTTPS on 443 with the credential,
-// HTTP on 80 redirected to HTTPS, both for *.<domain>.
-func DesiredGateway(gw *operatorv1alpha1.APIGateway, c Config, credential string) *networkingv1.Gateway {
+// HTTP on 80 redirected to HTTPS, both for *.<domain>. With a client mode
+// (Required or Optional), HTTPS is mutual TLS (MUTUAL or OPTIONAL_MUTUAL)
+// and the client CAs are the ConfigMap portico-gateway-client-ca
+// (caCertCredentialName, which takes precedence over a ca.crt in the
+// credential: the selfSigned Secret has the gateway's own CA there).
+func DesiredGateway(gw *operatorv1alpha1.APIGateway, c Config, credential string, clientMode operatorv1alpha1.ClientCertificateMode) *networkingv1.Gateway {
+	tls := &networkingapi.ServerTLSSettings{Mode: networkingapi.ServerTLSSettings_SIMPLE, CredentialName: credential}
+	switch clientMode {
+	case operatorv1alpha1.ClientCertificateRequired:
+		tls.Mode, tls.CaCertCredentialName = networkingapi.ServerTLSSettings_MUTUAL, operatorv1alpha1.DefaultGatewayClientCAConfigMap
+	case operatorv1alpha1.ClientCertificateOptional:
+		tls.Mode, tls.CaCertCredentialName = networkingapi.ServerTLSSettings_OPTIONAL_MUTUAL, operatorv1alpha1.DefaultGatewayClientCAConfigMap
+	}
 	return &networkingv1.Gateway{
 		ObjectMeta: objectMeta(gw, c.Namespace, operatorv1alpha1.DefaultGatewayName),
 		Spec: networkingapi.Gateway{
@@ -152,7 +173,7 @@ func DesiredGateway(gw *operatorv1alpha1.APIGateway, c Config, credential string
 				{
 					Port:  &networkingapi.Port{Number: 443, Name: "https", Protocol: "HTTPS"},
 					Hosts: c.Hosts(),
-					Tls:   &networkingapi.ServerTLSSettings{Mode: networkingapi.ServerTLSSettings_SIMPLE, CredentialName: credential},
+					Tls:   tls,
 				},
 				{
 					Port:  &networkingapi.Port{Number: 80, Name: "http", Protocol: "HTTP"},

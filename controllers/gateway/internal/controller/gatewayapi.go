@@ -31,7 +31,12 @@ const httpListener = "http"
 // an HTTP listener "http" for *.<domain> that admits routes of the
 // gateway's own namespace only: the redirect. Every field the API server
 // would default is written out, so the live Gateway compares equal.
-func DesiredGatewayAPIGateway(gw *operatorv1alpha1.APIGateway, c Config, credential string) *gwapiv1.Gateway {
+//
+// With a client mode, the Gateway validates client certificates
+// gateway-wide (spec.tls.frontend.default, Core support) against the
+// ConfigMap portico-gateway-client-ca: AllowValidOnly for Required,
+// AllowInsecureFallback for Optional.
+func DesiredGatewayAPIGateway(gw *operatorv1alpha1.APIGateway, c Config, credential string, clientMode operatorv1alpha1.ClientCertificateMode) *gwapiv1.Gateway {
 	host := gwapiv1.Hostname("*." + c.Domain)
 	https := &gwapiv1.RouteNamespaces{From: ptr.To(gwapiv1.NamespacesFromAll)}
 	if c.RouteNamespaces != nil {
@@ -42,6 +47,7 @@ func DesiredGatewayAPIGateway(gw *operatorv1alpha1.APIGateway, c Config, credent
 		ObjectMeta: objectMeta(gw, c.Namespace, operatorv1alpha1.DefaultGatewayName),
 		Spec: gwapiv1.GatewaySpec{
 			GatewayClassName: gwapiv1.ObjectName(c.ClassName),
+			TLS:              frontendValidation(clientMode),
 			Listeners: []gwapiv1.Listener{{
 				Name: operatorv1alpha1.DefaultGatewayListener, Hostname: &host, Port: 443, Protocol: gwapiv1.HTTPSProtocolType,
 				TLS: &gwapiv1.ListenerTLSConfig{Mode: ptr.To(gwapiv1.TLSModeTerminate), CertificateRefs: []gwapiv1.SecretObjectReference{{
@@ -54,6 +60,25 @@ func DesiredGatewayAPIGateway(gw *operatorv1alpha1.APIGateway, c Config, credent
 			}},
 		},
 	}
+}
+
+// frontendValidation is the Gateway's spec.tls for a client mode: nil for
+// none.
+func frontendValidation(clientMode operatorv1alpha1.ClientCertificateMode) *gwapiv1.GatewayTLSConfig {
+	mode := gwapiv1.AllowValidOnly
+	switch clientMode {
+	case operatorv1alpha1.ClientCertificateRequired:
+	case operatorv1alpha1.ClientCertificateOptional:
+		mode = gwapiv1.AllowInsecureFallback
+	default:
+		return nil
+	}
+	return &gwapiv1.GatewayTLSConfig{Frontend: &gwapiv1.FrontendTLSConfig{Default: gwapiv1.TLSConfig{
+		Validation: &gwapiv1.FrontendTLSValidation{
+			CACertificateRefs: []gwapiv1.ObjectReference{{Group: "", Kind: "ConfigMap", Name: operatorv1alpha1.DefaultGatewayClientCAConfigMap}},
+			Mode:              mode,
+		},
+	}}}
 }
 
 // DesiredRedirectRoute redirects every request of the HTTP listener to
@@ -94,7 +119,7 @@ func gatewayAPICredential(g *gwapiv1.Gateway) string {
 // Gateway does) and its redirect route, removes the Istio mode's objects,
 // and returns the credential served, the one kept meanwhile ("" if none),
 // and why the Gateway is not Programmed yet ("" once it is).
-func (r *Reconciler) applyGatewayAPI(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config, cert certificate) (credential, kept, pending string, err error) {
+func (r *Reconciler) applyGatewayAPI(ctx context.Context, gw *operatorv1alpha1.APIGateway, c Config, cert certificate, clientMode operatorv1alpha1.ClientCertificateMode) (credential, kept, pending string, err error) {
 	live := &gwapiv1.Gateway{}
 	err = r.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: operatorv1alpha1.DefaultGatewayName}, live)
 	switch {
@@ -111,7 +136,7 @@ func (r *Reconciler) applyGatewayAPI(ctx context.Context, gw *operatorv1alpha1.A
 			credential, kept = current, current
 		}
 	}
-	desired := DesiredGatewayAPIGateway(gw, c, credential)
+	desired := DesiredGatewayAPIGateway(gw, c, credential, clientMode)
 	var liveObj client.Object
 	if live != nil {
 		liveObj = live

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -26,16 +27,28 @@ func istioObjects() map[string]client.Object {
 	gatewayAPI := gatewaycontroller.ConfigFor(&operatorv1alpha1.GatewaySpec{Domain: "example.com", GatewayAPI: &operatorv1alpha1.DefaultGatewayAPI{}})
 	selected := gatewaycontroller.ConfigFor(&operatorv1alpha1.GatewaySpec{Domain: "example.com", GatewayAPI: &operatorv1alpha1.DefaultGatewayAPI{
 		RouteNamespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"portico.dev/tenant": "true"}}}})
-	vsGateway, health := gatewaycontroller.DesiredGateway(gw, istio, istio.SecretName), gatewaycontroller.DesiredHealth(gw, istio)
-	vsGateway.APIVersion, vsGateway.Kind = "networking.istio.io/v1", "Gateway"
+	vsGateway, health := gatewaycontroller.DesiredGateway(gw, istio, istio.SecretName, ""), gatewaycontroller.DesiredHealth(gw, istio)
 	health.APIVersion, health.Kind = "networking.istio.io/v1", "VirtualService"
-	return map[string]client.Object{
-		"istio.gateway":                 vsGateway,
+	objects := map[string]client.Object{
+		"istio.gateway":                 withIstioKind(vsGateway),
 		"istio.health-virtualservice":   health,
-		"gatewayapi.gateway":            gatewaycontroller.DesiredGatewayAPIGateway(gw, gatewayAPI, gatewayAPI.SecretName),
+		"gatewayapi.gateway":            gatewaycontroller.DesiredGatewayAPIGateway(gw, gatewayAPI, gatewayAPI.SecretName, ""),
 		"gatewayapi.redirect-httproute": gatewaycontroller.DesiredRedirectRoute(gw, gatewayAPI),
-		"gatewayapi-selected.gateway":   gatewaycontroller.DesiredGatewayAPIGateway(gw, selected, selected.SecretName),
+		"gatewayapi-selected.gateway":   gatewaycontroller.DesiredGatewayAPIGateway(gw, selected, selected.SecretName, ""),
 	}
+	// Client certificates (spec.gateway.clientCertificates), both modes.
+	for name, mode := range map[string]operatorv1alpha1.ClientCertificateMode{
+		"mtls": operatorv1alpha1.ClientCertificateRequired, "mtls-optional": operatorv1alpha1.ClientCertificateOptional,
+	} {
+		objects["istio-"+name+".gateway"] = withIstioKind(gatewaycontroller.DesiredGateway(gw, istio, istio.SecretName, mode))
+		objects["gatewayapi-"+name+".gateway"] = gatewaycontroller.DesiredGatewayAPIGateway(gw, gatewayAPI, gatewayAPI.SecretName, mode)
+	}
+	return objects
+}
+
+func withIstioKind(g *networkingv1.Gateway) *networkingv1.Gateway {
+	g.APIVersion, g.Kind = "networking.istio.io/v1", "Gateway"
+	return g
 }
 
 // TestIstioObjects writes, with -corpus-out, what the controller writes

@@ -1,0 +1,52 @@
+package controller
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	networkingapi "istio.io/api/networking/v1alpha3"
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+
+	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+)
+
+// An Istio Gateway CRD older than tls.caCertCredentialName drops it: the
+// controller must notice rather than write the same Gateway forever.
+func TestCACredentialDropped(t *testing.T) {
+	gw := &operatorv1alpha1.APIGateway{}
+	c := ConfigFor(&operatorv1alpha1.GatewaySpec{Domain: "example.com"})
+	desired := func(mode operatorv1alpha1.ClientCertificateMode) *networkingv1.Gateway {
+		return DesiredGateway(gw, c, SelfSignedSecret, mode)
+	}
+	// dropped is the Gateway as an old CRD stores it: mode kept, CA
+	// credential gone.
+	dropped := func(mode operatorv1alpha1.ClientCertificateMode) *networkingv1.Gateway {
+		g := desired(mode)
+		g.Spec.Servers[0].Tls.CaCertCredentialName = ""
+		return g
+	}
+	const (
+		required = operatorv1alpha1.ClientCertificateRequired
+		optional = operatorv1alpha1.ClientCertificateOptional
+	)
+	cases := []struct {
+		name    string
+		live    *networkingv1.Gateway
+		desired operatorv1alpha1.ClientCertificateMode
+		want    bool
+	}{
+		{name: "stored as written", live: desired(required), desired: required},
+		{name: "MUTUAL stored without the CA credential", live: dropped(required), desired: required, want: true},
+		{name: "OPTIONAL_MUTUAL stored without it", live: dropped(optional), desired: optional, want: true},
+		{name: "SIMPLE stored, MUTUAL wanted: not written yet", live: desired(""), desired: required},
+		{name: "MUTUAL stored without it, OPTIONAL_MUTUAL wanted: the change of mode is written", live: dropped(required), desired: optional},
+		{name: "MUTUAL stored without it, SIMPLE wanted", live: dropped(required), desired: ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(caCredentialDropped(tc.live, desired(tc.desired))).To(Equal(tc.want))
+		})
+	}
+	NewWithT(t).Expect(dropped(required).Spec.Servers[0].Tls.Mode).To(Equal(networkingapi.ServerTLSSettings_MUTUAL))
+}
