@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -69,9 +70,9 @@ func ConfigureCache(opts *cache.Options, installed Installed) {
 	if opts.ByObject == nil {
 		opts.ByObject = map[client.Object]cache.ByObject{}
 	}
-	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{plan.LabelManagedBy: plan.ManagedBy})}
+	managed := labels.SelectorFromSet(labels.Set{plan.LabelManagedBy: plan.ManagedBy})
 	for _, k := range istioKinds {
-		opts.ByObject[k.New()] = managed
+		opts.ByObject[k.New()] = cache.ByObject{Label: managed, Transform: observeIstio}
 	}
 	opts.ByObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Transform: stripEndpointSlice}
 	opts.ByObject[&corev1.Service{}] = cache.ByObject{Transform: stripService}
@@ -87,6 +88,32 @@ func ConfigureCache(opts *cache.Options, installed Installed) {
 		opts.ByObject[&gwapiv1.HTTPRoute{}] = cache.ByObject{Transform: stripForeignRoute}
 		opts.ByObject[&gwapiv1beta1.ReferenceGrant{}] = cache.ByObject{Transform: stripReferenceGrant}
 	}
+}
+
+// observeIstio keeps of an Istio object the controller labelled its
+// metadata and the hash of its spec (owned.Kind.Observe): the spec is
+// compared by that hash and sent whole on an update, the status is read
+// by nothing here (and is written by istiod and, with the right to, by
+// tenants). Issue 45: a cached VirtualService held its whole spec, most
+// of the controller's memory per APIRule.
+func observeIstio(obj any) (any, error) {
+	o, ok := obj.(client.Object)
+	if !ok {
+		return obj, nil
+	}
+	kind := istioKinds.Of(o)
+	if kind == nil || !kind.Observe(o) {
+		return obj, nil
+	}
+	switch t := o.(type) {
+	case *networkingv1.VirtualService:
+		proto.Reset(&t.Status)
+	case *securityv1.AuthorizationPolicy:
+		proto.Reset(&t.Status)
+	case *securityv1.RequestAuthentication:
+		proto.Reset(&t.Status)
+	}
+	return o, nil
 }
 
 // stripForeignRoute keeps the whole of an HTTPRoute the controller
