@@ -63,15 +63,20 @@ func TestSpecHashAgreesWithSpecEqual(t *testing.T) {
 	}
 	kind := virtualServices.Of(&networkingv1.VirtualService{})
 	for name, tc := range map[string]struct{ a, b *networkingv1.VirtualService }{
-		"the same spec":                           {virtualService([]string{"a.example"}, many), virtualService([]string{"a.example"}, many)},
-		"a map filled in another order":           {virtualService([]string{"a.example"}, many), virtualService([]string{"a.example"}, manyAgain)},
-		"nil and empty lists":                     {virtualService(nil, nil), virtualService([]string{}, map[string]string{})},
-		"another host":                            {virtualService([]string{"a.example"}, nil), virtualService([]string{"evil.example"}, nil)},
-		"one more host":                           {virtualService([]string{"a.example"}, nil), virtualService([]string{"a.example", "b.example"}, nil)},
-		"hosts in another order":                  {virtualService([]string{"a.example", "b.example"}, nil), virtualService([]string{"b.example", "a.example"}, nil)},
-		"one header more":                         {virtualService(nil, map[string]string{"a": "1"}), virtualService(nil, map[string]string{"a": "1", "b": "2"})},
-		"a header's value":                        {virtualService(nil, map[string]string{"a": "1"}), virtualService(nil, map[string]string{"a": "2"})},
-		"labels and annotations are not the spec": {virtualService(nil, nil), func() *networkingv1.VirtualService { v := virtualService(nil, nil); v.Labels = nil; v.Annotations = nil; return v }()},
+		"the same spec":                 {virtualService([]string{"a.example"}, many), virtualService([]string{"a.example"}, many)},
+		"a map filled in another order": {virtualService([]string{"a.example"}, many), virtualService([]string{"a.example"}, manyAgain)},
+		"nil and empty lists":           {virtualService(nil, nil), virtualService([]string{}, map[string]string{})},
+		"another host":                  {virtualService([]string{"a.example"}, nil), virtualService([]string{"evil.example"}, nil)},
+		"one more host":                 {virtualService([]string{"a.example"}, nil), virtualService([]string{"a.example", "b.example"}, nil)},
+		"hosts in another order":        {virtualService([]string{"a.example", "b.example"}, nil), virtualService([]string{"b.example", "a.example"}, nil)},
+		"one header more":               {virtualService(nil, map[string]string{"a": "1"}), virtualService(nil, map[string]string{"a": "1", "b": "2"})},
+		"a header's value":              {virtualService(nil, map[string]string{"a": "1"}), virtualService(nil, map[string]string{"a": "2"})},
+		"labels and annotations are not the spec": {virtualService(nil, nil), func() *networkingv1.VirtualService {
+			v := virtualService(nil, nil)
+			v.Labels = nil
+			v.Annotations = nil
+			return v
+		}()},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -115,10 +120,14 @@ func TestUpToDateComparesAnObservedCopyByItsHash(t *testing.T) {
 			return c
 		}()},
 		// Read past the cache (no ObservedSpec): compared whole.
-		"the desired spec, whole":  {live: desired.DeepCopy(), want: true},
-		"an edited host, whole":    {live: virtualService([]string{"evil.example"}, map[string]string{"a": "1"})},
-		"an empty ObservedSpec":    {live: func() *networkingv1.VirtualService { c := desired.DeepCopy(); c.Annotations[owned.ObservedSpec] = ""; return c }(), want: true},
-		"an observed empty spec":   {live: observed(t, virtualService(nil, nil))},
+		"the desired spec, whole": {live: desired.DeepCopy(), want: true},
+		"an edited host, whole":   {live: virtualService([]string{"evil.example"}, map[string]string{"a": "1"})},
+		"an empty ObservedSpec": {live: func() *networkingv1.VirtualService {
+			c := desired.DeepCopy()
+			c.Annotations[owned.ObservedSpec] = ""
+			return c
+		}(), want: true},
+		"an observed empty spec": {live: observed(t, virtualService(nil, nil))},
 		"a stale ObservedSpec and the desired spec whole": {live: func() *networkingv1.VirtualService {
 			c := desired.DeepCopy()
 			c.Annotations[owned.ObservedSpec] = kind.SpecHash(virtualService(nil, nil))
