@@ -23,10 +23,17 @@ const ObservedSpec = "portico.dev/observed spec"
 // what the Writer needs to tell whether it is up to date (UpToDate) and to
 // update it (Update sends the whole desired spec), without the spec
 // itself. It returns false, and leaves obj whole, when the kind has no
-// SpecHash or the spec cannot be hashed.
+// SpecHash or the spec cannot be hashed. An object that already carries
+// ObservedSpec went through Observe before (the quarantine guard observes
+// watch events as it decodes them): it is kept as it is.
 func (k *Kind) Observe(obj client.Object) bool {
 	if k.SpecHash == nil || k.ClearSpec == nil {
 		return false
+	}
+	if _, ok := observedHash(obj); ok {
+		obj.SetManagedFields(nil)
+		k.ClearSpec(obj)
+		return true
 	}
 	hash := k.SpecHash(obj)
 	if hash == "" {

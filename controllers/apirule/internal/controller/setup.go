@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -97,13 +98,32 @@ func ConfigureCache(opts *cache.Options, installed Installed) {
 // tenants). Issue 45: a cached VirtualService held its whole spec, most
 // of the controller's memory per APIRule.
 func observeIstio(obj any) (any, error) {
-	o, ok := obj.(client.Object)
-	if !ok {
-		return obj, nil
+	if o, ok := obj.(client.Object); ok {
+		observe(o)
 	}
+	return obj, nil
+}
+
+// SlimWatched is the quarantine guard's Options.Slim for the apirule
+// controller: the guard decodes every watch event of the Istio objects it
+// labelled anyway, so it hands on what the cache keeps of them
+// (observeIstio), and client-go decodes metadata instead of the spec
+// again (issue 45: the spec's decode was the bulk of a watch event's CPU).
+// Others' objects, and any other kind, pass whole.
+func SlimWatched(obj runtime.Object) runtime.Object {
+	o, ok := obj.(client.Object)
+	if !ok || o.GetLabels()[plan.LabelManagedBy] != plan.ManagedBy || !observe(o) {
+		return nil
+	}
+	return o
+}
+
+// observe is observeIstio on an object of any kind: it reports whether o
+// is one of the Istio kinds, now observed.
+func observe(o client.Object) bool {
 	kind := istioKinds.Of(o)
 	if kind == nil || !kind.Observe(o) {
-		return obj, nil
+		return false
 	}
 	switch t := o.(type) {
 	case *networkingv1.VirtualService:
@@ -113,7 +133,7 @@ func observeIstio(obj any) (any, error) {
 	case *securityv1.RequestAuthentication:
 		proto.Reset(&t.Status)
 	}
-	return o, nil
+	return true
 }
 
 // stripForeignRoute keeps the whole of an HTTPRoute the controller
