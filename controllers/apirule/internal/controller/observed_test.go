@@ -18,7 +18,7 @@ import (
 	"github.com/portico-dev/portico/internal/owned"
 )
 
-// The cache holds the Istio objects the controller wrote without their
+// The cache holds the VirtualServices the controller wrote without their
 // spec and status: their metadata and the hash of the spec the API server
 // sent, computed as they entered the cache. An edit of the spec is
 // repaired whatever annotations and labels the editor keeps or adds, and
@@ -27,9 +27,21 @@ func TestOwnedIstioObjectsAreCachedWithoutSpec(t *testing.T) {
 	ctx := context.Background()
 	createService(t, "observed")
 	createAPIRule(t, "observed", "observed", health, orders)
-	objs := []client.Object{&networkingv1.VirtualService{}, &securityv1.AuthorizationPolicy{}, &securityv1.RequestAuthentication{}}
+	objs := []client.Object{&networkingv1.VirtualService{}}
 
-	t.Run("each is cached as its metadata and the hash of its live spec", func(t *testing.T) {
+	t.Run("policies are cached whole: the access conflict check reads them", func(t *testing.T) {
+		NewWithT(t).Eventually(func(g Gomega) {
+			for _, obj := range []client.Object{&securityv1.AuthorizationPolicy{}, &securityv1.RequestAuthentication{}} {
+				live, inCache := obj.DeepCopyObject().(client.Object), obj.DeepCopyObject().(client.Object)
+				get(g, "observed", live)
+				g.Expect(cached.Get(ctx, client.ObjectKeyFromObject(live), inCache)).To(Succeed())
+				g.Expect(inCache.GetAnnotations()).NotTo(HaveKey(owned.ObservedSpec))
+				g.Expect(written.Of(live).SpecEqual(inCache, live)).To(BeTrue())
+			}
+		}, eventually).Should(Succeed())
+	})
+
+	t.Run("a VirtualService is cached as its metadata and the hash of its live spec", func(t *testing.T) {
 		NewWithT(t).Eventually(func(g Gomega) {
 			for _, obj := range objs {
 				live, inCache := obj.DeepCopyObject().(client.Object), obj.DeepCopyObject().(client.Object)
@@ -105,11 +117,15 @@ func TestALookAlikeWithTheDesiredSpecIsNeverAdopted(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	createService(t, "twin")
-	createAPIRule(t, "original", "twin", health, orders)
-	model := &securityv1.RequestAuthentication{}
-	g.Eventually(func(g Gomega) { get(g, "original", model) }, eventually).Should(Succeed())
+	// What the controller writes for the APIRule, taken before it exists.
+	first := createAPIRule(t, "twin", "twin", health, orders)
+	model := &networkingv1.VirtualService{}
+	g.Eventually(func(g Gomega) { get(g, "twin", model) }, eventually).Should(Succeed())
+	g.Expect(k8sClient.Delete(ctx, first)).To(Succeed())
+	g.Eventually(gone("twin", &porticov1alpha1.APIRule{}), eventually).Should(BeTrue())
+	g.Eventually(gone("twin", &networkingv1.VirtualService{}), eventually).Should(BeTrue())
 
-	lookAlike := &securityv1.RequestAuthentication{ObjectMeta: metav1.ObjectMeta{Name: "twin", Namespace: ns, Labels: map[string]string{
+	lookAlike := &networkingv1.VirtualService{ObjectMeta: metav1.ObjectMeta{Name: "twin", Namespace: ns, Labels: map[string]string{
 		plan.LabelManagedBy: plan.ManagedBy, plan.LabelAPIRule: "twin", plan.LabelAPIRuleNamespace: ns,
 	}}}
 	proto.Merge(&lookAlike.Spec, &model.Spec)
@@ -120,14 +136,14 @@ func TestALookAlikeWithTheDesiredSpecIsNeverAdopted(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		c := readyCondition(g, "twin")
 		g.Expect(c.Reason).To(Equal(porticov1alpha1.ReasonConflict))
-		g.Expect(c.Message).To(ContainSubstring("RequestAuthentication shop/twin exists"))
+		g.Expect(c.Message).To(ContainSubstring("VirtualService shop/twin exists"))
 	}, eventually).Should(Succeed())
-	inCache := &securityv1.RequestAuthentication{}
+	inCache := &networkingv1.VirtualService{}
 	g.Expect(cached.Get(ctx, client.ObjectKeyFromObject(lookAlike), inCache)).To(Succeed())
 	g.Expect(inCache.Annotations).To(HaveKeyWithValue(owned.ObservedSpec, written.Of(model).SpecHash(model)),
 		"the look-alike's observed hash is the desired spec's")
 	g.Consistently(func(g Gomega) {
-		live := &securityv1.RequestAuthentication{}
+		live := &networkingv1.VirtualService{}
 		get(g, "twin", live)
 		g.Expect(live.ResourceVersion).To(Equal(lookAlike.ResourceVersion), "the look-alike was written")
 		g.Expect(live.OwnerReferences).To(BeEmpty())

@@ -39,6 +39,7 @@ import (
 	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
 	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 	"github.com/portico-dev/portico/controllers/internal/fairqueue"
+	"github.com/portico-dev/portico/controllers/internal/kinds"
 	"github.com/portico-dev/portico/controllers/internal/metrics"
 )
 
@@ -75,6 +76,8 @@ func ConfigureCache(opts *cache.Options, installed Installed) {
 	for _, k := range istioKinds {
 		opts.ByObject[k.New()] = cache.ByObject{Label: managed, Transform: observeIstio}
 	}
+	// Policies stay whole (observeIstio leaves them): the access conflict
+	// check reads the live policies of the namespace's other APIRules.
 	opts.ByObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Transform: stripEndpointSlice}
 	opts.ByObject[&corev1.Service{}] = cache.ByObject{Transform: stripService}
 	if installed.ServiceEntries {
@@ -91,12 +94,14 @@ func ConfigureCache(opts *cache.Options, installed Installed) {
 	}
 }
 
-// observeIstio keeps of an Istio object the controller labelled its
+// observeIstio keeps of a VirtualService the controller labelled its
 // metadata and the hash of its spec (owned.Kind.Observe): the spec is
 // compared by that hash and sent whole on an update, the status is read
 // by nothing here (and is written by istiod and, with the right to, by
-// tenants). Issue 45: a cached VirtualService held its whole spec, most
-// of the controller's memory per APIRule.
+// tenants). Issue 45: the VirtualService, the route with every rule's
+// match, was the largest object cached per APIRule. Its policies, the
+// AuthorizationPolicies and RequestAuthentications, stay whole: the access
+// conflict check (livePolicies) reads the specs of the namespace's others.
 func observeIstio(obj any) (any, error) {
 	if o, ok := obj.(client.Object); ok {
 		observe(o)
@@ -105,8 +110,8 @@ func observeIstio(obj any) (any, error) {
 }
 
 // SlimWatched is the quarantine guard's Options.Slim for the apirule
-// controller: the guard decodes every watch event of the Istio objects it
-// labelled anyway, so it hands on what the cache keeps of them
+// controller: the guard decodes every watch event of the VirtualServices
+// it labelled anyway, so it hands on what the cache keeps of them
 // (observeIstio), and client-go decodes metadata instead of the spec
 // again (issue 45: the spec's decode was the bulk of a watch event's CPU).
 // Others' objects, and any other kind, pass whole.
@@ -119,20 +124,13 @@ func SlimWatched(obj runtime.Object) runtime.Object {
 }
 
 // observe is observeIstio on an object of any kind: it reports whether o
-// is one of the Istio kinds, now observed.
+// is a VirtualService, now observed.
 func observe(o client.Object) bool {
-	kind := istioKinds.Of(o)
-	if kind == nil || !kind.Observe(o) {
+	vs, ok := o.(*networkingv1.VirtualService)
+	if !ok || !kinds.VirtualServices.Observe(vs) {
 		return false
 	}
-	switch t := o.(type) {
-	case *networkingv1.VirtualService:
-		proto.Reset(&t.Status)
-	case *securityv1.AuthorizationPolicy:
-		proto.Reset(&t.Status)
-	case *securityv1.RequestAuthentication:
-		proto.Reset(&t.Status)
-	}
+	proto.Reset(&vs.Status)
 	return true
 }
 
