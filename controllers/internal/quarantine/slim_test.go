@@ -1,6 +1,7 @@
 package quarantine
 
 import (
+	encjson "encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+	networkingapi "istio.io/api/networking/v1alpha3"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -15,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	restclientwatch "k8s.io/client-go/rest/watch"
+
+	"github.com/portico-dev/portico/internal/owned"
 )
 
 // countingDecoder counts the decodes of a decoder.
@@ -166,5 +171,72 @@ func TestSlimLeavesListsAndObjectsWhole(t *testing.T) {
 		"https://api/apis/networking.istio.io/v1/namespaces/team-b/virtualservices/one")
 	if got := readAll(t, resp); got != one {
 		t.Errorf("the object changed: %s", got)
+	}
+}
+
+// benchVirtualService is a VirtualService as the apirule controller writes
+// one for an APIRule of eight rules, as JSON.
+func benchVirtualService(b *testing.B) string {
+	vs := &networkingv1.VirtualService{}
+	vs.APIVersion, vs.Kind = "networking.istio.io/v1", "VirtualService"
+	vs.Name, vs.Namespace, vs.UID, vs.ResourceVersion = "orders", "team-a", "uid-orders", "42"
+	vs.Labels = map[string]string{"app.kubernetes.io/managed-by": "apirule-controller", "gateway.portico.dev/apirule": "orders"}
+	vs.Spec.Hosts = []string{"orders.example.com"}
+	vs.Spec.Gateways = []string{"istio-system/public"}
+	for i := range 8 {
+		vs.Spec.Http = append(vs.Spec.Http, &networkingapi.HTTPRoute{
+			Name: fmt.Sprintf("rule-%d", i),
+			Match: []*networkingapi.HTTPMatchRequest{{
+				Uri:    &networkingapi.StringMatch{MatchType: &networkingapi.StringMatch_Prefix{Prefix: fmt.Sprintf("/api/v1/orders/%d/", i)}},
+				Method: &networkingapi.StringMatch{MatchType: &networkingapi.StringMatch_Regex{Regex: "^(GET|POST|PUT)$"}},
+			}},
+			Route: []*networkingapi.HTTPRouteDestination{{Destination: &networkingapi.Destination{
+				Host: "orders.team-a.svc.cluster.local", Port: &networkingapi.PortSelector{Number: 8080},
+			}}},
+			Headers: &networkingapi.Headers{Request: &networkingapi.Headers_HeaderOperations{
+				Set: map[string]string{"x-forwarded-host": "orders.example.com"}, Remove: []string{"x-portico-user"},
+			}},
+		})
+	}
+	raw, err := encjson.Marshal(vs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return string(raw)
+}
+
+// BenchmarkWatchEventDecodes is one watch event of a VirtualService
+// through the guard and client-go's decode of what the guard passes on:
+// whole (no Slim: the object is decoded twice) and slimmed to metadata and
+// the spec's hash (owned.Kind.Observe: decoded whole once). Compare the
+// two in the same run.
+func BenchmarkWatchEventDecodes(b *testing.B) {
+	kind := owned.Proto("VirtualService", func(o *networkingv1.VirtualService) proto.Message { return &o.Spec },
+		func(l *networkingv1.VirtualServiceList) []*networkingv1.VirtualService { return l.Items })
+	observe := func(obj runtime.Object) runtime.Object {
+		o, ok := obj.(*networkingv1.VirtualService)
+		if !ok || !kind.Observe(o) {
+			return nil
+		}
+		return o
+	}
+	ev := []byte(frame("MODIFIED", benchVirtualService(b)))
+	codecs := serializer.NewCodecFactory(testScheme)
+	client := codecs.UniversalDeserializer()
+	for name, slim := range map[string]func(runtime.Object) runtime.Object{"whole": nil, "slim": observe} {
+		g := New(testScheme, Options{Slim: slim})
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				out := g.event(ev)
+				var frame watchFrame
+				if err := encjson.Unmarshal(out, &frame); err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := client.Decode(frame.Object, nil, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
