@@ -34,6 +34,7 @@ func main() {
 		Cache: func(opts *cache.Options, env runner.Environment) {
 			controller.ConfigureCache(opts, controller.InstalledIn(env))
 		},
+		SlimWatched: controller.SlimWatched,
 		AddToScheme: []func(*runtime.Scheme) error{
 			porticov1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme, discoveryv1.AddToScheme,
 			gwapiv1.Install, gwapiv1beta1.Install,

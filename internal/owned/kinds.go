@@ -24,6 +24,12 @@ type Kind struct {
 	// CopySpec makes dst's spec a copy of src's.
 	SpecEqual func(a, b client.Object) bool
 	CopySpec  func(dst, src client.Object)
+	// SpecHash, for kinds a cache may hold without their spec (Observe),
+	// returns a digest of the spec that is equal for two objects exactly
+	// when SpecEqual holds; ClearSpec empties the spec. Both nil for kinds
+	// that are always held whole.
+	SpecHash  func(obj client.Object) string
+	ClearSpec func(obj client.Object)
 	// Extract, for kinds written as typed apply configurations
 	// (Writer.ApplyConfiguration), returns the fields fieldManager owns on
 	// obj as an apply configuration (client-go's Extract<Kind>).
@@ -52,7 +58,8 @@ type list[L any] interface {
 }
 
 // Proto is a kind whose spec is a protocol buffer message (Istio's
-// objects): compared with proto.Equal, copied with proto.Merge.
+// objects): compared with proto.Equal, copied with proto.Merge, hashed
+// (SpecHash) as the SHA-256 of its deterministic wire encoding.
 func Proto[T any, PT object[T], L any, PL list[L]](name string, spec func(PT) proto.Message, items func(PL) []PT) Kind {
 	return Kind{
 		Name: name, New: func() client.Object { return PT(new(T)) }, NewList: func() client.ObjectList { return PL(new(L)) },
@@ -62,6 +69,8 @@ func Proto[T any, PT object[T], L any, PL list[L]](name string, spec func(PT) pr
 			proto.Reset(spec(dst.(PT)))
 			proto.Merge(spec(dst.(PT)), spec(src.(PT)))
 		},
+		SpecHash:  func(obj client.Object) string { return protoHash(spec(obj.(PT))) },
+		ClearSpec: func(obj client.Object) { proto.Reset(spec(obj.(PT))) },
 	}
 }
 

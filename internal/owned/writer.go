@@ -180,6 +180,7 @@ func (w *Writer) Update(ctx context.Context, desired, live client.Object) error 
 		return w.apply(ctx, desired, live.GetUID(), Update)
 	}
 	updated := live.DeepCopyObject().(client.Object)
+	withoutObserved(updated)
 	labels := updated.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
@@ -214,7 +215,9 @@ func (w *Writer) Update(ctx context.Context, desired, live client.Object) error 
 }
 
 // UpToDate reports whether live has desired's spec, labels and owner
-// references (live may have more labels and owner references).
+// references (live may have more labels and owner references). A live
+// copy that went through Observe has no spec: its ObservedSpec, which only
+// Observe can set, is compared with desired's SpecHash instead.
 func UpToDate(kind *Kind, desired, live client.Object) bool {
 	for k, v := range desired.GetLabels() {
 		if live.GetLabels()[k] != v {
@@ -229,6 +232,9 @@ func UpToDate(kind *Kind, desired, live client.Object) bool {
 		if !found {
 			return false
 		}
+	}
+	if observed, ok := observedHash(live); ok {
+		return kind.SpecHash != nil && observed == kind.SpecHash(desired)
 	}
 	return kind.SpecEqual(desired, live)
 }

@@ -31,6 +31,12 @@
 //     left unchanged (reason Undecodable): only requests for that one object
 //     fail.
 //
+// With Options.Slim, the object of a good watch event, which the guard has
+// just decoded, is replaced by what the controller's cache keeps of it, so
+// that the client does not decode the whole object again (the apirule
+// controller's VirtualServices: metadata and a hash of the spec). Lists,
+// single objects and bad objects are never slimmed.
+//
 // Watch streams are filtered frame by frame as they arrive, never buffered;
 // BOOKMARK and ERROR frames pass through. Responses that are not JSON
 // (protobuf, CBOR), not successful, or of kinds outside the scheme (Table,

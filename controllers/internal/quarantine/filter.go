@@ -24,6 +24,8 @@ type filter struct {
 	// decode reads it (nil when it does). A field so that tests can watch
 	// the walk through a list.
 	checkItem func(item []byte, gvk schema.GroupVersionKind) error
+	// slim, when set, replaces the object of a good watch event (Options.Slim).
+	slim func(runtime.Object) runtime.Object
 }
 
 func newFilter(scheme *runtime.Scheme) filter {
@@ -205,10 +207,33 @@ type watchFrame struct {
 // becomes DELETED, so that caches forget the last good copy, and a DELETED
 // event carries the object reduced to its metadata.
 func (f filter) event(frame []byte) ([]byte, []Report) {
-	if f.goodEvent(frame) {
-		return frame, nil
+	if typ, obj, ok := f.decodeEvent(frame); ok {
+		return f.slimmed(frame, typ, obj), nil
 	}
 	return f.eventByUnmarshal(frame)
+}
+
+// slimmed returns frame, or the event of typ with the object slim makes of
+// obj (the frame's decoded object) when it makes one that encodes.
+func (f filter) slimmed(frame []byte, typ watch.EventType, obj runtime.Object) []byte {
+	if f.slim == nil {
+		return frame
+	}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	out := f.slim(obj)
+	if out == nil {
+		return frame
+	}
+	out.GetObjectKind().SetGroupVersionKind(gvk)
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return frame
+	}
+	slim := marshal(watchFrame{Type: typ, Object: raw})
+	if slim == nil {
+		return frame
+	}
+	return slim
 }
 
 // goodEvent reports whether frame is certainly an event of a concerned
@@ -218,16 +243,27 @@ func (f filter) event(frame []byte) ([]byte, []Report) {
 // only as exactly one JSON value, which leaves no room in the frame for
 // other members; anything else takes the full path.
 func (f filter) goodEvent(frame []byte) bool {
-	typ, obj, ok := sniffFrame(frame)
+	_, _, ok := f.decodeEvent(frame)
+	return ok
+}
+
+// decodeEvent is goodEvent that also returns the event's type and the
+// object it decoded.
+func (f filter) decodeEvent(frame []byte) (watch.EventType, runtime.Object, bool) {
+	typ, raw, ok := sniffFrame(frame)
 	if !ok || (typ != watch.Added && typ != watch.Modified && typ != watch.Deleted) {
-		return false
+		return "", nil, false
 	}
-	gvk, ok := sniffKind(obj)
+	gvk, ok := sniffKind(raw)
 	if !ok || !f.concerned(gvk) {
-		return false
+		return "", nil, false
 	}
-	_, actual, err := f.decoder.Decode(obj, nil, nil)
-	return err == nil && actual != nil && *actual == gvk
+	obj, actual, err := f.decoder.Decode(raw, nil, nil)
+	if err != nil || actual == nil || *actual != gvk {
+		return "", nil, false
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	return typ, obj, true
 }
 
 // eventByUnmarshal is event for frames of any shape. It reads the frame

@@ -23,6 +23,17 @@ type Options struct {
 	// (UID, resourceVersion and reason), e.g. to record an Event on it. It
 	// runs on the request's goroutine and must not block.
 	OnQuarantine func(Report)
+	// Slim, when set, is given the object of every watch event that the
+	// guard's own typed decode accepted (ADDED, MODIFIED, DELETED); when it
+	// returns an object, that object, encoded as JSON, is passed on in the
+	// event instead of the one the API server sent. It lets a cache that
+	// keeps only part of an object (a digest of its spec, say) have the
+	// object decoded whole once, here, while the client decodes only what
+	// is kept. It must return a new object or obj itself changed, of obj's
+	// kind, and nil for objects it leaves as they are; it runs on the
+	// watch's goroutine. Lists, single objects and the answers to writes
+	// are never slimmed.
+	Slim func(obj runtime.Object) runtime.Object
 }
 
 // Guard filters undecodable objects out of the API server's JSON responses.
@@ -40,7 +51,9 @@ func New(scheme *runtime.Scheme, opts Options) *Guard {
 	if log.GetSink() == nil {
 		log = ctrl.Log.WithName("quarantine")
 	}
-	return &Guard{filter: newFilter(scheme), log: log, hook: opts.OnQuarantine}
+	f := newFilter(scheme)
+	f.slim = opts.Slim
+	return &Guard{filter: f, log: log, hook: opts.OnQuarantine}
 }
 
 // Wrap wraps an HTTP transport; it is a transport.WrapperFunc.

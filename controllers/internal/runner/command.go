@@ -53,6 +53,9 @@ type Controller struct {
 	// Cache, when set, narrows what the workers cache (label selectors,
 	// transforms) before their manager is created.
 	Cache func(opts *cache.Options, env Environment)
+	// SlimWatched, when set, is the quarantine guard's Options.Slim: what
+	// of a watched object its cache keeps, made as the guard decodes it.
+	SlimWatched func(obj runtime.Object) runtime.Object
 	// Retire, when set, runs as the process stops if the APIGateway no
 	// longer wants this controller (disabled, or the APIGateway deleted):
 	// it removes what the controller wrote that would otherwise keep acting
@@ -198,7 +201,7 @@ func Run(ctx context.Context, c Controller, o Options) error {
 	// No object the API server accepts may stop the controller: every client
 	// skips (and reports) objects that do not decode into their Go types.
 	undecodable := &quarantineEvents{}
-	leaderCfg := guardConfig(cfg, scheme, undecodable, log.WithName("quarantine"))
+	leaderCfg := guardConfig(cfg, scheme, undecodable, c.SlimWatched, log.WithName("quarantine"))
 	cfg = o.APIBounds.Apply(leaderCfg)
 	apiclient.ReportThrottling()
 

@@ -47,8 +47,8 @@ func (q *quarantineEvents) record(r quarantine.Report) {
 // guardConfig returns a copy of cfg whose every client (caches, API reader,
 // direct clients) goes through a quarantine guard for the kinds of scheme,
 // which records Events through q.
-func guardConfig(cfg *rest.Config, scheme *runtime.Scheme, q *quarantineEvents, log logr.Logger) *rest.Config {
+func guardConfig(cfg *rest.Config, scheme *runtime.Scheme, q *quarantineEvents, slim func(runtime.Object) runtime.Object, log logr.Logger) *rest.Config {
 	guarded := rest.CopyConfig(cfg)
-	guarded.Wrap(quarantine.New(scheme, quarantine.Options{Log: log, OnQuarantine: q.record}).Wrap)
+	guarded.Wrap(quarantine.New(scheme, quarantine.Options{Log: log, OnQuarantine: q.record, Slim: slim}).Wrap)
 	return guarded
 }

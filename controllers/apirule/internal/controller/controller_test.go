@@ -40,6 +40,9 @@ const (
 
 var k8sClient client.Client
 
+// cached reads the controller's own cache, to see what it holds.
+var cached client.Reader
+
 // schemeKinds are the apirule controller's types (controllers/apirule/main.go)
 // beyond those testenv.Scheme always has.
 var schemeKinds = []func(*runtime.Scheme) error{
@@ -82,6 +85,7 @@ func startController(ctx context.Context, env *testenv.Env) error {
 	if err != nil {
 		return err
 	}
+	cached = mgr.GetCache()
 	if err := (&Reconciler{Client: mgr.GetClient(), Installed: AllInstalled(),
 		Recorder: mgr.GetEventRecorder(FieldManager)}).SetupWithManager(ctx, mgr); err != nil {
 		return err

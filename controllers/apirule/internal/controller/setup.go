@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -37,6 +39,7 @@ import (
 	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
 	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
 	"github.com/portico-dev/portico/controllers/internal/fairqueue"
+	"github.com/portico-dev/portico/controllers/internal/kinds"
 	"github.com/portico-dev/portico/controllers/internal/metrics"
 )
 
@@ -69,10 +72,12 @@ func ConfigureCache(opts *cache.Options, installed Installed) {
 	if opts.ByObject == nil {
 		opts.ByObject = map[client.Object]cache.ByObject{}
 	}
-	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{plan.LabelManagedBy: plan.ManagedBy})}
+	managed := labels.SelectorFromSet(labels.Set{plan.LabelManagedBy: plan.ManagedBy})
 	for _, k := range istioKinds {
-		opts.ByObject[k.New()] = managed
+		opts.ByObject[k.New()] = cache.ByObject{Label: managed, Transform: observeIstio}
 	}
+	// Policies stay whole (observeIstio leaves them): the access conflict
+	// check reads the live policies of the namespace's other APIRules.
 	opts.ByObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Transform: stripEndpointSlice}
 	opts.ByObject[&corev1.Service{}] = cache.ByObject{Transform: stripService}
 	if installed.ServiceEntries {
@@ -87,6 +92,46 @@ func ConfigureCache(opts *cache.Options, installed Installed) {
 		opts.ByObject[&gwapiv1.HTTPRoute{}] = cache.ByObject{Transform: stripForeignRoute}
 		opts.ByObject[&gwapiv1beta1.ReferenceGrant{}] = cache.ByObject{Transform: stripReferenceGrant}
 	}
+}
+
+// observeIstio keeps of a VirtualService the controller labelled its
+// metadata and the hash of its spec (owned.Kind.Observe): the spec is
+// compared by that hash and sent whole on an update, the status is read
+// by nothing here (and is written by istiod and, with the right to, by
+// tenants). Issue 45: the VirtualService, the route with every rule's
+// match, was the largest object cached per APIRule. Its policies, the
+// AuthorizationPolicies and RequestAuthentications, stay whole: the access
+// conflict check (livePolicies) reads the specs of the namespace's others.
+func observeIstio(obj any) (any, error) {
+	if o, ok := obj.(client.Object); ok {
+		observe(o)
+	}
+	return obj, nil
+}
+
+// SlimWatched is the quarantine guard's Options.Slim for the apirule
+// controller: the guard decodes every watch event of the VirtualServices
+// it labelled anyway, so it hands on what the cache keeps of them
+// (observeIstio), and client-go decodes metadata instead of the spec
+// again (issue 45: the spec's decode was the bulk of a watch event's CPU).
+// Others' objects, and any other kind, pass whole.
+func SlimWatched(obj runtime.Object) runtime.Object {
+	o, ok := obj.(client.Object)
+	if !ok || o.GetLabels()[plan.LabelManagedBy] != plan.ManagedBy || !observe(o) {
+		return nil
+	}
+	return o
+}
+
+// observe is observeIstio on an object of any kind: it reports whether o
+// is a VirtualService, now observed.
+func observe(o client.Object) bool {
+	vs, ok := o.(*networkingv1.VirtualService)
+	if !ok || !kinds.VirtualServices.Observe(vs) {
+		return false
+	}
+	proto.Reset(&vs.Status)
+	return true
 }
 
 // stripForeignRoute keeps the whole of an HTTPRoute the controller
