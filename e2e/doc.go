@@ -40,8 +40,20 @@
 //     checking API keys; the backends' stand-in sidecars ask them as
 //     Envoy's ext_authz filter does, with the providers of the mesh config
 //     the docs give.
+//     Istio's control plane is real too: istiod (hack/istiod.sh, the
+//     Istio version test/istio pins) runs as a host process for the whole
+//     suite with Istio's own RBAC (istiod_test.go); its validating webhook
+//     admits every Istio object written during the e2e, it is the
+//     controller of GatewayClass istio (the Gateway API story runs on an
+//     Istio-class Gateway too, Ready from istiod's route status), and it
+//     serves plaintext xDS on the node's address. No Envoy runs: the
+//     agent still routes and authorises in its place: by itself, or,
+//     with E2E_GATEWAY_XDS (istiod, or an xDS address), the gateway
+//     stand-ins take their listeners, routes and endpoints from istiod
+//     over ADS (xdsstandins_test.go; e2e/xds, e2e/envoy);
+//     docs/operations.md lists what istiod programs and what is imitated.
 //     The suite removes the node with everything it made (hack/node.sh
-//     down) and stops Traefik and Prometheus.
+//     down) and stops Traefik, istiod and Prometheus.
 //   - kind (`make test-e2e-kind`, needs Docker and kind): a kind cluster, the
 //     same images loaded as archives, the chart installed, real pods.
 //

@@ -105,8 +105,11 @@ func deployRateLimitedGateway(ctx context.Context) []string {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "portico-e2e-gateway"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "rl-gateway", Namespace: rlNamespace}},
 	})
-	gw := agentDeployment(rlNamespace, "rl-gateway", labels, "rl-gateway", "gateway", "--gateway", rlNamespace+"/"+rlGateway,
-		"--workload-namespace", rlNamespace, "--workload-labels", "app=rl-gateway")
+	// No Service selects these pods: istiod's listener is on the Gateway
+	// server's own port, 80.
+	gwArgs := append([]string{"gateway"}, gatewayStandInArgs(gatewayXDSAddress(), 80, labels, rlNamespace+"/"+rlGateway)...)
+	gw := withProxyIdentity(agentDeployment(rlNamespace, "rl-gateway", labels, "rl-gateway",
+		append(gwArgs, "--workload-namespace", rlNamespace, "--workload-labels", "app=rl-gateway")...))
 	gw.Spec.Replicas = ptr.To[int32](rlReplicas)
 	createOrExisting(ctx, gw)
 	createOrExisting(ctx, &networkingv1.Gateway{

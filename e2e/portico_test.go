@@ -221,7 +221,8 @@ var _ = Describe("Portico", Ordered, func() {
 
 	It("turns an APIRule into Istio objects", func(ctx SpecContext) {
 		Expect(k8sClient.Create(ctx, shop)).To(Succeed())
-		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "istio-system"}})).To(Succeed())
+		// On the node target, istiod's setup made istio-system already.
+		createOrExisting(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "istio-system"}})
 		Expect(k8sClient.Create(ctx, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop"},
 			Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "orders"}, Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}},
@@ -245,6 +246,8 @@ var _ = Describe("Portico", Ordered, func() {
 			g.Expect(ra.Spec.JwtRules[0].Issuer).To(Equal("https://idp.example.com"))
 		}, timeout, interval).Should(Succeed())
 	})
+
+	istiodWebhookSpecs()
 
 	It("routes a request from a pod through the APIRule's VirtualService to its Service", func(ctx SpecContext) {
 		if !target.RealPods() {
@@ -486,6 +489,8 @@ var _ = Describe("Portico", Ordered, func() {
 	// its Go module, minutes on a cold machine) has had the time the specs
 	// before them spend waiting for pods and rollouts to finish building.
 	gatewayAPISpecs(orders)
+	// The same story on Istio: istiod answers for GatewayClass istio.
+	istioGatewayAPISpecs(orders)
 
 	scrapedMetricsSpec()
 

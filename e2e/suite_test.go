@@ -175,6 +175,9 @@ func setUpNode(ctx context.Context) {
 	kubeconfig = framework.LastLine(out)
 	fmt.Fprintf(GinkgoWriter, "node up in %s\n", time.Since(started).Round(100*time.Millisecond))
 	connect()
+	// istiod, which the setup starts last (istiod_test.go), builds beside
+	// the releases' builds: a link only once test/istio compiled Istio.
+	startIstiodBuild()
 
 	publishReleases(ctx)
 	// OLM's build (minutes of CPU) runs beside the install and the first
@@ -196,6 +199,7 @@ func setUpNode(ctx context.Context) {
 	Expect(k8sClient.Create(ctx, restrictedNamespace(namespace))).To(Succeed())
 	installRelease(ctx, releaseV1)
 	startPrometheus(ctx)
+	startIstiod(ctx)
 }
 
 // restrictedNamespace is a namespace whose pods must meet the restricted
@@ -307,6 +311,8 @@ var _ = AfterSuite(func(ctx SpecContext) {
 	olmBuild.Stop() // done unless the OLM specs did not run
 	traefikBuild.Stop()
 	oauth2ProxyBuild.Stop()
+	istiodBuild.Stop()
+	istiod.Stop()
 	traefik.Stop() // stopped already unless a Gateway API spec failed
 	prometheus.Stop()
 	if os.Getenv("E2E_KEEP_CLUSTER") != "" {

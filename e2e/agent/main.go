@@ -22,6 +22,14 @@
 //	                                  proxies each request to the destination
 //	                                  of the first route whose host, path and
 //	                                  method match, or answers 404
+//	e2e-agent gateway --xds ADDR      the same stand-in programmed by istiod:
+//	                                  listeners, routes and endpoints over
+//	                                  ADS as the gateway's Envoy
+//	                                  (xdsgateway.go)
+//	e2e-agent backend --xds ADDR      a backend whose sidecar stand-in
+//	                                  enforces the inbound RBAC, jwt_authn
+//	                                  and ext_authz filters istiod sends
+//	                                  (xdssidecar.go)
 //	e2e-agent get URL                 a client that retries a request until
 //	                                  it gets the expected answer, or (--loop)
 //	                                  keeps sending it and counts the answers
@@ -144,6 +152,8 @@ func backend(ctx context.Context, args []string) error {
 	labels := fs.String("workload-labels", "", "labels of the backend's pods, k=v,k=v")
 	fs.StringVar(&wl.root, "root-namespace", "istio-system", "Istio's root namespace")
 	mesh := fs.String("mesh-config", "istio-system/istio", "namespace/name of the ConfigMap holding the mesh config (key mesh), where the extension providers are")
+	xdsAddr := fs.String("xds", "", "istiod's plaintext xDS address host:port: enforce the RBAC, jwt_authn and ext_authz filters istiod sends the pod's sidecar for --listen's port (a sidecar node of this pod; xdssidecar.go) instead of reading CUSTOM policies")
+	peerIdentity := fs.String("peer-identity", "pods", "with --xds: how a peer's identity is learnt without mutual TLS: pods (the ServiceAccount of the pod with the peer's address, through the API) or none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -160,7 +170,19 @@ func backend(ctx context.Context, args []string) error {
 			fmt.Fprintf(w, "%s: %s\n", k, strings.Join(r.Header[k], ","))
 		}
 	})
-	if *labels != "" {
+	if *xdsAddr != "" {
+		wl.labels = parseLabels(*labels)
+		sc, err := newXDSSidecar(*xdsAddr, wl, *addr, *peerIdentity)
+		if err != nil {
+			return err
+		}
+		go func() {
+			if err := sc.xds.Run(ctx); err != nil {
+				log.Printf("xds: %v", err)
+			}
+		}()
+		handler = sc.wrap(handler)
+	} else if *labels != "" {
 		wl.labels = parseLabels(*labels)
 		c, err := inClusterClient(corev1.AddToScheme, securityv1.AddToScheme)
 		if err != nil {
@@ -273,6 +295,9 @@ func gateway(ctx context.Context, args []string) error {
 	fs.StringVar(&w.namespace, "workload-namespace", "", "namespace of the stand-in's pods: with --workload-labels, the EnvoyFilters there and in --root-namespace whose workloadSelector matches apply their global rate limits")
 	labels := fs.String("workload-labels", "", "labels of the stand-in's pods, k=v,k=v")
 	fs.StringVar(&w.root, "root-namespace", "istio-system", "Istio's root namespace")
+	xdsAddr := fs.String("xds", "", "istiod's plaintext xDS address host:port: take listeners, routes and endpoints from istiod as the ingress gateway's Envoy (a router node of this pod) instead of reading Gateways and VirtualServices (xdsgateway.go)")
+	xdsHTTPPort := fs.Uint("xds-http-port", 0, "with --xds: the port of istiod's listener --listen serves (default --listen's port)")
+	xdsHTTPSPort := fs.Uint("xds-https-port", 0, "with --xds: the port of istiod's listener --https-addr serves (default --https-addr's port)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -290,6 +315,13 @@ func gateway(ctx context.Context, args []string) error {
 	rt.limiter = &limiter{rt: rt, conns: map[string]*grpc.ClientConn{}}
 	rt.globals.Store(&[]globalFilter{})
 	rt.snap.Store(&snapshot{})
+	if *xdsAddr != "" {
+		g, err := newXDSGateway(rt, *xdsAddr, w, *addr, *httpsAddr, uint32(*xdsHTTPPort), uint32(*xdsHTTPSPort))
+		if err != nil {
+			return err
+		}
+		return runXDSGateway(ctx, g, g.xds.Node.Namespace, *refresh, *addr, *httpsAddr)
+	}
 	// A first read before listening: the readiness probe (a TCP connect)
 	// then passes only once the Gateways that exist are served.
 	rt.refresh(ctx)

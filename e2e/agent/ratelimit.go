@@ -246,6 +246,9 @@ type limiter struct {
 	rt    *router
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
+	// resolve, when set, gives the host:port of an Envoy cluster (the
+	// xDS mode's endpoints) instead of its Service's cluster IP.
+	resolve func(ctx context.Context, cluster string) (string, error)
 }
 
 // check applies every global filter to r on the route named route and
@@ -293,6 +296,18 @@ func (l *limiter) conn(ctx context.Context, cluster string) (*grpc.ClientConn, e
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c, ok := l.conns[cluster]; ok {
+		return c, nil
+	}
+	if l.resolve != nil {
+		addr, err := l.resolve(ctx, cluster)
+		if err != nil {
+			return nil, err
+		}
+		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, err
+		}
+		l.conns[cluster] = c
 		return c, nil
 	}
 	parts := strings.Split(cluster, "|")

@@ -19,6 +19,7 @@ import (
 	"istio.io/istio/pkg/config"
 	"istio.io/istio/pkg/config/schema/gvk"
 
+	"github.com/portico-dev/portico/e2e/envoy"
 	"github.com/portico-dev/portico/test/tenancy/judge"
 )
 
@@ -147,7 +148,7 @@ func (v *gatewayVerdict) String() string {
 	return fmt.Sprintf("route %q to %v with path %s, headers %v", v.Route, v.Clusters, v.Path, v.Headers)
 }
 
-func judgeVerdict(vs *networkingv1.VirtualService, req envoyRequest) (*gatewayVerdict, error) {
+func judgeVerdict(vs *networkingv1.VirtualService, req envoy.Request) (*gatewayVerdict, error) {
 	query, err := url.ParseQuery(req.Query)
 	if err != nil {
 		return nil, err
@@ -187,16 +188,16 @@ func judgeVerdict(vs *networkingv1.VirtualService, req envoyRequest) (*gatewayVe
 	return v, nil
 }
 
-func envoyVerdict(rc *routev3.RouteConfiguration, req envoyRequest) (*gatewayVerdict, error) {
+func envoyVerdict(rc *routev3.RouteConfiguration, req envoy.Request) (*gatewayVerdict, error) {
 	path := req.Path
-	vh := envoyVirtualHost(rc, fmt.Sprintf("%s:%d", req.Host, gatewayPort))
+	vh := envoy.VirtualHost(rc, fmt.Sprintf("%s:%d", req.Host, gatewayPort))
 	if vh == nil {
-		vh = envoyVirtualHost(rc, req.Host)
+		vh = envoy.VirtualHost(rc, req.Host)
 	}
 	if vh == nil {
 		return nil, nil
 	}
-	rt, err := envoyRoute(vh, req)
+	rt, err := envoy.Route(vh, req)
 	if err != nil || rt == nil {
 		return nil, err
 	}
@@ -205,11 +206,11 @@ func envoyVerdict(rc *routev3.RouteConfiguration, req envoyRequest) (*gatewayVer
 	}
 	v := &gatewayVerdict{Route: rt.GetName(), Path: path}
 	if rt.GetRoute() != nil {
-		if v.Path, err = envoyRewrite(rt, path); err != nil {
+		if v.Path, err = envoy.RewritePath(rt, path); err != nil {
 			return nil, err
 		}
 	}
-	for c := range envoyClusters(rt) {
+	for c := range envoy.Clusters(rt) {
 		v.Clusters = append(v.Clusters, c)
 	}
 	addOps := func(prefix string, add []string, remove []string) {
@@ -293,7 +294,7 @@ func TestJudgeRoutesAsIstiosGateway(t *testing.T) {
 		for _, path := range requestPaths(vs) {
 			for _, method := range requestMethods {
 				for _, extra := range requestExtras {
-					req := envoyRequest{Host: host, Path: path, Method: method, Headers: extra.headers, Query: extra.query}
+					req := envoy.Request{Host: host, Path: path, Method: method, Headers: extra.headers, Query: extra.query}
 					j, jerr := judgeVerdict(vs, req)
 					if jerr != nil {
 						declined++

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	jwtauthnv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
-	rbacfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
 	meshconfig "istio.io/api/mesh/v1alpha1"
@@ -19,12 +19,11 @@ import (
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	"istio.io/istio/pilot/pkg/model"
 	"istio.io/istio/pilot/pkg/networking/core"
-	authzmodel "istio.io/istio/pilot/pkg/security/authz/model"
-	"istio.io/istio/pilot/pkg/xds/filters"
 	"istio.io/istio/pkg/config"
 	"istio.io/istio/pkg/config/mesh"
 	"istio.io/istio/pkg/config/schema/gvk"
 
+	"github.com/portico-dev/portico/e2e/envoy"
 	"github.com/portico-dev/portico/test/tenancy/judge"
 )
 
@@ -92,67 +91,46 @@ func httpFilters(t *testing.T, fc *listenerv3.FilterChain) []*hcmv3.HttpFilter {
 	return nil
 }
 
-// sidecarDecision is what a sidecar does with a request.
-type sidecarDecision string
+// probeToken is the token a probe request carries, where the judge's
+// token says; probeVerifier knows it as that judge token.
+const probeToken = "probe-token"
 
-const (
-	decisionAllowed         sidecarDecision = "allowed"
-	decisionUnauthenticated sidecarDecision = "rejected (401)"
-	decisionDenied          sidecarDecision = "denied (403)"
-	decisionAuthorizer      sidecarDecision = "sent to the external authorizer"
-)
-
-// envoyDecision runs the request through the sidecar's filters: jwt_authn
-// (a token read but not valid is a 401; a valid one's claims become the
-// metadata RBAC reads), then each RBAC filter in order (the shadow rules
-// of CUSTOM hand a matching request to its authorizer; DENY denies a
-// match; ALLOW denies what no policy matches).
-func envoyDecision(fs []*hcmv3.HttpFilter, r sidecarRequest, token *judge.Token) (sidecarDecision, string, error) {
-	for _, f := range fs {
-		switch f.GetName() {
-		case filters.EnvoyJwtFilterName:
-			cfg := &jwtauthnv3.JwtAuthentication{}
-			if err := f.GetTypedConfig().UnmarshalTo(cfg); err != nil {
-				return "", "", err
-			}
-			payload, ok, err := jwtAuthenticate(cfg, token)
-			if err != nil {
-				return "", "", err
-			}
-			if !ok {
-				return decisionUnauthenticated, "jwt_authn rejects the token", nil
-			}
-			if payload != nil {
-				r.Metadata = map[string]map[string]any{filters.EnvoyJwtFilterName: {filters.EnvoyJwtFilterPayload: payload}}
-			}
-		case "envoy.filters.http.rbac":
-			cfg := &rbacfilterv3.RBAC{}
-			if err := f.GetTypedConfig().UnmarshalTo(cfg); err != nil {
-				return "", "", err
-			}
-			if cfg.GetRules() == nil {
-				if cfg.GetShadowRulesStatPrefix() != authzmodel.RBACExtAuthzShadowRulesStatPrefix {
-					continue
-				}
-				matched, err := rbacMatches(cfg.GetShadowRules(), r)
-				if err != nil || matched != "" {
-					return decisionAuthorizer, "CUSTOM shadow policy " + matched, err
-				}
-				continue
-			}
-			matched, err := rbacMatches(cfg.GetRules(), r)
-			if err != nil {
-				return "", "", err
-			}
-			switch action := cfg.GetRules().GetAction().String(); {
-			case action == "DENY" && matched != "":
-				return decisionDenied, "DENY policy " + matched, nil
-			case action == "ALLOW" && matched == "":
-				return decisionDenied, "no ALLOW policy matches", nil
-			}
-		}
+// probeRequest is the request a sidecar sees for a judge request: the
+// token placed where the judge's token is carried.
+func probeRequest(path, method string, peer judge.Peer, tok *judge.Token) envoy.AccessRequest {
+	r := envoy.AccessRequest{Request: envoy.Request{Host: "orders.example.com", Path: path, Method: method, Headers: map[string]string{}},
+		Downstream: envoy.Downstream{Port: 8080, Principal: "spiffe://" + peer.Principal, DirectIP: peer.IP, RemoteIP: peer.RemoteIP}}
+	if tok == nil {
+		return r
 	}
-	return decisionAllowed, "", nil
+	at := tokenPlace(tok)
+	if at.Param != "" {
+		r.Query = url.Values{at.Param: {probeToken}}.Encode()
+	} else {
+		r.Headers[strings.ToLower(at.Header)] = at.Prefix + probeToken
+	}
+	return r
+}
+
+// probeVerifier verifies the probe's token as a provider with the judge
+// token's issuer, key set (the remote JWKS's URI) and, if it names
+// audiences, one of them would: its payload holds the token's claims.
+func probeVerifier(tok *judge.Token) envoy.Verifier {
+	return func(_ string, p *jwtauthnv3.JwtProvider, token string) (map[string]any, error) {
+		if tok == nil || token != probeToken {
+			return nil, fmt.Errorf("not the probe's token: %q", token)
+		}
+		if p.GetIssuer() != "" && p.GetIssuer() != tok.Issuer {
+			return nil, fmt.Errorf("issuer %s, want %s", tok.Issuer, p.GetIssuer())
+		}
+		if p.GetRemoteJwks().GetHttpUri().GetUri() != tok.KeySet {
+			return nil, fmt.Errorf("signed by the keys of %s, not %s", tok.KeySet, p.GetRemoteJwks().GetHttpUri().GetUri())
+		}
+		if len(p.GetAudiences()) > 0 && !slices.ContainsFunc(tok.Audiences, func(a string) bool { return slices.Contains(p.GetAudiences(), a) }) {
+			return nil, fmt.Errorf("audiences %v, want one of %v", tok.Audiences, p.GetAudiences())
+		}
+		return tokenPayload(tok), nil
+	}
 }
 
 // tokenPlace is where a token is carried, as a jwt_authn location.
@@ -163,71 +141,8 @@ func tokenPlace(tok *judge.Token) judge.Place {
 	return tok.In
 }
 
-// reads reports whether a provider extracts a token from where it is
-// carried: its headers (names regardless of case, with the prefix) and
-// parameters, else Envoy's defaults (Authorization "Bearer ", access_token).
-func reads(p *jwtauthnv3.JwtProvider, at judge.Place) bool {
-	if len(p.GetFromHeaders()) == 0 && len(p.GetFromParams()) == 0 && len(p.GetFromCookies()) == 0 {
-		return at == judge.InHeader("authorization", "Bearer ") || at == judge.InParam("access_token")
-	}
-	for _, h := range p.GetFromHeaders() {
-		if at.Param == "" && strings.EqualFold(h.GetName(), at.Header) && h.GetValuePrefix() == at.Prefix {
-			return true
-		}
-	}
-	return at.Param != "" && slices.Contains(p.GetFromParams(), at.Param)
-}
-
-// verifies reports whether a provider verifies the token: its issuer, its
-// key set (the remote JWKS's URI) and, if it names audiences, one of them.
-func verifies(p *jwtauthnv3.JwtProvider, tok *judge.Token) bool {
-	if p.GetIssuer() != "" && p.GetIssuer() != tok.Issuer {
-		return false
-	}
-	if p.GetRemoteJwks().GetHttpUri().GetUri() != tok.KeySet {
-		return false
-	}
-	return len(p.GetAudiences()) == 0 || slices.ContainsFunc(tok.Audiences, func(a string) bool { return slices.Contains(p.GetAudiences(), a) })
-}
-
-// jwtAuthenticate evaluates the filter's requirement for the request's
-// token: a provider requirement holds if that provider reads and verifies
-// the token, allow_missing if no provider reads it or one verifies it. It
-// returns the verified token's payload (nil without one) and whether the
-// request passes.
-func jwtAuthenticate(cfg *jwtauthnv3.JwtAuthentication, tok *judge.Token) (map[string]any, bool, error) {
-	if len(cfg.GetRules()) != 1 || cfg.GetRules()[0].GetMatch().GetPrefix() != "/" || cfg.GetRules()[0].GetRequires() == nil {
-		return nil, false, fmt.Errorf("jwt_authn rules other than one requirement for every path are not modelled")
-	}
-	var readers []*jwtauthnv3.JwtProvider
-	valid := false
-	if tok != nil {
-		for _, name := range slices.Sorted(maps.Keys(cfg.GetProviders())) {
-			if p := cfg.GetProviders()[name]; reads(p, tokenPlace(tok)) {
-				readers = append(readers, p)
-				valid = valid || verifies(p, tok)
-			}
-		}
-	}
-	var eval func(req *jwtauthnv3.JwtRequirement) (bool, error)
-	eval = func(req *jwtauthnv3.JwtRequirement) (bool, error) {
-		switch rt := req.GetRequiresType().(type) {
-		case *jwtauthnv3.JwtRequirement_ProviderName:
-			p := cfg.GetProviders()[rt.ProviderName]
-			return p != nil && tok != nil && reads(p, tokenPlace(tok)) && verifies(p, tok), nil
-		case *jwtauthnv3.JwtRequirement_AllowMissing:
-			return len(readers) == 0 || valid, nil
-		case *jwtauthnv3.JwtRequirement_RequiresAny:
-			return anyTrue(rt.RequiresAny.GetRequirements(), eval)
-		case *jwtauthnv3.JwtRequirement_RequiresAll:
-			return allTrue(rt.RequiresAll.GetRequirements(), eval)
-		}
-		return false, fmt.Errorf("jwt requirement %v is not modelled", req)
-	}
-	ok, err := eval(cfg.GetRules()[0].GetRequires())
-	if err != nil || !ok || !valid {
-		return nil, ok, err
-	}
+// tokenPayload is a verified token's payload as jwt_authn writes it.
+func tokenPayload(tok *judge.Token) map[string]any {
 	payload := map[string]any{"iss": tok.Issuer, "sub": tok.Subject}
 	list := func(vs []string) []any {
 		out := make([]any, len(vs))
@@ -245,19 +160,19 @@ func jwtAuthenticate(cfg *jwtauthnv3.JwtAuthentication, tok *judge.Token) (map[s
 	for k, v := range tok.Claims {
 		payload[k] = list(v)
 	}
-	return payload, true, nil
+	return payload
 }
 
-func judgeDecision(v judge.Verdict) sidecarDecision {
+func judgeDecision(v judge.Verdict) envoy.Decision {
 	switch {
 	case v.Decision == judge.Allowed:
-		return decisionAllowed
+		return envoy.Allowed
 	case v.Decision == judge.Unauthenticated:
-		return decisionUnauthenticated
+		return envoy.Unauthenticated
 	case strings.HasPrefix(v.Reason, "CUSTOM"):
-		return decisionAuthorizer
+		return envoy.ToAuthorizer
 	}
-	return decisionDenied
+	return envoy.Denied
 }
 
 // The tokens and peers the sidecars are probed with.
@@ -349,9 +264,8 @@ func TestJudgeDecidesAsIstiosSidecars(t *testing.T) {
 								declined++
 								continue
 							}
-							sr := sidecarRequest{envoyRequest: envoyRequest{Host: "orders.example.com", Path: path, Method: method}, Port: 8080,
-								Principal: "spiffe://" + peer.Principal, DirectIP: peer.IP, RemoteIP: peer.RemoteIP}
-							ed, why, err := envoyDecision(fs, sr, tok)
+							out, err := envoy.Evaluate(fs, probeRequest(path, method, peer, tok), probeVerifier(tok), nil)
+							ed, why := out.Decision, out.Filter+": "+out.Reason
 							if err != nil {
 								t.Errorf("%s: workload %v: %s: Envoy's configuration is not modelled: %v", tr.Name, labels, jr, err)
 								continue
@@ -369,7 +283,7 @@ func TestJudgeDecidesAsIstiosSidecars(t *testing.T) {
 		}
 	}
 	t.Logf("compared %d requests, the judge declined %d, %d disagreements; Envoy's answers: %v", compared, declined, disagreements, seen)
-	for _, d := range []sidecarDecision{decisionAllowed, decisionUnauthenticated, decisionDenied, decisionAuthorizer} {
+	for _, d := range []envoy.Decision{envoy.Allowed, envoy.Unauthenticated, envoy.Denied, envoy.ToAuthorizer} {
 		if seen[string(d)] < 1000 {
 			t.Errorf("only %d requests compared were %s, want at least 1000: the comparison proves too little", seen[string(d)], d)
 		}

@@ -1,0 +1,511 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/portico-dev/portico/e2e/envoy"
+	"github.com/portico-dev/portico/e2e/xds"
+)
+
+// The gateway stand-in programmed by istiod (gateway --xds ADDR): it asks
+// istiod for its configuration as the ingress gateway's Envoy would (a
+// router node of its pod, e2e/xds) and serves it:
+//
+//   - the plain listener (--listen) is Envoy's listener on --xds-http-port
+//     (default --listen's port: istiod maps a Gateway server's port to the
+//     gateway Service's target port), the TLS listener (--https-addr) the
+//     one on --xds-https-port; a listener's filter chain is chosen by the
+//     SNI as Envoy does (exact server name, then the longest wildcard, then
+//     a chain without server names);
+//   - the chain's HTTP connection manager names its route configuration
+//     (RDS, or inline); the virtual host, route, rewrites, weighted
+//     cluster, header mutations, direct responses and redirects are
+//     e2e/envoy's reading of it; require_tls on the plain listener
+//     redirects to https;
+//   - a forwarded request goes to an endpoint of the route's cluster from
+//     EDS (or the cluster's own load assignment), chosen at random;
+//   - imitated, not Envoy: the TLS certificate and client CAs — istiod
+//     sends SDS references (kubernetes://NAME, NAME-cacert), and the
+//     stand-in reads those Secrets from its namespace through the API, as
+//     istio-agent's SDS server would, every --refresh;
+//   - global rate limits: the connection manager's rate limit filters and
+//     the routes' rate limits istiod made of Portico's EnvoyFilters
+//     (xdsratelimit.go); the EnvoyFilters themselves are not read.
+
+// xdsGateway serves what istiod sent.
+type xdsGateway struct {
+	xds                 *xds.Client
+	rt                  *router
+	httpPort, httpsPort uint32
+	// secrets are the SDS secrets the listeners name, by SDS name.
+	secrets atomic.Pointer[map[string]sdsSecret]
+}
+
+// sdsSecret is a certificate or a CA bundle read from a Secret.
+type sdsSecret struct {
+	cert *tls.Certificate
+	cas  *x509.CertPool
+	from string
+}
+
+// portOf is the port of a listen address ":8080".
+func portOf(addr string) (uint32, error) {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(p, 10, 32)
+	return uint32(n), err
+}
+
+// xdsNode is the router node of the stand-in's pod, from the downward
+// API's environment (POD_IP, POD_NAME, POD_NAMESPACE, SERVICE_ACCOUNT).
+func xdsNode(kind string, w workload) xds.Node {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = w.namespace
+	}
+	name := os.Getenv("POD_NAME")
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	workloadName := name
+	if i := strings.LastIndex(name, "-"); i > 0 {
+		if j := strings.LastIndex(name[:i], "-"); j > 0 {
+			workloadName = name[:j] // <deployment>-<replicaset hash>-<pod hash>
+		}
+	}
+	return xds.Node{Type: kind, IP: os.Getenv("POD_IP"), PodName: name, Namespace: ns, Labels: w.labels,
+		ServiceAccount: os.Getenv("SERVICE_ACCOUNT"), WorkloadName: workloadName}
+}
+
+// newXDSGateway is the stand-in's xDS mode: a router node of its pod,
+// its listeners mapped to istiod's by port.
+func newXDSGateway(rt *router, addr string, w workload, plainAddr, secureAddr string, httpPort, httpsPort uint32) (*xdsGateway, error) {
+	var err error
+	if httpPort == 0 {
+		if httpPort, err = portOf(plainAddr); err != nil {
+			return nil, fmt.Errorf("--listen: %w", err)
+		}
+	}
+	if httpsPort == 0 {
+		if httpsPort, err = portOf(secureAddr); err != nil {
+			return nil, fmt.Errorf("--https-addr: %w", err)
+		}
+	}
+	node := xdsNode(xds.Router, w)
+	if node.IP == "" || node.Namespace == "" {
+		return nil, fmt.Errorf("--xds needs the pod's POD_IP and POD_NAMESPACE (or --workload-namespace) in the environment")
+	}
+	g := &xdsGateway{xds: &xds.Client{Addr: addr, Node: node}, rt: rt, httpPort: httpPort, httpsPort: httpsPort}
+	g.secrets.Store(&map[string]sdsSecret{})
+	rt.limiter.resolve = g.resolveFromXDS
+	log.Printf("xds: %s as %s, listeners %d (plain) and %d (TLS)", addr, node.ID(), httpPort, httpsPort)
+	return g, nil
+}
+
+// refreshSecrets reads the Secrets every HTTPS chain names.
+func (g *xdsGateway) refreshSecrets(ctx context.Context, namespace string) {
+	next := map[string]sdsSecret{}
+	old := *g.secrets.Load()
+	l := envoy.ListenerOnPort(g.xds.Current().Listeners, g.httpsPort)
+	for _, fc := range l.GetFilterChains() {
+		tc := envoy.DownstreamTLS(fc)
+		if tc == nil {
+			continue
+		}
+		var names []string
+		for _, s := range tc.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs() {
+			names = append(names, s.GetName())
+		}
+		if v := tc.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig(); v != nil {
+			names = append(names, v.GetName())
+		}
+		if v := tc.GetCommonTlsContext().GetValidationContextSdsSecretConfig(); v != nil {
+			names = append(names, v.GetName())
+		}
+		for _, name := range names {
+			s, err := g.readSecret(ctx, namespace, name)
+			if err != nil {
+				if prev, ok := old[name]; ok {
+					log.Printf("sds %s: %v; keeping %s", name, err, prev.from)
+					next[name] = prev
+				} else {
+					log.Printf("sds %s: %v", name, err)
+				}
+				continue
+			}
+			next[name] = s
+		}
+	}
+	g.secrets.Store(&next)
+}
+
+// readSecret reads SDS secret name as istio-agent does for a gateway:
+// kubernetes://NAME is the kubernetes.io/tls (or cert/key) Secret NAME of
+// the gateway's namespace; kubernetes://NAME-cacert its CA bundle (keys
+// cacert or ca.crt of Secret NAME-cacert, else of Secret NAME).
+func (g *xdsGateway) readSecret(ctx context.Context, namespace, sdsName string) (sdsSecret, error) {
+	name, ok := strings.CutPrefix(sdsName, "kubernetes://")
+	if !ok {
+		return sdsSecret{}, fmt.Errorf("SDS name %q is not kubernetes://NAME", sdsName)
+	}
+	if ns, n, ok := strings.Cut(name, "/"); ok {
+		namespace, name = ns, n
+	}
+	caOnly := strings.HasSuffix(name, "-cacert")
+	candidates := []string{name}
+	if caOnly {
+		candidates = append(candidates, strings.TrimSuffix(name, "-cacert"))
+	}
+	var errs []string
+	for _, n := range candidates {
+		s := &corev1.Secret{}
+		if err := g.rt.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: n}, s); err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		from := fmt.Sprintf("Secret %s/%s@%s", namespace, n, s.ResourceVersion)
+		if caOnly {
+			bundle := s.Data["cacert"]
+			if len(bundle) == 0 {
+				bundle = s.Data["ca.crt"]
+			}
+			pool := x509.NewCertPool()
+			if len(bundle) == 0 || !pool.AppendCertsFromPEM(bundle) {
+				errs = append(errs, from+": no PEM CA under cacert or ca.crt")
+				continue
+			}
+			return sdsSecret{cas: pool, from: from}, nil
+		}
+		certPEM, keyPEM := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
+		if len(certPEM) == 0 {
+			certPEM, keyPEM = s.Data["cert"], s.Data["key"]
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return sdsSecret{}, fmt.Errorf("%s: %w", from, err)
+		}
+		return sdsSecret{cert: &pair, from: from}, nil
+	}
+	return sdsSecret{}, fmt.Errorf("%s", strings.Join(errs, "; "))
+}
+
+// configForClient is the TLS configuration of the chain the SNI picks:
+// its certificate and, with a validation context, its client CAs
+// (required when require_client_certificate).
+func (g *xdsGateway) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+	l := envoy.ListenerOnPort(g.xds.Current().Listeners, g.httpsPort)
+	if l == nil {
+		return nil, fmt.Errorf("istiod sent no listener on port %d", g.httpsPort)
+	}
+	fc := envoy.ChainForSNI(l, hello.ServerName)
+	tc := envoy.DownstreamTLS(fc)
+	if tc == nil {
+		return nil, fmt.Errorf("the chain for SNI %q is not TLS", hello.ServerName)
+	}
+	secrets := *g.secrets.Load()
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	for _, s := range tc.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs() {
+		if sec, ok := secrets[s.GetName()]; ok && sec.cert != nil {
+			cfg.Certificates = append(cfg.Certificates, *sec.cert)
+		}
+	}
+	if len(cfg.Certificates) == 0 {
+		return nil, fmt.Errorf("the chain for SNI %q has no certificate yet", hello.ServerName)
+	}
+	ca := tc.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig()
+	if ca == nil {
+		ca = tc.GetCommonTlsContext().GetValidationContextSdsSecretConfig()
+	}
+	if ca != nil {
+		sec, ok := secrets[ca.GetName()]
+		if !ok || sec.cas == nil {
+			return nil, fmt.Errorf("the chain for SNI %q has no client CAs (%s)", hello.ServerName, ca.GetName())
+		}
+		cfg.ClientCAs, cfg.ClientAuth = sec.cas, tls.VerifyClientCertIfGiven
+		if tc.GetRequireClientCertificate().GetValue() {
+			cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+	}
+	return cfg, nil
+}
+
+// xdsListener serves one of the stand-in's listeners from istiod's.
+type xdsListener struct {
+	g     *xdsGateway
+	https bool
+}
+
+func (l *xdsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	scheme, port := "http", l.g.httpPort
+	sni := ""
+	if l.https {
+		scheme, port = "https", l.g.httpsPort
+		sni = r.TLS.ServerName
+	}
+	prefix := fmt.Sprintf("%s %s://%s%s", r.Method, scheme, r.Host, r.URL.Path)
+	snap := l.g.xds.Current()
+	rc, hcm, err := routeConfigFor(snap, port, sni)
+	if err != nil {
+		log.Printf("%s: %v", prefix, err)
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	req := envoy.FromHTTP(r)
+	if hcm.GetStripAnyHostPort() {
+		if h, _, err := net.SplitHostPort(req.Host); err == nil {
+			req.Host = h
+		}
+	}
+	vh := envoy.VirtualHost(rc, req.Host)
+	if vh != nil && !l.https && vh.GetRequireTls() != routev3.VirtualHost_NONE {
+		// Envoy answers before it looks at the routes.
+		location := "https://" + strings.Split(req.Host, ":")[0] + r.URL.RequestURI()
+		log.Printf("%s: %s requires TLS: %s", prefix, vh.GetName(), location)
+		http.Redirect(w, r, location, http.StatusMovedPermanently)
+		return
+	}
+	var rt *routev3.Route
+	if vh != nil {
+		if rt, err = envoy.Route(vh, req); err != nil {
+			log.Printf("%s: %s: %v", prefix, rc.GetName(), err)
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	if rt == nil {
+		log.Printf("%s: no route in %s (virtual host %q)", prefix, rc.GetName(), vh.GetName())
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	l.g.route(w, r, prefix, scheme, snap, hcm, rc, vh, rt)
+}
+
+// routeConfigFor is the route configuration the HTTP connection manager
+// of the listener on port serves for the SNI.
+func routeConfigFor(snap *xds.Snapshot, port uint32, sni string) (*routev3.RouteConfiguration, *hcmv3.HttpConnectionManager, error) {
+	l := envoy.ListenerOnPort(snap.Listeners, port)
+	if l == nil {
+		return nil, nil, fmt.Errorf("istiod sent no listener on port %d", port)
+	}
+	fc := envoy.ChainForSNI(l, sni)
+	hcm := xds.ChainHCM(fc)
+	if hcm == nil {
+		return nil, nil, fmt.Errorf("listener %s has no HTTP chain for SNI %q", l.GetName(), sni)
+	}
+	if rc := hcm.GetRouteConfig(); rc != nil {
+		return rc, hcm, nil
+	}
+	name := hcm.GetRds().GetRouteConfigName()
+	rc := snap.Routes[name]
+	if rc == nil {
+		return nil, nil, fmt.Errorf("listener %s: route configuration %q not received", l.GetName(), name)
+	}
+	return rc, hcm, nil
+}
+
+// route does what the route says: a direct response, a redirect, or a
+// forward to an endpoint of its cluster with its rewrites and header
+// mutations.
+func (g *xdsGateway) route(w http.ResponseWriter, r *http.Request, prefix, scheme string, snap *xds.Snapshot,
+	hcm *hcmv3.HttpConnectionManager, rc *routev3.RouteConfiguration, vh *routev3.VirtualHost, rt *routev3.Route) {
+	code, why, err := g.xdsRateLimit(r, hcm, rt)
+	if err != nil {
+		log.Printf("%s: route %s: %v", prefix, rt.GetName(), err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if code != 0 {
+		log.Printf("%s: route %s: %d: %s", prefix, rt.GetName(), code, why)
+		if code == http.StatusTooManyRequests {
+			w.Header().Set("X-Envoy-Ratelimited", "true")
+		}
+		http.Error(w, why, code)
+		return
+	}
+	vars := map[string]string{"%DOWNSTREAM_REMOTE_ADDRESS%": r.RemoteAddr, "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%": remoteIP(r)}
+	fail := func(err error) {
+		log.Printf("%s: route %s: %v", prefix, rt.GetName(), err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+	switch {
+	case rt.GetDirectResponse() != nil:
+		if err := envoy.Apply(w.Header(), envoy.ResponseMutations(rc, vh, rt, nil), vars); err != nil {
+			fail(err)
+			return
+		}
+		d := rt.GetDirectResponse()
+		log.Printf("%s: route %s answers %d", prefix, rt.GetName(), d.GetStatus())
+		w.WriteHeader(int(d.GetStatus()))
+		if b := d.GetBody().GetInlineBytes(); b != nil {
+			_, _ = w.Write(b)
+		} else {
+			_, _ = io.WriteString(w, d.GetBody().GetInlineString())
+		}
+	case rt.GetRedirect() != nil:
+		status, location, err := envoy.Redirect(rt, scheme, envoy.FromHTTP(r))
+		if err != nil {
+			fail(err)
+			return
+		}
+		log.Printf("%s: route %s redirects %d to %s", prefix, rt.GetName(), status, location)
+		http.Redirect(w, r, location, status)
+	default:
+		if err := g.forward(w, r, prefix, scheme, snap, vars, rc, vh, rt); err != nil {
+			fail(err)
+		}
+	}
+}
+
+func remoteIP(r *http.Request) string {
+	h, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return h
+}
+
+// forward proxies the request to an endpoint of the cluster the route
+// picks, after its rewrites and request header mutations; the response
+// gets the route's response header mutations.
+func (g *xdsGateway) forward(w http.ResponseWriter, r *http.Request, prefix, scheme string, snap *xds.Snapshot, vars map[string]string,
+	rc *routev3.RouteConfiguration, vh *routev3.VirtualHost, rt *routev3.Route) error {
+	cluster, wc, err := envoy.PickCluster(rt, -1)
+	if err != nil {
+		return err
+	}
+	path, err := envoy.RewritePath(rt, r.URL.Path)
+	if err != nil {
+		return err
+	}
+	host, err := envoy.RewriteHost(rt, r.Host)
+	if err != nil {
+		return err
+	}
+	// The connection manager appends the client's address to
+	// X-Forwarded-For and sets X-Forwarded-Proto before the router
+	// applies the route's mutations.
+	r.Header.Set("X-Forwarded-For", strings.Join(append(r.Header.Values("X-Forwarded-For"), remoteIP(r)), ", "))
+	r.Header.Set("X-Forwarded-Proto", scheme)
+	if err := envoy.Apply(r.Header, envoy.RequestMutations(rc, vh, rt, wc), vars); err != nil {
+		return err
+	}
+	addr, err := endpointOf(snap, cluster)
+	if err != nil {
+		log.Printf("%s: route %s -> %s: %v", prefix, rt.GetName(), cluster, err)
+		http.Error(w, "no healthy upstream", http.StatusServiceUnavailable)
+		return nil
+	}
+	log.Printf("%s: route %s -> %s (%s) path %s", prefix, rt.GetName(), cluster, addr, path)
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			out := pr.Out
+			out.URL.Scheme, out.URL.Host, out.URL.Path, out.URL.RawPath = "http", addr, path, ""
+			out.Host = host
+			// Rewrite starts without the forwarding headers: the ones
+			// above, as the route left them.
+			for _, name := range []string{"X-Forwarded-For", "X-Forwarded-Proto"} {
+				if v, ok := pr.In.Header[name]; ok {
+					out.Header[name] = v
+				}
+			}
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			return envoy.Apply(resp.Header, envoy.ResponseMutations(rc, vh, rt, wc), vars)
+		},
+	}
+	proxy.ServeHTTP(w, r)
+	return nil
+}
+
+// endpointOf picks an endpoint of a cluster at random: from EDS (by the
+// cluster's service name, else its name) or its own load assignment;
+// endpoints whose health is known and not HEALTHY are left out.
+func endpointOf(snap *xds.Snapshot, cluster string) (string, error) {
+	c := snap.Clusters[cluster]
+	if c == nil {
+		return "", fmt.Errorf("cluster %s not received", cluster)
+	}
+	cla := c.GetLoadAssignment()
+	if c.GetEdsClusterConfig() != nil || cla == nil {
+		name := c.GetEdsClusterConfig().GetServiceName()
+		if name == "" {
+			name = cluster
+		}
+		cla = snap.Endpoints[name]
+	}
+	var addrs []string
+	for _, le := range cla.GetEndpoints() {
+		for _, e := range le.GetLbEndpoints() {
+			if hs := e.GetHealthStatus().String(); hs != "UNKNOWN" && hs != "HEALTHY" {
+				continue
+			}
+			sa := e.GetEndpoint().GetAddress().GetSocketAddress()
+			if sa.GetAddress() != "" {
+				addrs = append(addrs, net.JoinHostPort(sa.GetAddress(), strconv.Itoa(int(sa.GetPortValue()))))
+			}
+		}
+	}
+	if len(addrs) == 0 {
+		return "", fmt.Errorf("cluster %s has no healthy endpoint", cluster)
+	}
+	slices.Sort(addrs)
+	return addrs[rand.IntN(len(addrs))], nil
+}
+
+// runXDSGateway serves the stand-in's listeners from istiod's
+// configuration until ctx ends.
+func runXDSGateway(ctx context.Context, g *xdsGateway, namespace string, refresh time.Duration, plainAddr, secureAddr string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 3)
+	go func() { errs <- g.xds.Run(ctx) }()
+	// Wait for a first configuration before listening: the readiness
+	// probe then passes once istiod has programmed the stand-in.
+	wait, stop := context.WithTimeout(ctx, 2*time.Minute)
+	if err := g.xds.WaitFor(wait, func(s *xds.Snapshot) bool { return envoy.ListenerOnPort(s.Listeners, g.httpPort) != nil }); err != nil {
+		log.Printf("xds: no listener on port %d yet (%v); listening anyway", g.httpPort, err)
+	}
+	stop()
+	go func() {
+		t := time.NewTicker(refresh)
+		defer t.Stop()
+		for {
+			g.refreshSecrets(ctx, namespace)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	plain := &http.Server{Addr: plainAddr, Handler: &xdsListener{g: g}, ReadHeaderTimeout: 10 * time.Second}
+	secure := &http.Server{Addr: secureAddr, Handler: &xdsListener{g: g, https: true}, ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: g.configForClient}}
+	go func() { errs <- run(ctx, plain, false) }()
+	go func() { errs <- run(ctx, secure, true) }()
+	first := <-errs
+	cancel()
+	return first
+}

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/portico-dev/portico/e2e/xds"
+)
+
+// xdsServer is go-control-plane's own xDS server over a snapshot cache.
+func xdsServer(t *testing.T) (string, cachev3.SnapshotCache) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cache := cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)
+	srv := grpc.NewServer()
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(srv, serverv3.NewServer(ctx, cache, nil))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String(), cache
+}
+
+func mustAny(t *testing.T, m proto.Message) *anypb.Any {
+	t.Helper()
+	a, err := anypb.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func ads() *corev3.ConfigSource {
+	return &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}}
+}
+
+func socket(host string, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}}}}
+}
+
+// hcmChain is a filter chain whose HTTP connection manager takes route
+// configuration rds from ADS.
+func hcmChain(t *testing.T, rds string) *listenerv3.FilterChain {
+	return &listenerv3.FilterChain{Filters: []*listenerv3.Filter{{Name: "envoy.filters.network.http_connection_manager",
+		ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(t, &hcmv3.HttpConnectionManager{StatPrefix: rds,
+			RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{RouteConfigName: rds, ConfigSource: ads()}}})}}}}
+}
+
+func setHeader(name, value string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: name, Value: value}, AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
+}
+
+// gatewaySnapshot is what istiod would send an ingress gateway with an
+// HTTP server on 8080 and an HTTPS server (credential orders-cert,
+// MUTUAL) on 8443 for orders.example.com, routing to backend (host:port).
+func gatewaySnapshot(t *testing.T, version, backend string) *cachev3.Snapshot {
+	t.Helper()
+	host, p, _ := net.SplitHostPort(backend)
+	port, _ := strconv.Atoi(p)
+	cluster := "outbound|8080||orders.shop.svc.cluster.local"
+	routes := []*routev3.Route{
+		{Name: "api", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/api/"}},
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{PrefixRewrite: "/v1/", ClusterSpecifier: &routev3.RouteAction_WeightedClusters{
+				WeightedClusters: &routev3.WeightedCluster{Clusters: []*routev3.WeightedCluster_ClusterWeight{
+					{Name: cluster, Weight: wrapperspb.UInt32(100), RequestHeadersToAdd: []*corev3.HeaderValueOption{setHeader("x-split", "main")}},
+					{Name: "outbound|8080||drained.shop.svc.cluster.local", Weight: wrapperspb.UInt32(0)},
+				}}}}},
+			RequestHeadersToAdd:     []*corev3.HeaderValueOption{setHeader("x-route", "api"), setHeader("x-forwarded-for", "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%")},
+			RequestHeadersToRemove:  []string{"x-debug"},
+			ResponseHeadersToAdd:    []*corev3.HeaderValueOption{setHeader("strict-transport-security", "max-age=60")},
+			ResponseHeadersToRemove: []string{"x-backend"}},
+		{Name: "gone", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: "/gone"}},
+			Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 410,
+				Body: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "gone"}}}}},
+		{Name: "old", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/old/"}},
+			Action: &routev3.Route_Redirect{Redirect: &routev3.RedirectAction{PathRewriteSpecifier: &routev3.RedirectAction_PrefixRewrite{PrefixRewrite: "/new/"}, ResponseCode: routev3.RedirectAction_FOUND}}},
+	}
+	tlsChain := hcmChain(t, "https.8443.orders")
+	tlsChain.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: []string{"orders.example.com"}}
+	tlsChain.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(t, &tlsv3.DownstreamTlsContext{
+		RequireClientCertificate: wrapperspb.Bool(true),
+		CommonTlsContext: &tlsv3.CommonTlsContext{
+			TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: "kubernetes://orders-cert"}},
+			ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+				DefaultValidationContext: &tlsv3.CertificateValidationContext{}, ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: "kubernetes://orders-cert-cacert"}}},
+		}})}}
+	snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{
+		resourcev3.ClusterType: {&clusterv3.Cluster{Name: cluster, ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+			EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{ServiceName: cluster, EdsConfig: ads()}}},
+		resourcev3.EndpointType: {&endpointv3.ClusterLoadAssignment{ClusterName: cluster, Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{
+			{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socket(host, uint32(port))}}},
+			{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socket("192.0.2.1", 9)}}, HealthStatus: corev3.HealthStatus_UNHEALTHY},
+		}}}}},
+		resourcev3.ListenerType: {
+			&listenerv3.Listener{Name: "0.0.0.0_8080", Address: socket("0.0.0.0", 8080), FilterChains: []*listenerv3.FilterChain{hcmChain(t, "http.8080")}},
+			&listenerv3.Listener{Name: "0.0.0.0_8443", Address: socket("0.0.0.0", 8443), FilterChains: []*listenerv3.FilterChain{tlsChain}},
+		},
+		resourcev3.RouteType: {
+			&routev3.RouteConfiguration{Name: "http.8080", VirtualHosts: []*routev3.VirtualHost{
+				{Name: "orders.example.com:80", Domains: []string{"orders.example.com", "orders.example.com:*"}, Routes: routes},
+				{Name: "secure.example.com:80", Domains: []string{"secure.example.com"}, RequireTls: routev3.VirtualHost_ALL},
+			}},
+			&routev3.RouteConfiguration{Name: "https.8443.orders", VirtualHosts: []*routev3.VirtualHost{
+				{Name: "orders.example.com:443", Domains: []string{"orders.example.com"}, Routes: routes[:1]},
+			}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// TestGatewayServesWhatTheControlPlaneSent: routing, rewrites, weighted
+// clusters, header mutations, direct responses, redirects, require_tls,
+// EDS endpoints and the TLS certificate and client CAs of the SDS names,
+// all from xDS.
+func TestGatewayServesWhatTheControlPlaneSent(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Backend", "orders")
+		fmt.Fprintf(w, "%s %s host=%s x-route=%s x-split=%s x-debug=%q xff=%s\n", r.Method, r.URL.Path, r.Host,
+			r.Header.Get("X-Route"), r.Header.Get("X-Split"), r.Header.Get("X-Debug"), r.Header.Get("X-Forwarded-For"))
+	}))
+	defer backend.Close()
+	addr, cache := xdsServer(t)
+	ca := newCA(t, "gateway CA")
+	certPEM, keyPEM := ca.issue(t, "orders.example.com")
+	clientCA := newCA(t, "client CA")
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "istio-system", Name: "orders-cert"}, Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "istio-system", Name: "orders-cert-cacert"}, Data: map[string][]byte{"ca.crt": clientCA.pem}},
+	).Build()
+	rt := &router{client: kube}
+	rt.limiter = &limiter{rt: rt}
+	rt.globals.Store(&[]globalFilter{})
+	node := xds.Node{Type: xds.Router, IP: "10.0.0.9", PodName: "gw-1", Namespace: "istio-system", Labels: map[string]string{"istio": "ingressgateway"}}
+	g := &xdsGateway{xds: &xds.Client{Addr: addr, Node: node, Logf: t.Logf}, rt: rt, httpPort: 8080, httpsPort: 8443}
+	g.secrets.Store(&map[string]sdsSecret{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cache.SetSnapshot(ctx, node.ID(), gatewaySnapshot(t, "1", backend.Listener.Addr().String())); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = g.xds.Run(ctx) }()
+	if err := g.xds.WaitFor(ctx, func(s *xds.Snapshot) bool { return len(s.Routes) == 2 && len(s.Endpoints) == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	g.refreshSecrets(ctx, "istio-system")
+
+	plain := httptest.NewServer(&xdsListener{g: g})
+	defer plain.Close()
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	cases := []struct {
+		name, host, path string
+		headers          map[string]string
+		status           int
+		body             string
+		header           [2]string
+	}{
+		{"routed, rewritten, mutated", "orders.example.com", "/api/x", map[string]string{"X-Debug": "1", "X-Forwarded-For": "6.6.6.6"}, 200,
+			`GET /v1/x host=orders.example.com x-route=api x-split=main x-debug="" xff=127.0.0.1`, [2]string{"Strict-Transport-Security", "max-age=60"}},
+		{"the backend's header removed", "orders.example.com:8080", "/api/y", nil, 200, "GET /v1/y", [2]string{"X-Backend", ""}},
+		{"direct response", "orders.example.com", "/gone", nil, 410, "gone", [2]string{}},
+		{"redirect", "orders.example.com", "/old/a", nil, 302, "", [2]string{"Location", "http://orders.example.com/new/a"}},
+		{"require_tls", "secure.example.com", "/a?b=1", nil, 301, "", [2]string{"Location", "https://secure.example.com/a?b=1"}},
+		{"no route", "orders.example.com", "/other", nil, 404, "", [2]string{}},
+		{"no virtual host", "other.example.com", "/api/x", nil, 404, "", [2]string{}},
+	}
+	for _, c := range cases {
+		req, _ := http.NewRequest(http.MethodGet, plain.URL+c.path, nil)
+		req.Host = c.host
+		for k, v := range c.headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || !strings.Contains(string(body), c.body) || c.header[0] != "" && resp.Header.Get(c.header[0]) != c.header[1] {
+			t.Errorf("%s: %d %q %s=%q; want %d %q %q", c.name, resp.StatusCode, body, c.header[0], resp.Header.Get(c.header[0]), c.status, c.body, c.header[1])
+		}
+	}
+
+	secure := httptest.NewUnstartedServer(&xdsListener{g: g, https: true})
+	secure.TLS = &tls.Config{GetConfigForClient: g.configForClient}
+	secure.StartTLS()
+	defer secure.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	clientCert, clientKey := clientCA.issue(t, "")
+	pair, _ := tls.X509KeyPair(clientCert, clientKey)
+	get := func(certs ...tls.Certificate) (string, error) {
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "orders.example.com", Certificates: certs}}}
+		req, _ := http.NewRequest(http.MethodGet, secure.URL+"/api/z", nil)
+		req.Host = "orders.example.com"
+		resp, err := c.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Sprintf("%d %s", resp.StatusCode, b), nil
+	}
+	if got, err := get(pair); err != nil || !strings.HasPrefix(got, "200 GET /v1/z") {
+		t.Errorf("https with a client certificate: %q, %v", got, err)
+	}
+	if got, err := get(); err == nil {
+		t.Errorf("https without a client certificate was answered: %q", got)
+	}
+}

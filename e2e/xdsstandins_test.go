@@ -1,0 +1,66 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// gatewayXDSEnv switches the gateway stand-ins from reading Gateways and
+// VirtualServices themselves to taking their listeners, routes and
+// endpoints from istiod over xDS (e2e-agent gateway --xds): "istiod" for
+// the node e2e's istiod (istiodXDSAddress), or an xDS address host:port
+// as the pods reach it. Unset, the stand-ins interpret the objects as
+// before.
+const gatewayXDSEnv = "E2E_GATEWAY_XDS"
+
+// gatewayXDSAddress is the xDS address the gateway stand-ins take their
+// configuration from, "" when they interpret the objects themselves.
+func gatewayXDSAddress() string {
+	if v := os.Getenv(gatewayXDSEnv); v != "istiod" {
+		return v
+	}
+	return istiodXDSAddress()
+}
+
+// gatewayStandInArgs are the arguments of a gateway stand-in serving the
+// Gateways (namespace/name): with an xDS address, the stand-in is the
+// gateway's Envoy to istiod and serves istiod's listener on httpPort (the
+// port istiod gives the Gateway's HTTP server: the gateway Service's
+// target port, or the server's own port when no Service selects the
+// pods) on its --listen, and presents its pods' labels (istiod selects
+// Gateways, policies and EnvoyFilters by them); without, it reads the
+// Gateways.
+func gatewayStandInArgs(xdsAddr string, httpPort int, labels map[string]string, gateways ...string) []string {
+	if xdsAddr != "" {
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
+			kv = append(kv, k+"="+labels[k])
+		}
+		return []string{"--xds", xdsAddr, "--xds-http-port", strconv.Itoa(httpPort), "--workload-labels", strings.Join(kv, ",")}
+	}
+	var args []string
+	for _, g := range gateways {
+		args = append(args, "--gateway", g)
+	}
+	return args
+}
+
+// withProxyIdentity gives a stand-in's container its pod's identity from
+// the downward API (POD_IP, POD_NAME, POD_NAMESPACE, SERVICE_ACCOUNT):
+// the node id and metadata istiod places a proxy by.
+func withProxyIdentity(d *appsv1.Deployment) *appsv1.Deployment {
+	c := &d.Spec.Template.Spec.Containers[0]
+	for name, path := range map[string]string{"POD_IP": "status.podIP", "POD_NAME": "metadata.name",
+		"POD_NAMESPACE": "metadata.namespace", "SERVICE_ACCOUNT": "spec.serviceAccountName"} {
+		c.Env = append(c.Env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}})
+	}
+	return d
+}
