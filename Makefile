@@ -122,8 +122,9 @@ check-clean: ## Fail if go.mod/go.sum of a module in MODULE_DIRS are not tidy, o
 ##@ Build
 
 .PHONY: build
-build: ## Build the operator and every controller binary into ./bin.
+build: ## Build the operator, every controller binary and the kubectl-portico plugin into ./bin.
 	go build -ldflags '$(GO_LDFLAGS)' -o $(LOCALBIN)/portico-operator ./operator
+	go build -ldflags '$(GO_LDFLAGS)' -o $(LOCALBIN)/kubectl-portico ./kubectl-portico
 	@for c in $(CONTROLLERS); do \
 		if [ -f controllers/$$c/main.go ]; then \
 			$(COMPONENT_NAMES); \

@@ -494,7 +494,7 @@ func defaultGatewaySpecs() {
 		Eventually(func(g Gomega) {
 			st := defaultGatewayStatus(g)
 			g.Expect(st.State).To(Equal(operatorv1alpha1.GatewayDisabled), "%s: %s", st.Reason, st.Message)
-			g.Expect(st.Reason).To(Equal(operatorv1alpha1.ReasonGatewayNotConfigured))
+			g.Expect(st.Reason).To(Equal(operatorv1alpha1.ReasonNotConfigured))
 		}, timeout, interval).Should(Succeed())
 		gatewayReport("disabled while in use: Warning %s after setting enabled: false; everything removed and Disabled %s after deleting the last APIRule",
 			warned.Round(100*time.Millisecond), time.Since(started).Round(100*time.Millisecond))

@@ -299,6 +299,9 @@ func requestTrusting(ctx context.Context, caConfigMap string, requests map[strin
 		}()
 	}
 	wg.Wait()
+	for _, args := range requests {
+		expectExplained(ctx, args)
+	}
 	return answers
 }
 

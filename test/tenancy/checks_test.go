@@ -16,6 +16,7 @@ import (
 	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/internal/explain"
 	"github.com/portico-dev/portico/test/tenancy/judge"
 )
 
@@ -143,6 +144,17 @@ func route(g Gomega, gateway, host, path string) *judge.Routed {
 	g.Expect(admin.List(context.Background(), &vss)).To(Succeed())
 	r, err := judge.Route(vss.Items, gateway, host, path, "GET")
 	g.Expect(err).NotTo(HaveOccurred())
+	// `portico explain` takes the same route (issue 47): every routing
+	// check of the suite is a check of the tool too.
+	w, err := explain.Read(context.Background(), admin, "default", gateway, edge)
+	g.Expect(err).NotTo(HaveOccurred())
+	e, err := explain.Explain(w, explain.Query{Host: host, Path: path, Method: "GET"})
+	g.Expect(err).NotTo(HaveOccurred())
+	if r == nil {
+		g.Expect(e.Outcome).To(Equal(explain.Outcome404), "explain routes what the judge does not: %+v", e)
+	} else {
+		g.Expect([]string{e.VirtualService, e.Route}).To(Equal([]string{r.VirtualService, r.Route}), "explain: %+v", e)
+	}
 	return r
 }
 

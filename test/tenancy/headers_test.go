@@ -16,6 +16,7 @@ import (
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/internal/explain"
 	"github.com/portico-dev/portico/test/tenancy/judge"
 )
 
@@ -67,12 +68,16 @@ func trustOneProxy(t *testing.T) {
 // verdict. It returns false for a request no route takes.
 func throughEdge(g Gomega, host, path string, w judge.Workload, a judge.Arrival) bool {
 	r := route(g, publicGateway, host, path)
+	e := explained(g, host, path, a)
 	if r == nil {
+		agree(g, r, w, judge.Verdict{}, e)
 		return false
 	}
 	f, err := edge.Forward(r, a)
 	g.Expect(err).NotTo(HaveOccurred())
-	return decide(g, f.At(w, host, path, "GET")).Allowed()
+	v := decide(g, f.At(w, host, path, "GET"))
+	agree(g, r, w, v, e)
+	return v.Allowed()
 }
 
 func withClients(rule gatewayv1alpha1.Rule, allow, deny []gatewayv1alpha1.AddressBlock) gatewayv1alpha1.Rule {
@@ -224,4 +229,33 @@ func TestHeaderChangesKeepIdentity(t *testing.T) {
 		g.Expect(theirs).NotTo(BeNil())
 		g.Expect(theirs.Respond(backendAnswer)).To(Equal(backendAnswer), "team-a's responses are untouched")
 	})
+}
+
+// explained is what `portico explain` says of a request arriving at the
+// edge, over every stored object (the cluster administrator's view, read
+// as the tool reads it: explain.Read).
+func explained(g Gomega, host, path string, a judge.Arrival) explain.Explanation {
+	w, err := explain.Read(context.Background(), admin, "default", publicGateway, edge)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(w.Hidden).To(BeEmpty(), "the administrator reads everything")
+	w.Policies.RootNamespace = rootNamespace
+	e, err := explain.Explain(w, explain.Query{Host: host, Path: path, Method: "GET", Headers: a.Headers, Peer: a.Peer})
+	g.Expect(err).NotTo(HaveOccurred())
+	return e
+}
+
+// agree checks that `portico explain` and the judge decide a request alike
+// (issue 47): no route is a 404, else the judge's decision, whenever the
+// route's one backend is the workload the judge was asked about.
+func agree(g Gomega, r *judge.Routed, w judge.Workload, v judge.Verdict, e explain.Explanation) {
+	if r == nil {
+		g.Expect(e.Outcome).To(Equal(explain.Outcome404), "explain: %+v", e)
+		return
+	}
+	if len(r.Destinations) != 1 || r.Destinations[0].Namespace != w.Namespace || r.Destinations[0].Service != w.Labels["app"] {
+		return
+	}
+	want := map[judge.Decision]explain.Outcome{judge.Allowed: explain.OutcomeRouted, judge.Unauthenticated: explain.Outcome401, judge.Forbidden: explain.Outcome403}[v.Decision]
+	g.Expect(e.Outcome).To(Equal(want), "explain: %+v; judge: %s", e, v)
+	g.Expect(e.Reason).To(Equal(v.Reason))
 }

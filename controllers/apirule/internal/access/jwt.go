@@ -8,6 +8,7 @@ import (
 	securityv1beta1 "istio.io/api/security/v1beta1"
 
 	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/internal/tokencheck"
 )
 
 // Issuer is one issuer a rule trusts: its key set and the places its
@@ -83,6 +84,18 @@ func (c Alternative) String() string {
 		parts = append(parts, "scopes "+strings.Join(c.Scopes, ","))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// TokenRequirement is what a token must satisfy for this access, in the
+// form `portico explain` checks a token's claims with (tokencheck.Check).
+func (a JWT) TokenRequirement() tokencheck.Requirement {
+	req := tokencheck.Requirement{Issuers: a.IssuerNames()}
+	for _, alt := range a.Alternatives {
+		req.Alternatives = append(req.Alternatives, tokencheck.Alternative{
+			Scopes: slices.Clone(alt.Scopes), Audiences: slices.Clone(alt.Audiences),
+		})
+	}
+	return req
 }
 
 // IssuerNames lists the issuers, sorted.

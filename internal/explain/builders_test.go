@@ -1,4 +1,4 @@
-package judge
+package explain
 
 import (
 	securityv1beta1 "istio.io/api/security/v1beta1"

@@ -1,7 +1,8 @@
-package judge
+package explain
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -27,6 +28,9 @@ type Routed struct {
 	// VirtualService is the namespace/name holding the route.
 	VirtualService string
 	Route          string
+	// Passed are the routes of the same host the gateway tried first, in
+	// its order, each with the condition that did not hold.
+	Passed []Passed
 	// Path is the path the destinations receive: the request's, or what
 	// the route's rewrite made of it.
 	Path string
@@ -42,6 +46,15 @@ type Routed struct {
 	ResponseSet           map[string]string
 	ResponseAdd           map[string]string
 	RemovedResponse       []string
+}
+
+// Passed is a route the gateway tried before the one it took.
+type Passed struct {
+	VirtualService string `json:"virtualService"`
+	Route          string `json:"route"`
+	// Why is the first of the route's conditions the request fails, one
+	// per match of the route ("path ...; method ...").
+	Why string `json:"why"`
 }
 
 // Route finds the route Istio's gateway ("namespace/name") takes for a
@@ -85,19 +98,23 @@ func RouteProbe(vss []*networkingv1.VirtualService, gateway string, p Probe) (*R
 		}
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
+	var passed []Passed
 	for _, vs := range merged {
 		for _, route := range vs.Spec.Http {
-			ok, err := routeMatches(route, gateway, vs.Namespace, p)
+			why, err := routeMismatch(route, gateway, vs.Namespace, p)
 			if err != nil {
 				return nil, fmt.Errorf("VirtualService %s/%s route %q: %w", vs.Namespace, vs.Name, route.Name, err)
 			}
-			if ok {
-				out := routed(vs, route)
-				if out.Path, err = rewritten(route, gateway, vs.Namespace, p); err != nil {
-					return nil, fmt.Errorf("VirtualService %s/%s route %q: %w", vs.Namespace, vs.Name, route.Name, err)
-				}
-				return out, nil
+			if why != "" {
+				passed = append(passed, Passed{VirtualService: vs.Namespace + "/" + vs.Name, Route: route.Name, Why: why})
+				continue
 			}
+			out := routed(vs, route)
+			out.Passed = passed
+			if out.Path, err = rewritten(route, gateway, vs.Namespace, p); err != nil {
+				return nil, fmt.Errorf("VirtualService %s/%s route %q: %w", vs.Namespace, vs.Name, route.Name, err)
+			}
+			return out, nil
 		}
 	}
 	return nil, nil
@@ -137,56 +154,85 @@ func virtualHost(vss []*networkingv1.VirtualService, host string) string {
 	return best
 }
 
-func routeMatches(route *networkingv1alpha3.HTTPRoute, gateway, vsNamespace string, p Probe) (bool, error) {
+// routeMismatch is why a route does not take the request ("" if it does):
+// the reason each of its matches fails, joined.
+func routeMismatch(route *networkingv1alpha3.HTTPRoute, gateway, vsNamespace string, p Probe) (string, error) {
 	if route.Delegate != nil {
-		return false, fmt.Errorf("delegated routes are not modelled")
+		return "", fmt.Errorf("delegated routes are not modelled")
 	}
-	if len(route.Match) == 0 {
-		return true, nil
+	whys := make([]string, 0, len(route.Match))
+	for _, m := range route.Match {
+		why, err := requestMismatch(m, gateway, vsNamespace, p)
+		if err != nil || why == "" {
+			return "", err
+		}
+		whys = append(whys, why)
 	}
-	return anyOf(route.Match, func(m *networkingv1alpha3.HTTPMatchRequest) (bool, error) {
-		return requestMatches(m, gateway, vsNamespace, p)
-	})
+	return strings.Join(whys, "; or "), nil
 }
 
-// requestMatches ANDs the conditions of one match.
-func requestMatches(m *networkingv1alpha3.HTTPMatchRequest, gateway, vsNamespace string, p Probe) (bool, error) {
+// requestMismatch is the first condition of one match (they are ANDed)
+// the request fails, "" when it meets them all.
+func requestMismatch(m *networkingv1alpha3.HTTPMatchRequest, gateway, vsNamespace string, p Probe) (string, error) {
 	if m.Scheme != nil || m.Port != 0 || len(m.SourceLabels) > 0 || m.SourceNamespace != "" {
-		return false, fmt.Errorf("match %q uses conditions that are not modelled", m.Name)
+		return "", fmt.Errorf("match %q uses conditions that are not modelled", m.Name)
 	}
 	if p.headersUnknown && (len(m.Headers) > 0 || len(m.WithoutHeaders) > 0 || len(m.QueryParams) > 0) {
-		return false, fmt.Errorf("match %q matches headers or query parameters, which are not modelled without a probe (RouteProbe)", m.Name)
+		return "", fmt.Errorf("match %q matches headers or query parameters, which are not modelled without a probe (RouteProbe)", m.Name)
 	}
 	if len(m.Gateways) > 0 && !slices.ContainsFunc(m.Gateways, func(g string) bool { return bindsTo(g, vsNamespace, gateway) }) {
-		return false, nil
+		return "the match is for other gateways", nil
 	}
 	path := p.Path
 	if m.IgnoreUriCase {
 		path = strings.ToLower(path)
 	}
 	for _, c := range []struct {
+		what  string
 		match *networkingv1alpha3.StringMatch
 		value string
-	}{{m.Uri, path}, {m.Method, p.Method}, {m.Authority, p.Host}} {
+	}{{"path", m.Uri, path}, {"method", m.Method, p.Method}, {"authority", m.Authority, p.Host}} {
 		ok, err := stringMatches(c.match, c.value)
 		if err != nil || !ok {
-			return false, err
+			return fmt.Sprintf("%s %q does not match %s", c.what, c.value, describe(c.match)), err
 		}
 	}
 	for _, c := range []struct {
+		what    string
 		matches map[string]*networkingv1alpha3.StringMatch
 		value   func(string) (string, bool)
 		without bool
-	}{{m.Headers, p.header, false}, {m.WithoutHeaders, p.header, true}, {m.QueryParams, p.param, false}} {
-		for name, sm := range c.matches {
+	}{{"header", m.Headers, p.header, false}, {"header", m.WithoutHeaders, p.header, true}, {"query parameter", m.QueryParams, p.param, false}} {
+		for _, name := range slices.Sorted(maps.Keys(c.matches)) {
+			sm := c.matches[name]
 			value, present := c.value(name)
 			ok, err := presentAndMatches(sm, value, present)
-			if err != nil || ok == c.without {
-				return false, err
+			switch {
+			case err != nil:
+				return "", err
+			case ok && c.without:
+				return fmt.Sprintf("%s %s is present and matches %s, which the route excludes", c.what, name, describe(sm)), nil
+			case !ok && !c.without && !present:
+				return fmt.Sprintf("%s %s is absent", c.what, name), nil
+			case !ok && !c.without:
+				return fmt.Sprintf("%s %s %q does not match %s", c.what, name, value, describe(sm)), nil
 			}
 		}
 	}
-	return true, nil
+	return "", nil
+}
+
+// describe says a StringMatch as a reason quotes it.
+func describe(m *networkingv1alpha3.StringMatch) string {
+	switch t := m.GetMatchType().(type) {
+	case *networkingv1alpha3.StringMatch_Exact:
+		return fmt.Sprintf("exactly %q", t.Exact)
+	case *networkingv1alpha3.StringMatch_Prefix:
+		return fmt.Sprintf("prefix %q", t.Prefix)
+	case *networkingv1alpha3.StringMatch_Regex:
+		return fmt.Sprintf("regex %q", t.Regex)
+	}
+	return "anything"
 }
 
 // presentAndMatches applies a header or query parameter match: an empty
@@ -306,7 +352,7 @@ func rewritten(route *networkingv1alpha3.HTTPRoute, gateway, vsNamespace string,
 		return path, nil
 	}
 	for _, m := range route.Match {
-		if ok, err := requestMatches(m, gateway, vsNamespace, p); err != nil || !ok {
+		if why, err := requestMismatch(m, gateway, vsNamespace, p); err != nil || why != "" {
 			continue
 		}
 		if prefix, isPrefix := m.GetUri().GetMatchType().(*networkingv1alpha3.StringMatch_Prefix); isPrefix {

@@ -1,4 +1,4 @@
-// Package judge decides, from the Istio objects actually stored in a
+// Package explain decides, from the Istio objects actually stored in a
 // cluster, what Istio would do with a request: whether the
 // AuthorizationPolicies and RequestAuthentications that apply to a workload
 // let it reach the pod (Judge), and where the VirtualServices bound to a
@@ -17,6 +17,8 @@
 // reads tokens (its headers and query parameters, else Istio's defaults). Anything it cannot model faithfully (path templates,
 // unknown condition keys, delegated routes, …) is an error, never a guess.
 //
-// It is a pure package for the tenant-attack suite: it reads no cluster and
-// must not be imported by production code.
-package judge
+// It is a pure package: it reads no cluster. The tenant-attack suite
+// (test/tenancy/judge, a thin wrapper) and Explain, which puts routing and
+// access together into steps and a verdict for `portico explain`, share it,
+// so the tool and the tests cannot disagree.
+package explain
