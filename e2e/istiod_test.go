@@ -511,9 +511,21 @@ func istioGatewayAPISpecs(sample *gatewayv1alpha1.APIRule) {
 		gw := &gatewayapiv1.Gateway{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: istiodNamespace, Name: istioGatewayName}, gw)).To(Succeed())
 		Expect(apimeta.IsStatusConditionTrue(gw.Status.Conditions, string(gatewayapiv1.GatewayConditionAccepted))).To(BeTrue(), "istiod accepted the Gateway")
-		istiodReport("APIRule %s: Applied from istiod's route status %s after it was created (Gateway %s/%s Programmed: %v)",
+		By("finding that istiod wrote only the status of Portico's HTTPRoute, never its spec")
+		route := &gatewayapiv1.HTTPRoute{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(orders), route)).To(Succeed())
+		statusWriters := []string{}
+		for _, f := range route.ManagedFields {
+			if f.Subresource == "status" {
+				statusWriters = append(statusWriters, f.Manager)
+				continue
+			}
+			Expect(f.Manager).To(Equal("apirule-controller"), "only Portico writes the HTTPRoute itself")
+		}
+		Expect(statusWriters).NotTo(BeEmpty(), "istiod wrote the route's status")
+		istiodReport("APIRule %s: Applied from istiod's route status %s after it was created (Gateway %s/%s Programmed: %v; status written by %v)",
 			client.ObjectKeyFromObject(orders), time.Since(started).Round(100*time.Millisecond), istiodNamespace, istioGatewayName,
-			apimeta.IsStatusConditionTrue(gw.Status.Conditions, string(gatewayapiv1.GatewayConditionProgrammed)))
+			apimeta.IsStatusConditionTrue(gw.Status.Conditions, string(gatewayapiv1.GatewayConditionProgrammed)), statusWriters)
 	})
 
 	It("is RouteNotAccepted with istiod's reason when istiod does not accept the route", func(ctx SpecContext) {
