@@ -45,7 +45,7 @@ func (e Explanation) explainGatewayAPI(w World, q Query, headers map[string]stri
 	}
 	route := taking.at.route
 	e.HTTPRoute, e.Route = taking.key(), taking.ruleName()
-	e.step("route", fmt.Sprintf("rule %s of HTTPRoute %s takes %s %s%s (match: %s)", e.Route, e.HTTPRoute, q.Method, q.Host, q.Path, describeMatch(taking.match)),
+	e.step("route", fmt.Sprintf("rule %q of HTTPRoute %s takes %s %s%s (match: %s)", e.Route, e.HTTPRoute, q.Method, q.Host, q.Path, describeMatch(taking.match)),
 		"HTTPRoute "+e.HTTPRoute)
 	behind, objects, apiRule := ruleBehindOwner(w, "HTTPRoute", e.HTTPRoute, route, e.Route, gatewayv1alpha1.HTTPRouteRuleName)
 	if behind != "" {
@@ -175,7 +175,7 @@ func (e *Explanation) passedRules(w World, passed []passedRule) {
 			e.step("passed", fmt.Sprintf("and %d more matches of higher precedence", len(passed)-maxPassed))
 			return
 		}
-		finding := fmt.Sprintf("rule %s of HTTPRoute %s not taken: %s", p.c.ruleName(), p.c.key(), p.why)
+		finding := fmt.Sprintf("rule %q of HTTPRoute %s not taken: %s", p.c.ruleName(), p.c.key(), p.why)
 		behind, objects, _ := ruleBehindOwner(w, "HTTPRoute", p.c.key(), p.c.at.route, p.c.ruleName(), gatewayv1alpha1.HTTPRouteRuleName)
 		if behind != "" {
 			finding += " (" + behind + ")"

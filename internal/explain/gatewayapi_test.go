@@ -145,7 +145,7 @@ func TestExplainHTTPRouteMode(t *testing.T) {
 		{"an exact path is routed to its rule", gatewayAPIWorld(ledgerRoute()), Query{Host: "ledger.a.example", Path: "/health", Method: "GET"},
 			OutcomeRouted, "health", "listener http of Gateway edge/web: port 80, HTTP, hostname *", ""},
 		{"a prefix covers whole path elements (the ledger's policies refuse it)", gatewayAPIWorld(ledgerRoute()), Query{Host: "ledger.a.example", Path: "/orders/7", Method: "GET"},
-			Outcome403, "orders", `rule health of HTTPRoute team-a/ledger not taken: path "/orders/7" is not exactly "/health"`, ""},
+			Outcome403, "orders", `rule "health" of HTTPRoute team-a/ledger not taken: path "/orders/7" is not exactly "/health"`, ""},
 		{"and not a longer element", gatewayAPIWorld(ledgerRoute()), Query{Host: "ledger.a.example", Path: "/ordersx", Method: "GET"},
 			Outcome404, "", `path "/ordersx" is not under prefix "/orders"`, "no route of the gateway"},
 		{"a method the exact match does not name", gatewayAPIWorld(ledgerRoute()), Query{Host: "ledger.a.example", Path: "/health", Method: "DELETE"},
