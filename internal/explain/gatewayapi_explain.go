@@ -117,7 +117,7 @@ func (e *Explanation) attachedRoutes(w World, gw *gwapiv1.Gateway, l *gwapiv1.Li
 		key := r.Namespace + "/" + r.Name
 		switch {
 		case why != "" && coversHost(r, host):
-			e.step("passed", fmt.Sprintf("HTTPRoute %s not attached to listener %s: %s", key, l.Name, why), "HTTPRoute "+key)
+			e.step("passed", fmt.Sprintf("HTTPRoute %s not attached to listener %s: %s%s", key, l.Name, why, implementationSays(r, gw)), "HTTPRoute "+key)
 		case why != "":
 		case at.accepted == string(metav1.ConditionFalse):
 			e.step("passed", fmt.Sprintf("HTTPRoute %s is not accepted by its implementation, which does not serve it: %s", key, at.why), "HTTPRoute "+key)
@@ -135,6 +135,28 @@ func (e *Explanation) attachedRoutes(w World, gw *gwapiv1.Gateway, l *gwapiv1.Li
 		}
 	}
 	return kept, nil
+}
+
+// implementationSays is what the route's implementation reported for its
+// parentRefs naming the Gateway gw, for a route this model does not attach.
+func implementationSays(r *gwapiv1.HTTPRoute, gw *gwapiv1.Gateway) string {
+	var says []string
+	for _, ref := range r.Spec.ParentRefs {
+		ns := r.Namespace
+		if ref.Namespace != nil {
+			ns = string(*ref.Namespace)
+		}
+		if string(ref.Name) != gw.Name || ns != gw.Namespace {
+			continue
+		}
+		if accepted, why, _ := parentStatus(r, ref); accepted != "" {
+			says = append(says, "Accepted "+accepted+", "+why)
+		}
+	}
+	if len(says) == 0 {
+		return ""
+	}
+	return "; its implementation says: " + strings.Join(says, "; ")
 }
 
 func coversHost(r *gwapiv1.HTTPRoute, host string) bool {
