@@ -126,8 +126,9 @@ func refersTo(p gwapiv1.ParentReference, ns string, gw *gwapiv1.Gateway, l *gwap
 	if p.Namespace != nil {
 		namespace = string(*p.Namespace)
 	}
+	unseen := l.Name == "" // unseenGateway's listener
 	return group == gwapiv1.GroupName && kind == "Gateway" && namespace == gw.Namespace && string(p.Name) == gw.Name &&
-		(p.SectionName == nil || *p.SectionName == l.Name) && (p.Port == nil || *p.Port == l.Port)
+		(p.SectionName == nil || *p.SectionName == l.Name || unseen) && (p.Port == nil || *p.Port == l.Port || unseen)
 }
 
 // allowedBy is why listener l of a Gateway of namespace gwNamespace does

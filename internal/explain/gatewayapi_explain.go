@@ -14,19 +14,23 @@ import (
 // Gateway API Gateway.
 func (e Explanation) explainGatewayAPI(w World, q Query, headers map[string]string) (Explanation, error) {
 	gw := findAPIGateway(w.APIGateways, w.Gateway)
+	var listener *gwapiv1.Listener
 	if gw == nil {
-		e.Outcome, e.Reason = OutcomeUnknown, fmt.Sprintf("Gateway %s (Gateway API) is not visible to you, or not in the cluster", w.Gateway)
-		e.step("listener", e.Reason)
-		return e, nil
+		// A tenant may not read the administrator's Gateway: its own routes
+		// naming it are taken as attached, and that is said.
+		e.step("listener", fmt.Sprintf("Gateway %s (Gateway API) is not visible to you (or not in the cluster): its listeners are not checked, "+
+			"and the routes you may read that name it are taken as attached", w.Gateway))
+		gw, listener = unseenGateway(w.Gateway)
+	} else {
+		var taken Taken
+		listener, taken = gatewayAPIListener(gw, q.Host, q.arriving())
+		e.step("listener", taken.Finding, "Gateway "+w.Gateway)
+		if taken.Outcome != "" {
+			e.Outcome, e.Reason = taken.Outcome, taken.Reason
+			return e, nil
+		}
+		e.Listener = w.Gateway + "/" + string(listener.Name)
 	}
-	listener, taken := gatewayAPIListener(gw, q.Host, q.arriving())
-	e.step("listener", taken.Finding, "Gateway "+w.Gateway)
-	if taken.Outcome != "" {
-		e.Outcome, e.Reason = taken.Outcome, taken.Reason
-		e.Listener = ""
-		return e, nil
-	}
-	e.Listener = w.Gateway + "/" + string(listener.Name)
 	attached, err := e.attachedRoutes(w, gw, listener, q.Host)
 	if err != nil {
 		return Explanation{}, err
@@ -219,6 +223,17 @@ func describeMatch(m gwapiv1.HTTPRouteMatch) string {
 		parts = append(parts, fmt.Sprintf("query parameter %s %q", q.Name, q.Value))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// unseenGateway stands for a Gateway the caller may not read: a listener
+// without name or port, for every host and namespace, which every
+// parentRef naming the Gateway attaches to.
+func unseenGateway(key string) (*gwapiv1.Gateway, *gwapiv1.Listener) {
+	ns, name, _ := strings.Cut(key, "/")
+	all := gwapiv1.NamespacesFromAll
+	gw := &gwapiv1.Gateway{}
+	gw.Namespace, gw.Name = ns, name
+	return gw, &gwapiv1.Listener{AllowedRoutes: &gwapiv1.AllowedRoutes{Namespaces: &gwapiv1.RouteNamespaces{From: &all}}}
 }
 
 func findAPIGateway(gws []*gwapiv1.Gateway, key string) *gwapiv1.Gateway {

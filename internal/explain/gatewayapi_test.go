@@ -171,6 +171,11 @@ func TestExplainHTTPRouteMode(t *testing.T) {
 			"(allowedRoutes from Same); its implementation says: Accepted False, NotAllowedByListeners", ""},
 		{"a route on a section is not on the other listeners", gatewayAPIWorld(ledgerRoute(onSection("internal"))),
 			Query{Host: "ledger.a.example", Path: "/health", Method: "GET"}, Outcome404, "", "no parentRef names the Gateway and this listener", ""},
+		{"a caller who may not read the Gateway: its routes naming it are taken as attached", func() World {
+			w := gatewayAPIWorld(ledgerRoute(onSection("internal")))
+			w.APIGateways = nil
+			return w
+		}(), Query{Host: "ledger.a.example", Path: "/health", Method: "GET"}, OutcomeRouted, "health", "its listeners are not checked", ""},
 		{"a port no listener takes", gatewayAPIWorld(ledgerRoute()), Query{Host: "ledger.a.example", Path: "/health", Method: "GET", Port: 9090},
 			OutcomeRefused, "", "no HTTP listener of Gateway edge/web on port 9090", "connection is refused"},
 		{"a TLS host no listener covers", gatewayAPIWorld(ledgerRoute()), Query{Host: "ledger.a.example", Path: "/health", Method: "GET", TLS: true},

@@ -26,6 +26,19 @@ func explainedAs(g Gomega, as client.Reader, namespace, host, path string) (expl
 	return e, string(out)
 }
 
+// explainedOnShared is what `portico explain` tells a caller of a request
+// in HTTPRoute mode on the shared Gateway API Gateway (`--parent`).
+func explainedOnShared(g Gomega, as client.Reader, namespace, host, path string) (explain.Explanation, string) {
+	w, err := explain.ReadMode(context.Background(), as, namespace, rootNamespace+"/"+sharedGatewayAPIGateway, true, edge)
+	g.Expect(err).NotTo(HaveOccurred())
+	w.Policies.RootNamespace = rootNamespace
+	e, err := explain.Explain(w, explain.Query{Host: host, Path: path, Method: "GET"})
+	g.Expect(err).NotTo(HaveOccurred())
+	out, err := json.Marshal(e)
+	g.Expect(err).NotTo(HaveOccurred())
+	return e, string(out)
+}
+
 // Class 5 (information disclosure) through the tool (issue 47): team-a,
 // whose claim on team-b's host was refused, asks `portico explain` about
 // that host with its own RBAC (edit in team-a). It learns that another
