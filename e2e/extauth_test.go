@@ -696,6 +696,7 @@ func apiKeyStory(ctx context.Context, keys map[string]apiKey) {
 		requests++
 		status, body, err := send(ns, own.client, own.secret, map[string]string{"X-Auth-Request-User": other.client})
 		Expect(err).NotTo(HaveOccurred())
+		compareAuthorized(ctx, "API keys", "http://"+ns+".keys.example.com/orders", map[string]string{"X-Echo-Headers": "1", "X-Auth-Request-User": other.client}, status)
 		Expect(status).To(Equal(http.StatusOK), body)
 		Expect(echoedHeader(body, "X-Auth-Request-User")).To(Equal(own.client))
 		reportTo(keysReport, "attack: %s's own key with X-Auth-Request-User forged as %s: the backend saw %q", ns, other.client, echoedHeader(body, "X-Auth-Request-User"))
