@@ -106,7 +106,9 @@ func istioServer(gw *networkingv1.Gateway, host string, a Arriving, clientCAs ma
 	switch {
 	case !a.TLS && tls.GetHttpsRedirect():
 		t.Outcome, t.Reason = OutcomeRouted, fmt.Sprintf("the gateway answers itself: 301 to https://%s (server %s redirects HTTP to HTTPS)", host, serverName(best))
-	case a.TLS && tls.GetMode() == networkingv1alpha3.ServerTLSSettings_MUTUAL:
+	case a.TLS && (tls.GetMode() == networkingv1alpha3.ServerTLSSettings_MUTUAL ||
+		tls.GetMode() == networkingv1alpha3.ServerTLSSettings_OPTIONAL_MUTUAL && len(a.ClientCert) > 0):
+		// OPTIONAL_MUTUAL asks for a certificate and checks one presented.
 		t.Outcome, t.Reason = clientCertificate(tls, a.ClientCert, clientCAs)
 		if t.Outcome == OutcomeRouted {
 			t.Finding += "; " + t.Reason
@@ -184,6 +186,8 @@ func tlsSays(tls *networkingv1alpha3.ServerTLSSettings) string {
 		return ", redirects HTTP to HTTPS"
 	case tls.GetMode() == networkingv1alpha3.ServerTLSSettings_MUTUAL:
 		return fmt.Sprintf(", TLS %s with credential %s, client certificates of %s required", tls.GetMode(), tls.GetCredentialName(), caName(tls))
+	case tls.GetMode() == networkingv1alpha3.ServerTLSSettings_OPTIONAL_MUTUAL:
+		return fmt.Sprintf(", TLS %s with credential %s, client certificates of %s checked when presented", tls.GetMode(), tls.GetCredentialName(), caName(tls))
 	}
 	return fmt.Sprintf(", TLS %s with credential %s", tls.GetMode(), tls.GetCredentialName())
 }

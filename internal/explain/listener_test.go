@@ -68,6 +68,14 @@ func publicGateway() *networkingv1.Gateway {
 	}}
 }
 
+// optional makes the HTTPS server of the world's Gateway OPTIONAL_MUTUAL.
+func optional(w World) World {
+	gw := w.IstioGateways[0].DeepCopy()
+	gw.Spec.Servers[2].Tls.Mode = networkingv1alpha3.ServerTLSSettings_OPTIONAL_MUTUAL
+	w.IstioGateways = []*networkingv1.Gateway{gw}
+	return w
+}
+
 func TestTheListenerStep(t *testing.T) {
 	clients, others := newAuthority(t, "clients"), newAuthority(t, "others")
 	world := func(visible bool) World {
@@ -100,6 +108,10 @@ func TestTheListenerStep(t *testing.T) {
 			"", "the client certificate is not one of client-ca"},
 		{"HTTPS with a certificate of the client CA", world(true), Query{Host: "ledger.a.example", Path: "/health", TLS: true, ClientCert: clients.client(t)}, OutcomeRouted,
 			"the client certificate is signed by a CA of client-ca", ""},
+		{"OPTIONAL_MUTUAL without a certificate", optional(world(true)), Query{Host: "ledger.a.example", Path: "/health", TLS: true}, OutcomeRouted,
+			"checked when presented", ""},
+		{"OPTIONAL_MUTUAL with a certificate of another CA", optional(world(true)), Query{Host: "ledger.a.example", Path: "/health", TLS: true, ClientCert: others.client(t)}, OutcomeRefused,
+			"", "the client certificate is not one of client-ca"},
 		{"a TLS host no server covers", world(true), Query{Host: "shop.b.example", Path: "/", TLS: true}, OutcomeRefused, "", "the TLS handshake fails"},
 		{"a server's namespace-scoped hosts admit that namespace's VirtualServices only", world(true),
 			Query{Host: "squat.a.example", Path: "/", TLS: true, ClientCert: clients.client(t)}, Outcome404, "", "no route of the gateway"},

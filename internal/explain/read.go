@@ -153,7 +153,7 @@ func readIstioGateways(ctx context.Context, c client.Reader, namespace string, w
 			continue
 		}
 		for _, s := range gw.Spec.Servers {
-			if tls := s.GetTls(); tls.GetMode() == networkingv1alpha3.ServerTLSSettings_MUTUAL {
+			if tls := s.GetTls(); tls.GetMode() == networkingv1alpha3.ServerTLSSettings_MUTUAL || tls.GetMode() == networkingv1alpha3.ServerTLSSettings_OPTIONAL_MUTUAL {
 				if bundle, ok := clientCABundle(ctx, c, gw.Namespace, caName(tls)); ok {
 					w.ClientCAs[caName(tls)] = bundle
 				}
