@@ -26,6 +26,23 @@ func explainedAs(g Gomega, as client.Reader, namespace, host, path string) (expl
 	return e, string(out)
 }
 
+// explainRoute explains a request to host and path over HTTP, and over
+// HTTPS when the gateway's listener redirects HTTP to HTTPS itself (the
+// default gateway's HTTP server): the judge's routing is what the routes
+// behind the listener do.
+func explainRoute(g Gomega, w explain.World, host, path string) explain.Explanation {
+	var e explain.Explanation
+	for _, tls := range []bool{false, true} {
+		var err error
+		e, err = explain.Explain(w, explain.Query{Host: host, Path: path, Method: "GET", TLS: tls})
+		g.Expect(err).NotTo(HaveOccurred())
+		if last := e.Steps[len(e.Steps)-1]; last.Stage != "listener" || e.Outcome != explain.OutcomeRouted {
+			return e // not the listener's redirect
+		}
+	}
+	return e
+}
+
 // explainedOnShared is what `portico explain` tells a caller of a request
 // in HTTPRoute mode on the shared Gateway API Gateway (`--parent`).
 func explainedOnShared(g Gomega, as client.Reader, namespace, host, path string) (explain.Explanation, string) {
