@@ -269,16 +269,19 @@ func expectExplainedByStatus(ctx context.Context, host string, port int, accepte
 	countExplained("HTTPRoute mode on istiod (status only)", e.Outcome, status, args)
 }
 
-// takes ranks how far a Gateway takes a request: a route over a 404 over
-// a refused connection.
+// takes ranks how far a Gateway takes a request: a route, then a
+// connection a server refuses (a client certificate it requires), then a
+// 404, then no server on the port at all.
 func takes(e explainedAnswer) int {
-	switch e.Outcome {
-	case "refused":
+	switch {
+	case e.Outcome == "refused" && strings.HasPrefix(e.Reason, "no server"):
 		return 0
-	case "404":
+	case e.Outcome == "404":
 		return 1
+	case e.Outcome == "refused":
+		return 2
 	}
-	return 2
+	return 3
 }
 
 // getRequest is what explain needs of an e2e-agent get request.
