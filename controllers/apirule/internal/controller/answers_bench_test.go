@@ -58,7 +58,7 @@ func answerServer(b *testing.B, vs *networkingv1.VirtualService) *httptest.Serve
 	stored.UID, stored.ResourceVersion, stored.Generation = "5e0a1a8c-7f7e-4a53-9d7b-0c5d7e3c9a11", "1042", 1
 	stored.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate,
 		APIVersion: "networking.istio.io/v1", FieldsType: "FieldsV1",
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{".":{},"f:app.kubernetes.io/managed-by":{},"f:gateway.portico.dev/apirule":{}}},"f:spec":{".":{},"f:gateways":{},"f:hosts":{},"f:http":{}}}`)}}}
+		FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{".":{},"f:app.kubernetes.io/managed-by":{},"f:gateway.portico.dev/apirule":{}}},"f:spec":{".":{},"f:gateways":{},"f:hosts":{},"f:http":{}}}`)}}
 	whole, err := json.Marshal(stored)
 	if err != nil {
 		b.Fatal(err)
