@@ -17,8 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/controllers/internal/quarantine"
 	"github.com/portico-dev/portico/internal/owned"
 )
@@ -130,6 +132,47 @@ func BenchmarkCreateAnswer(b *testing.B) {
 				}
 				if obj.UID == "" || obj.ResourceVersion != "1042" {
 					b.Fatalf("the answer's metadata is missing: %q %q", obj.UID, obj.ResourceVersion)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkStatusPatchData is the merge patch of a status write of an
+// APIRule of eight rules: computed over the whole APIRule (before) and
+// over its identity and status (statusOnly, writeStatus). Compare the two
+// in the same run; both patches must be equal.
+func BenchmarkStatusPatchData(b *testing.B) {
+	before := &porticov1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "team-a", UID: "uid-orders", ResourceVersion: "41",
+		Finalizers: []string{Finalizer}}}
+	before.Spec.Hosts = []porticov1alpha1.Hostname{"orders.example.com"}
+	before.Spec.Service = &porticov1alpha1.ServiceReference{Name: "orders", Port: 8080}
+	for i := range 8 {
+		before.Spec.Rules = append(before.Spec.Rules, porticov1alpha1.Rule{Path: fmt.Sprintf("/api/v1/orders/%d/*", i),
+			Methods: []porticov1alpha1.HTTPMethod{"GET", "POST", "PUT"}, NoAuth: ptr.To(true)})
+	}
+	after := before.DeepCopy()
+	setReady(after, metav1.ConditionTrue, porticov1alpha1.ReasonApplied, "VirtualService team-a/orders applied")
+	patches := map[string]func() ([]byte, error){
+		"whole": func() ([]byte, error) {
+			base := before.DeepCopy()
+			return client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}).Data(after)
+		},
+		"statusOnly": func() ([]byte, error) {
+			return client.MergeFromWithOptions(statusOnly(before, after.ResourceVersion), client.MergeFromWithOptimisticLock{}).Data(statusOnly(after, after.ResourceVersion))
+		},
+	}
+	whole, err := patches["whole"]()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"whole", "statusOnly"} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				data, err := patches[name]()
+				if err != nil || !bytes.Equal(data, whole) {
+					b.Fatalf("%s: %v", data, err)
 				}
 			}
 		})

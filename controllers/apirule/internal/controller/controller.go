@@ -609,16 +609,28 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, after *porticov1al
 	// is never written onto a newer APIRule (above all not onto one deleted
 	// and re-created with the same name, whose objects it does not
 	// describe). The patch carries the base's resourceVersion.
-	base := before.DeepCopy()
-	base.ResourceVersion = after.ResourceVersion
-	r.written.begin(after)
-	err := r.writeClient().Status().Patch(ctx, after, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	r.written.end(after, err == nil)
+	base, patched := statusOnly(before, after.ResourceVersion), statusOnly(after, after.ResourceVersion)
+	r.written.begin(patched)
+	err := r.writeClient().Status().Patch(ctx, patched, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	r.written.end(patched, err == nil)
 	if err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("write APIRule status: %w", err))
 	}
+	after.ResourceVersion = patched.ResourceVersion
 	r.statusWritten(before, after)
 	return nil
+}
+
+// statusOnly is what a status patch compares of an APIRule: its identity
+// at resourceVersion, and its status (sharing rule's). The status
+// subresource takes nothing else from a patch, and the spec, the bulk of an
+// APIRule, would otherwise be encoded twice and compared for every status
+// write (issue 45).
+func statusOnly(rule *porticov1alpha1.APIRule, resourceVersion string) *porticov1alpha1.APIRule {
+	return &porticov1alpha1.APIRule{
+		ObjectMeta: metav1.ObjectMeta{Name: rule.Name, Namespace: rule.Namespace, UID: rule.UID, ResourceVersion: resourceVersion},
+		Status:     rule.Status,
+	}
 }
 
 // retireWriters is how many finalizers Retire removes at once.
