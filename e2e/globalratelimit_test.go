@@ -177,6 +177,7 @@ func sendRound(ctx context.Context, replicas []string, n int, headers map[string
 		}
 		t[ip][resp.StatusCode]++
 	}
+	compareRateLimited(ctx, rlNamespace+"/"+rlGateway, rlHost, headers, t) // explain_test.go
 	return t
 }
 

@@ -523,6 +523,7 @@ func istioGatewayAPISpecs(sample *gatewayv1alpha1.APIRule) {
 			Expect(f.Manager).To(Equal("apirule-controller"), "only Portico writes the HTTPRoute itself")
 		}
 		Expect(statusWriters).NotTo(BeEmpty(), "istiod wrote the route's status")
+		expectExplainedByStatus(ctx, string(orders.Spec.Hosts[0]), 80, true) // explain_test.go
 		istiodReport("APIRule %s: Applied from istiod's route status %s after it was created (Gateway %s/%s Programmed: %v; status written by %v)",
 			client.ObjectKeyFromObject(orders), time.Since(started).Round(100*time.Millisecond), istiodNamespace, istioGatewayName,
 			apimeta.IsStatusConditionTrue(gw.Status.Conditions, string(gatewayapiv1.GatewayConditionProgrammed)), statusWriters)
@@ -538,6 +539,7 @@ func istioGatewayAPISpecs(sample *gatewayv1alpha1.APIRule) {
 			g.Expect(ready.Message).To(ContainSubstring("controller " + istioControllerName))
 			g.Expect(ready.Message).To(ContainSubstring(string(gatewayapiv1.RouteReasonNotAllowedByListeners)))
 		}, timeout, interval).Should(Succeed())
+		expectExplainedByStatus(ctx, string(internal.Spec.Hosts[0]), 8081, false) // explain_test.go
 		istiodReport("APIRule %s on listener %s: %s", client.ObjectKeyFromObject(internal), istioInternalListener,
 			apiRuleReady(Default, client.ObjectKeyFromObject(internal)).Message)
 	})

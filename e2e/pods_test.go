@@ -302,7 +302,7 @@ func requestTrusting(ctx context.Context, caConfigMap string, requests map[strin
 	}
 	wg.Wait()
 	for _, args := range requests {
-		expectExplained(ctx, args)
+		expectExplained(ctx, caConfigMap, args)
 	}
 	return answers
 }
