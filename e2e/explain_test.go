@@ -5,7 +5,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -25,20 +27,21 @@ import (
 // The stand-in routes as Istio's gateway does, so the gateway's half is
 // compared always: an answer of a backend (2xx, 3xx) is a route explain
 // takes, a 404 is explain's 404. The backends' half (routed, 401, 403) is
-// compared only where a sidecar stand-in enforces the backend's
-// AuthorizationPolicies and RequestAuthentications (sidecarsEnforce): the
-// suite's plain backends have none, so a request Istio's sidecar would
-// refuse reaches them. Answers explain does not predict (429 of a rate
+// compared where sidecar stand-ins programmed by istiod enforce the
+// backends' AuthorizationPolicies and RequestAuthentications
+// (sidecarsEnforce, the node target's default: xdssidecars_test.go); then
+// explain fetches the key sets the RequestAuthentications name, trusting
+// the suite's token issuer's CA, so it checks signatures as istiod's
+// jwt_authn does. Elsewhere the plain backends enforce nothing, so a
+// request Istio's sidecar would refuse reaches them and only the gateway's
+// half is compared. Answers explain does not predict (429 of a rate
 // limit, 5xx of a backend) and requests that fail before an answer are not
-// compared. explainedRequests counts the comparisons by verdict.
+// compared. explainedRequests counts the comparisons by verdict, also in
+// e2e/_artifacts/explain-tally.txt.
 var explainedRequests = struct {
 	sync.Mutex
 	byVerdict map[string]int
 }{byVerdict: map[string]int{}}
-
-// sidecarsEnforce is true when the suite's backends run behind sidecar
-// stand-ins that enforce Istio's access policies.
-var sidecarsEnforce = false
 
 // explainVerdict maps an answer's status to the verdict explain gives it.
 func explainVerdict(status int) (string, bool) {
@@ -70,13 +73,22 @@ func expectExplained(ctx context.Context, args []string) {
 	}
 	got := ""
 	var outputs []string
+	enforced := sidecarsEnforce()
 	for _, gw := range standInGateways() {
 		cmdArgs := []string{"explain", "--kubeconfig", kubeconfig, "--gateway", gw, "--host", req.host, "--path", req.url.Path,
-			"--method", req.method, "--query", req.url.RawQuery, "--fetch-jwks=false", "-o", "json"}
+			"--method", req.method, "--query", req.url.RawQuery, "--fetch-jwks=" + strconv.FormatBool(enforced), "-o", "json"}
 		for name, value := range req.headers {
 			cmdArgs = append(cmdArgs, "-H", name+": "+value)
+			// explain takes the JWT a request presents as --token.
+			if token, ok := strings.CutPrefix(value, "Bearer "); ok && strings.EqualFold(name, "Authorization") {
+				cmdArgs = append(cmdArgs, "--token", token)
+			}
 		}
-		out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl-portico"), cmdArgs...).CombinedOutput()
+		cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl-portico"), cmdArgs...)
+		if enforced && suiteIssuer != nil {
+			cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+suiteIssuer.trust)
+		}
+		out, err := cmd.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "kubectl portico %s: %s", strings.Join(cmdArgs, " "), out)
 		var e struct {
 			Outcome string `json:"outcome"`
@@ -87,7 +99,7 @@ func expectExplained(ctx context.Context, args []string) {
 			got = e.Outcome
 		}
 	}
-	if !sidecarsEnforce && want == "routed" {
+	if !enforced && want == "routed" {
 		// The gateway's half: a route takes the request; the backend's
 		// verdict is explain's alone (recorded by verdict).
 		Expect(got).NotTo(Equal("404"), "kubectl portico explain of %v finds no route; the request got %d:\n%s", args, req.status, strings.Join(outputs, "\n"))
@@ -96,7 +108,10 @@ func expectExplained(ctx context.Context, args []string) {
 	}
 	explainedRequests.Lock()
 	explainedRequests.byVerdict[got]++
-	GinkgoWriter.Printf("kubectl portico explain: %d requests explained so far, by its verdict %v (backends compared: %t)\n", sum(explainedRequests.byVerdict), explainedRequests.byVerdict, sidecarsEnforce)
+	tally := fmt.Sprintf("kubectl portico explain: %d requests explained so far, by its verdict %v (backends compared: %t)\n",
+		sum(explainedRequests.byVerdict), explainedRequests.byVerdict, enforced)
+	GinkgoWriter.Print(tally)
+	Expect(os.WriteFile(filepath.Join(artifacts, "explain-tally.txt"), []byte(tally), 0o644)).To(Succeed())
 	explainedRequests.Unlock()
 }
 
