@@ -243,7 +243,12 @@ func sidecarTokenSpecs(gatewayIP *string) {
 			},
 		}
 		Expect(k8sClient.Create(ctx, accounts)).To(Succeed())
-		DeferCleanup(func(ctx SpecContext) { _ = k8sClient.Delete(ctx, accounts) })
+		DeferCleanup(func(ctx SpecContext) {
+			// Gone with its policies before a later spec compares the
+			// Istio objects' versions.
+			_ = k8sClient.Delete(ctx, accounts)
+			Eventually(isGone(accounts.DeepCopy()), timeout, interval).Should(BeTrue())
+		})
 		Eventually(func(g Gomega) {
 			got := &gatewayv1alpha1.APIRule{}
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(accounts), got)).To(Succeed())
