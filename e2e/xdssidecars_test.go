@@ -28,8 +28,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -278,5 +281,40 @@ func sidecarTokenSpecs(gatewayIP *string) {
 		}
 		sidecarReport("accounts (jwt, issuer %s): valid token 200, no token 403, forged 401, expired 401, wrong audience 403 (%s, pods included)",
 			suiteIssuer.url, time.Since(started).Round(100*time.Millisecond))
+		expectSidecarTokenConfined(ctx, "shop", "orders")
 	})
+}
+
+// expectSidecarTokenConfined is the attack on the backends' tokens: the
+// ServiceAccount ns/sa of a backend's sidecar stand-in lists pods where its
+// peers run (its namespace and the gateway's) and can do nothing else: no
+// pods elsewhere (Portico's namespace, kube-system), no single pod, no
+// watch, no Secrets, no policies.
+func expectSidecarTokenConfined(ctx context.Context, ns, sa string) {
+	cfg := rest.CopyConfig(restConfig)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa}
+	as, err := kubernetes.NewForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	for _, allowed := range sidecarPeerNamespaces(ns) {
+		_, err := as.CoreV1().Pods(allowed).List(ctx, metav1.ListOptions{FieldSelector: "status.podIP=10.0.0.1"})
+		Expect(err).NotTo(HaveOccurred(), "%s/%s lists pods in %s", ns, sa, allowed)
+	}
+	attacks := map[string]error{}
+	_, attacks["list pods of Portico's namespace"] = as.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	_, attacks["list pods of kube-system"] = as.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
+	_, attacks["list pods cluster-wide"] = as.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	_, attacks["get the gateway's pod"] = as.CoreV1().Pods(gatewayNamespace).Get(ctx, "any", metav1.GetOptions{})
+	w, watchErr := as.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if watchErr == nil {
+		w.Stop()
+	}
+	attacks["watch pods of its namespace"] = watchErr
+	_, attacks["list Secrets of its namespace"] = as.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+	_, attacks["read the gateway's Secrets"] = as.CoreV1().Secrets(gatewayNamespace).List(ctx, metav1.ListOptions{})
+	attacks["delete a pod of its namespace"] = as.CoreV1().Pods(ns).Delete(ctx, "any", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+	for what, err := range attacks {
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%s as %s/%s: want Forbidden, got %v", what, ns, sa, err)
+	}
+	sidecarReport("attack: the sidecar stand-in's token %s/%s lists pods in %v only; %d other reads and writes Forbidden",
+		ns, sa, sidecarPeerNamespaces(ns), len(attacks))
 }
