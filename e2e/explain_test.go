@@ -46,11 +46,12 @@ import (
 //
 // The gateway's half is compared always: an answer of a backend (2xx, 3xx)
 // is a route explain takes, a 404 is explain's 404. The backends' half
-// (routed, 401, 403) is compared only where a sidecar stand-in enforces the
-// backend's AuthorizationPolicies and RequestAuthentications
-// (sidecarsEnforce; the login stories' CUSTOM policies always): the suite's
-// plain backends have none, so a request Istio's sidecar would refuse
-// reaches them, and Traefik is no Istio proxy. 5xx answers and errors other
+// (routed, 401, 403) is compared where sidecar stand-ins programmed by
+// istiod enforce the backends' AuthorizationPolicies and
+// RequestAuthentications (sidecarsEnforce, the node target's default:
+// xdssidecars_test.go; the login stories' CUSTOM policies always); with
+// plain backends, which enforce nothing, a request Istio's sidecar would
+// refuse reaches them, and Traefik is no Istio proxy. 5xx answers and errors other
 // than a refused handshake are not compared. explainedRequests counts the
 // comparisons by verdict (e2e/_artifacts/explain-tally.txt, each one in
 // explain-report.txt).
@@ -58,10 +59,6 @@ var explainedRequests = struct {
 	sync.Mutex
 	byVerdict map[string]int
 }{byVerdict: map[string]int{}}
-
-// sidecarsEnforce is true when the suite's backends run behind sidecar
-// stand-ins that enforce Istio's access policies.
-var sidecarsEnforce = false
 
 // explainVerdict maps an answer's status to the verdict explain gives it.
 func explainVerdict(status int) (string, bool) {
@@ -101,10 +98,19 @@ func (e explainedAnswer) says(stage, finding string) bool {
 }
 
 // runExplain runs bin/kubectl-portico explain with the suite's kubeconfig
-// (the cluster administrator's view) and JWKS fetching off.
+// (the cluster administrator's view). Where sidecars programmed by istiod
+// enforce the backends' policies (sidecarsEnforce), explain fetches the key
+// sets the RequestAuthentications name, trusting the suite's token issuer's
+// CA, so it checks signatures as istiod's jwt_authn does; elsewhere JWKS
+// fetching is off.
 func runExplain(ctx context.Context, args ...string) (explainedAnswer, string) {
-	args = append([]string{"explain", "--kubeconfig", kubeconfig, "--fetch-jwks=false", "-o", "json"}, args...)
-	out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl-portico"), args...).CombinedOutput()
+	enforced := sidecarsEnforce()
+	args = append([]string{"explain", "--kubeconfig", kubeconfig, "--fetch-jwks=" + strconv.FormatBool(enforced), "-o", "json"}, args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl-portico"), args...)
+	if enforced && suiteIssuer != nil {
+		cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+suiteIssuer.trust)
+	}
+	out, err := cmd.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "kubectl portico %s: %s", strings.Join(args, " "), out)
 	var e explainedAnswer
 	Expect(json.Unmarshal(out, &e)).To(Succeed(), string(out))
@@ -156,7 +162,7 @@ func countExplained(story, verdict string, status int, args []string) {
 	explainedRequests.byVerdict[verdict]++
 	reportTo("explain-report.txt", "%s: %s -> %d; explain: %s", story, strings.Join(args, " "), status, verdict)
 	tally := fmt.Sprintf("kubectl portico explain: %d requests explained and compared, by verdict %v (backends compared: %t)",
-		sum(explainedRequests.byVerdict), explainedRequests.byVerdict, sidecarsEnforce)
+		sum(explainedRequests.byVerdict), explainedRequests.byVerdict, sidecarsEnforce())
 	GinkgoWriter.Println(tally)
 	Expect(os.WriteFile(filepath.Join(artifacts, "explain-tally.txt"), []byte(tally+"\n"), 0o644)).To(Succeed())
 }
@@ -189,6 +195,10 @@ func expectExplained(ctx context.Context, caConfigMap string, args []string) {
 	}
 	for name, value := range req.headers {
 		common = append(common, "-H", name+": "+value)
+		// explain takes the JWT a request presents as --token.
+		if token, ok := strings.CutPrefix(value, "Bearer "); ok && strings.EqualFold(name, "Authorization") {
+			common = append(common, "--token", token)
+		}
 	}
 	var best explainedAnswer
 	var bestArgs, outputs []string
@@ -200,7 +210,7 @@ func expectExplained(ctx context.Context, caConfigMap string, args []string) {
 			best, bestArgs = e, args
 		}
 	}
-	Expect(agreesWith(best, req.status, sidecarsEnforce)).To(BeEmpty(), "kubectl portico explain of %v (want %s):\n%s", args, want, strings.Join(outputs, "\n"))
+	Expect(agreesWith(best, req.status, sidecarsEnforce())).To(BeEmpty(), "kubectl portico explain of %v (want %s):\n%s", args, want, strings.Join(outputs, "\n"))
 	countExplained("through the stand-in", best.Outcome, req.status, bestArgs)
 }
 

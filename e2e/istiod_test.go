@@ -137,6 +137,9 @@ func startIstiod(ctx context.Context) {
 	httpAddr, monitoringAddr := freeAddr(), freeAddr()
 	_, ctrlzPort, err := net.SplitHostPort(freeAddr())
 	Expect(err).NotTo(HaveOccurred())
+	// istiod fetches the suite's token issuer's key set over HTTPS
+	// trusting its CA (xdssidecars_test.go).
+	issuerTrust := startTokenIssuer(dir, istiodNodeIP)
 	// env -C: istiod's relative paths (./etc/cacerts, ./var/run/...) land
 	// in its own directory of the artifacts.
 	istiod, err = framework.StartProcess("env", []string{"-C", dir, binary, "discovery",
@@ -159,6 +162,7 @@ func startIstiod(ctx context.Context) {
 		"PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER=true",
 		"PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER=false",
 		"VALIDATION_WEBHOOK_CONFIG_NAME=", "INJECTION_WEBHOOK_CONFIG_NAME=",
+		"SSL_CERT_FILE=" + issuerTrust,
 		// Else istiod would prefer an in-cluster client.
 		"KUBECONFIG=", "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=",
 	}, filepath.Join(artifacts, "istiod.log"))
