@@ -21,6 +21,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/portico-dev/portico/e2e/envoy"
@@ -45,9 +46,11 @@ import (
 //   - a forwarded request goes to an endpoint of the route's cluster from
 //     EDS (or the cluster's own load assignment), chosen at random;
 //   - imitated, not Envoy: the TLS certificate and client CAs — istiod
-//     sends SDS references (kubernetes://NAME, NAME-cacert), and the
-//     stand-in reads those Secrets from its namespace through the API, as
-//     istio-agent's SDS server would, every --refresh;
+//     sends SDS references (kubernetes://NAME, NAME-cacert,
+//     configmap://NS/NAME), and the stand-in reads those Secrets and
+//     ConfigMaps through the API as istiod's SDS would serve them
+//     (readSecret), every --refresh: istiod sends secrets only over an
+//     authenticated xDS connection, and the stand-ins' is plaintext;
 //   - global rate limits: the connection manager's rate limit filters and
 //     the routes' rate limits istiod made of Portico's EnvoyFilters
 //     (xdsratelimit.go); the EnvoyFilters themselves are not read.
@@ -161,54 +164,136 @@ func (g *xdsGateway) refreshSecrets(ctx context.Context, namespace string) {
 	g.secrets.Store(&next)
 }
 
-// readSecret reads SDS secret name as istio-agent does for a gateway:
-// kubernetes://NAME is the kubernetes.io/tls (or cert/key) Secret NAME of
-// the gateway's namespace; kubernetes://NAME-cacert its CA bundle (keys
-// cacert or ca.crt of Secret NAME-cacert, else of Secret NAME).
+// sdsRef is the object an SDS name refers to, as istiod's SDS reads it
+// (pilot/pkg/model/credentials ParseResourceName, pilot/pkg/xds SecretGen):
+// kubernetes://[NS/]NAME is Secret NAME of NS (default: the proxy's
+// namespace; istiod serves a kubernetes:// secret of another namespace to
+// no gateway), kubernetes-gateway://NS/NAME a Secret of NS (the Gateway
+// API's form), configmap://NS/NAME ConfigMap NAME of NS (its CAs only). A
+// name ending in -cacert asks for CAs only.
+type sdsRef struct {
+	configMap       bool
+	namespace, name string
+	caOnly          bool
+}
+
+func parseSDSName(sdsName, proxyNamespace string) (sdsRef, error) {
+	kind, rest, ok := strings.Cut(sdsName, "://")
+	if !ok || rest == "" {
+		return sdsRef{}, fmt.Errorf("SDS name %q is not TYPE://NAME", sdsName)
+	}
+	ns, name, qualified := strings.Cut(rest, "/")
+	if !qualified {
+		ns, name = proxyNamespace, rest
+	}
+	if ns == "" || name == "" || strings.Contains(name, "/") {
+		return sdsRef{}, fmt.Errorf("SDS name %q: want TYPE://NAMESPACE/NAME", sdsName)
+	}
+	ref := sdsRef{namespace: ns, name: name, caOnly: strings.HasSuffix(name, "-cacert")}
+	switch kind {
+	case "kubernetes":
+		if ns != proxyNamespace {
+			return sdsRef{}, fmt.Errorf("SDS name %q: istiod serves a kubernetes:// secret of another namespace than the proxy's (%s) to no gateway", sdsName, proxyNamespace)
+		}
+	case "kubernetes-gateway":
+		if !qualified {
+			return sdsRef{}, fmt.Errorf("SDS name %q: kubernetes-gateway:// needs NAMESPACE/NAME", sdsName)
+		}
+	case "configmap":
+		if !qualified {
+			return sdsRef{}, fmt.Errorf("SDS name %q: configmap:// needs NAMESPACE/NAME", sdsName)
+		}
+		ref.configMap, ref.caOnly, ref.name = true, true, strings.TrimSuffix(name, "-cacert")
+	default:
+		return sdsRef{}, fmt.Errorf("SDS name %q: type %s is not one istiod serves from the cluster", sdsName, kind)
+	}
+	return ref, nil
+}
+
+// extractRoot is the CA bundle of a Secret's or ConfigMap's data as istiod
+// reads it: key cacert, else ca.crt; a present but empty key, or neither,
+// is an error.
+func extractRoot(data map[string][]byte) ([]byte, error) {
+	for _, k := range []string{"cacert", "ca.crt"} {
+		if len(data[k]) > 0 {
+			return data[k], nil
+		}
+	}
+	for _, k := range []string{"cacert", "ca.crt"} {
+		if _, ok := data[k]; ok {
+			return nil, fmt.Errorf("found key %q, but it was empty", k)
+		}
+	}
+	return nil, fmt.Errorf("no key cacert or ca.crt")
+}
+
+// extractCert is a Secret's certificate and key as istiod reads them:
+// cert and key, else tls.crt and tls.key.
+func extractCert(data map[string][]byte) (certPEM, keyPEM []byte, err error) {
+	for _, k := range [][2]string{{"cert", "key"}, {corev1.TLSCertKey, corev1.TLSPrivateKeyKey}} {
+		if len(data[k[0]]) > 0 && len(data[k[1]]) > 0 {
+			return data[k[0]], data[k[1]], nil
+		}
+	}
+	return nil, nil, fmt.Errorf("no keys cert and key or tls.crt and tls.key")
+}
+
+// readSecret reads SDS secret sdsName as istiod serves it to a gateway of
+// namespace (imitated: istiod sends gateways their credentials only over
+// an authenticated connection). CAs only (-cacert, configmap://): the
+// bundle of Secret NAME-cacert if it exists, else of Secret NAME (the name
+// without -cacert), or of the ConfigMap; otherwise the certificate and key
+// of Secret NAME.
 func (g *xdsGateway) readSecret(ctx context.Context, namespace, sdsName string) (sdsSecret, error) {
-	name, ok := strings.CutPrefix(sdsName, "kubernetes://")
-	if !ok {
-		return sdsSecret{}, fmt.Errorf("SDS name %q is not kubernetes://NAME", sdsName)
+	ref, err := parseSDSName(sdsName, namespace)
+	if err != nil {
+		return sdsSecret{}, err
 	}
-	if ns, n, ok := strings.Cut(name, "/"); ok {
-		namespace, name = ns, n
-	}
-	caOnly := strings.HasSuffix(name, "-cacert")
-	candidates := []string{name}
-	if caOnly {
-		candidates = append(candidates, strings.TrimSuffix(name, "-cacert"))
-	}
-	var errs []string
-	for _, n := range candidates {
+	key := client.ObjectKey{Namespace: ref.namespace, Name: ref.name}
+	var data map[string][]byte
+	var from string
+	switch {
+	case ref.configMap:
+		cm := &corev1.ConfigMap{}
+		if err := g.rt.client.Get(ctx, key, cm); err != nil {
+			return sdsSecret{}, err
+		}
+		data, from = map[string][]byte{}, fmt.Sprintf("ConfigMap %s@%s", key, cm.ResourceVersion)
+		for k, v := range cm.Data {
+			data[k] = []byte(v)
+		}
+	default:
 		s := &corev1.Secret{}
-		if err := g.rt.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: n}, s); err != nil {
-			errs = append(errs, err.Error())
-			continue
+		err := g.rt.client.Get(ctx, key, s)
+		if apierrors.IsNotFound(err) && ref.caOnly {
+			key.Name = strings.TrimSuffix(ref.name, "-cacert")
+			err = g.rt.client.Get(ctx, key, s)
 		}
-		from := fmt.Sprintf("Secret %s/%s@%s", namespace, n, s.ResourceVersion)
-		if caOnly {
-			bundle := s.Data["cacert"]
-			if len(bundle) == 0 {
-				bundle = s.Data["ca.crt"]
-			}
-			pool := x509.NewCertPool()
-			if len(bundle) == 0 || !pool.AppendCertsFromPEM(bundle) {
-				errs = append(errs, from+": no PEM CA under cacert or ca.crt")
-				continue
-			}
-			return sdsSecret{cas: pool, from: from}, nil
+		if err != nil {
+			return sdsSecret{}, err
 		}
-		certPEM, keyPEM := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
-		if len(certPEM) == 0 {
-			certPEM, keyPEM = s.Data["cert"], s.Data["key"]
-		}
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		data, from = s.Data, fmt.Sprintf("Secret %s@%s", key, s.ResourceVersion)
+	}
+	if ref.caOnly {
+		bundle, err := extractRoot(data)
 		if err != nil {
 			return sdsSecret{}, fmt.Errorf("%s: %w", from, err)
 		}
-		return sdsSecret{cert: &pair, from: from}, nil
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(bundle) {
+			return sdsSecret{}, fmt.Errorf("%s: no PEM certificate in its CA bundle", from)
+		}
+		return sdsSecret{cas: pool, from: from}, nil
 	}
-	return sdsSecret{}, fmt.Errorf("%s", strings.Join(errs, "; "))
+	certPEM, keyPEM, err := extractCert(data)
+	if err != nil {
+		return sdsSecret{}, fmt.Errorf("%s: %w", from, err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return sdsSecret{}, fmt.Errorf("%s: %w", from, err)
+	}
+	return sdsSecret{cert: &pair, from: from}, nil
 }
 
 // configForClient is the TLS configuration of the chain the SNI picks:

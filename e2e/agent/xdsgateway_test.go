@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -118,6 +119,17 @@ func gatewaySnapshot(t *testing.T, version, backend string) *cachev3.Snapshot {
 			ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 				DefaultValidationContext: &tlsv3.CertificateValidationContext{}, ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: "kubernetes://orders-cert-cacert"}}},
 		}})}}
+	// health.example.com: client CAs from a ConfigMap (the default
+	// gateway's caCertCredentialName configmap://NS/NAME), required.
+	healthChain := hcmChain(t, "https.8443.orders")
+	healthChain.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: []string{"health.example.com"}}
+	healthChain.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(t, &tlsv3.DownstreamTlsContext{
+		RequireClientCertificate: wrapperspb.Bool(true),
+		CommonTlsContext: &tlsv3.CommonTlsContext{
+			TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: "kubernetes://orders-cert"}},
+			ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+				DefaultValidationContext: &tlsv3.CertificateValidationContext{}, ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: "configmap://istio-system/health-clients"}}},
+		}})}}
 	snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{
 		resourcev3.ClusterType: {&clusterv3.Cluster{Name: cluster, ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
 			EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{ServiceName: cluster, EdsConfig: ads()}}},
@@ -127,7 +139,7 @@ func gatewaySnapshot(t *testing.T, version, backend string) *cachev3.Snapshot {
 		}}}}},
 		resourcev3.ListenerType: {
 			&listenerv3.Listener{Name: "0.0.0.0_8080", Address: socket("0.0.0.0", 8080), FilterChains: []*listenerv3.FilterChain{hcmChain(t, "http.8080")}},
-			&listenerv3.Listener{Name: "0.0.0.0_8443", Address: socket("0.0.0.0", 8443), FilterChains: []*listenerv3.FilterChain{tlsChain}},
+			&listenerv3.Listener{Name: "0.0.0.0_8443", Address: socket("0.0.0.0", 8443), FilterChains: []*listenerv3.FilterChain{tlsChain, healthChain}},
 		},
 		resourcev3.RouteType: {
 			&routev3.RouteConfiguration{Name: "http.8080", VirtualHosts: []*routev3.VirtualHost{
@@ -136,6 +148,7 @@ func gatewaySnapshot(t *testing.T, version, backend string) *cachev3.Snapshot {
 			}},
 			&routev3.RouteConfiguration{Name: "https.8443.orders", VirtualHosts: []*routev3.VirtualHost{
 				{Name: "orders.example.com:443", Domains: []string{"orders.example.com"}, Routes: routes[:1]},
+				{Name: "health.example.com:443", Domains: []string{"health.example.com"}, Routes: routes[:1]},
 			}},
 		},
 	})
@@ -160,11 +173,15 @@ func TestGatewayServesWhatTheControlPlaneSent(t *testing.T) {
 	ca := newCA(t, "gateway CA")
 	certPEM, keyPEM := ca.issue(t, "orders.example.com")
 	clientCA := newCA(t, "client CA")
+	healthCA := newCA(t, "health client CA")
 	scheme := runtime.NewScheme()
 	_ = corev1.AddToScheme(scheme)
 	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "istio-system", Name: "orders-cert"}, Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "istio-system", Name: "orders-cert-cacert"}, Data: map[string][]byte{"ca.crt": clientCA.pem}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "istio-system", Name: "health-clients"}, Data: map[string]string{"ca.crt": string(healthCA.pem)}},
+		// Never read: configmap:// names a ConfigMap, not a Secret.
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "istio-system", Name: "health-clients"}, Data: map[string][]byte{"ca.crt": clientCA.pem}},
 	).Build()
 	rt := &router{client: kube}
 	rt.limiter = &limiter{rt: rt}
@@ -225,12 +242,17 @@ func TestGatewayServesWhatTheControlPlaneSent(t *testing.T) {
 	defer secure.Close()
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.cert)
+	var getSNI func(sni string, certs ...tls.Certificate) (string, error)
 	clientCert, clientKey := clientCA.issue(t, "")
 	pair, _ := tls.X509KeyPair(clientCert, clientKey)
-	get := func(certs ...tls.Certificate) (string, error) {
-		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "orders.example.com", Certificates: certs}}}
+	healthCert, healthKey := healthCA.issue(t, "")
+	healthPair, _ := tls.X509KeyPair(healthCert, healthKey)
+	get := func(certs ...tls.Certificate) (string, error) { return getSNI("orders.example.com", certs...) }
+	getSNI = func(sni string, certs ...tls.Certificate) (string, error) {
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: sni, Certificates: certs,
+			InsecureSkipVerify: sni == "health.example.com"}}} //nolint:gosec // the serving certificate is orders.example.com's
 		req, _ := http.NewRequest(http.MethodGet, secure.URL+"/api/z", nil)
-		req.Host = "orders.example.com"
+		req.Host = sni
 		resp, err := c.Do(req)
 		if err != nil {
 			return "", err
@@ -244,5 +266,99 @@ func TestGatewayServesWhatTheControlPlaneSent(t *testing.T) {
 	}
 	if got, err := get(); err == nil {
 		t.Errorf("https without a client certificate was answered: %q", got)
+	}
+	if got, err := getSNI("health.example.com", healthPair); err != nil || !strings.HasPrefix(got, "200 GET /v1/z") {
+		t.Errorf("https to health.example.com with a certificate of the ConfigMap's CA: %q, %v", got, err)
+	}
+	for name, certs := range map[string][]tls.Certificate{"no certificate": nil, "a certificate of the same-named Secret's CA": {pair}} {
+		if got, err := getSNI("health.example.com", certs...); err == nil {
+			t.Errorf("https to health.example.com with %s was answered: %q", name, got)
+		}
+	}
+}
+
+// TestSDSNamesReadAsIstiodServesThem: the SDS names istiod puts in a
+// gateway's listeners, read as istiod's SDS serves them
+// (pilot/pkg/model/credentials, pilot/pkg/credentials/kube): the type and
+// namespace of the name, the -cacert suffix (its own Secret first, then
+// the credential's, with no fallback once the first exists), the key
+// order (cacert before ca.crt, cert/key before tls.crt/tls.key).
+func TestSDSNamesReadAsIstiodServesThem(t *testing.T) {
+	ca, other := newCA(t, "clients"), newCA(t, "other")
+	servingCert, servingKey := ca.issue(t, "gw.example.com")
+	otherCert, otherKey := other.issue(t, "gw.example.com")
+	secret := func(ns, name string, data map[string][]byte) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
+	}
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		secret("gw", "tls", map[string][]byte{"tls.crt": otherCert, "tls.key": otherKey, "cert": servingCert, "key": servingKey, "ca.crt": other.pem, "cacert": ca.pem}),
+		secret("gw", "split", map[string][]byte{"tls.crt": servingCert, "tls.key": servingKey, "ca.crt": other.pem}),
+		secret("gw", "split-cacert", map[string][]byte{"ca.crt": ca.pem}),
+		secret("gw", "empty", map[string][]byte{"tls.crt": servingCert, "tls.key": servingKey, "ca.crt": ca.pem}),
+		secret("gw", "empty-cacert", map[string][]byte{"other": ca.pem}),
+		secret("gw", "blank-cacert", map[string][]byte{"cacert": nil, "ca.crt": ca.pem}),
+		secret("gw", "blanker-cacert", map[string][]byte{"cacert": nil}),
+		secret("elsewhere", "tls", map[string][]byte{"tls.crt": servingCert, "tls.key": servingKey}),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "gw", Name: "clients"}, Data: map[string]string{"ca.crt": string(ca.pem)}},
+		secret("gw", "clients", map[string][]byte{"ca.crt": other.pem, "tls.crt": otherCert, "tls.key": otherKey}),
+	).Build()
+	g := &xdsGateway{rt: &router{client: kube}}
+	leaf := func(p []byte) *x509.Certificate {
+		b, _ := pem.Decode(p)
+		c, _ := x509.ParseCertificate(b.Bytes)
+		return c
+	}
+	clientOf := func(p pki) *x509.Certificate { c, _ := p.issue(t, ""); return leaf(c) }
+	cases := []struct {
+		name, sds string
+		cert      []byte // the certificate served, or
+		trusts    *pki   // the CA trusted, or
+		err       string // why nothing is served
+	}{
+		{name: "cert and key before tls.crt and tls.key", sds: "kubernetes://tls", cert: servingCert},
+		{name: "an explicit namespace, the proxy's", sds: "kubernetes://gw/tls", cert: servingCert},
+		{name: "cacert before ca.crt", sds: "kubernetes://tls-cacert", trusts: &ca},
+		{name: "NAME-cacert before NAME's ca.crt", sds: "kubernetes://split-cacert", trusts: &ca},
+		{name: "an existing NAME-cacert without CAs: no fallback", sds: "kubernetes://empty-cacert", err: "no key cacert or ca.crt"},
+		{name: "an empty cacert, then ca.crt", sds: "kubernetes://blank-cacert", trusts: &ca},
+		{name: "only an empty cacert", sds: "kubernetes://blanker-cacert", err: `found key "cacert", but it was empty`},
+		{name: "another namespace's Secret", sds: "kubernetes://elsewhere/tls", err: "another namespace"},
+		{name: "a ConfigMap's CAs, never the Secret of its name", sds: "configmap://gw/clients", trusts: &ca},
+		{name: "a ConfigMap with -cacert", sds: "configmap://gw/clients-cacert", trusts: &ca},
+		{name: "configmap:// without a namespace", sds: "configmap://clients", err: "NAMESPACE/NAME"},
+		{name: "the bare name of a ConfigMap is a Secret", sds: "kubernetes://clients", cert: otherCert},
+		{name: "a missing Secret", sds: "kubernetes://absent-cacert", err: "not found"},
+		{name: "not a cluster source", sds: "sds://vault-ca", err: "not one istiod serves"},
+		{name: "no type", sds: "tls", err: "TYPE://NAME"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			s, err := g.readSecret(ctx, "gw", c.sds)
+			switch {
+			case c.err != "":
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Errorf("%s: %v (%s), want an error with %q", c.sds, err, s.from, c.err)
+				}
+			case err != nil:
+				t.Errorf("%s: %v", c.sds, err)
+			case c.cert != nil:
+				if s.cert == nil || string(s.cert.Certificate[0]) != string(leaf(c.cert).Raw) {
+					t.Errorf("%s: served %s, not the expected certificate", c.sds, s.from)
+				}
+			default:
+				if s.cas == nil {
+					t.Fatalf("%s: no CAs (%s)", c.sds, s.from)
+				}
+				for p, want := range map[*pki]bool{c.trusts: true, &other: c.trusts == &other} {
+					_, verr := clientOf(*p).Verify(x509.VerifyOptions{Roots: s.cas, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+					if (verr == nil) != want {
+						t.Errorf("%s (%s): a client of %s verifies: %v, want %v", c.sds, s.from, p.cert.Subject.CommonName, verr == nil, want)
+					}
+				}
+			}
+		})
 	}
 }
