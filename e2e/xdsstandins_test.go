@@ -11,21 +11,28 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/portico-dev/portico/test/framework"
 )
 
-// gatewayXDSEnv switches the gateway stand-ins from reading Gateways and
-// VirtualServices themselves to taking their listeners, routes and
-// endpoints from istiod over xDS (e2e-agent gateway --xds): "istiod" for
-// the node e2e's istiod (istiodXDSAddress), or an xDS address host:port
-// as the pods reach it. Unset, the stand-ins interpret the objects as
-// before.
+// gatewayXDSEnv names another xDS address (host:port, as the pods reach
+// it) for the gateway stand-ins than the node e2e's istiod, which they
+// take their listeners, routes and endpoints from by default (e2e-agent
+// gateway --xds). There is no opt-out on the node target: the stand-in's
+// routes are istiod's.
 const gatewayXDSEnv = "E2E_GATEWAY_XDS"
 
 // gatewayXDSAddress is the xDS address the gateway stand-ins take their
-// configuration from, "" when they interpret the objects themselves.
+// configuration from: on the node target the suite's istiod
+// (istiodXDSAddress), or E2E_GATEWAY_XDS's address; "" on kind, where no
+// istiod runs, and the stand-ins interpret Gateways and VirtualServices
+// themselves (the only target that still does).
 func gatewayXDSAddress() string {
-	if v := os.Getenv(gatewayXDSEnv); v != "istiod" {
+	if v := os.Getenv(gatewayXDSEnv); v != "" && v != "istiod" {
 		return v
+	}
+	if target != framework.TargetNode {
+		return ""
 	}
 	return istiodXDSAddress()
 }
