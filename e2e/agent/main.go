@@ -295,9 +295,8 @@ func gateway(ctx context.Context, args []string) error {
 	fs.StringVar(&w.namespace, "workload-namespace", "", "namespace of the stand-in's pods: with --workload-labels, the EnvoyFilters there and in --root-namespace whose workloadSelector matches apply their global rate limits")
 	labels := fs.String("workload-labels", "", "labels of the stand-in's pods, k=v,k=v")
 	fs.StringVar(&w.root, "root-namespace", "istio-system", "Istio's root namespace")
-	xdsAddr := fs.String("xds", "", "istiod's plaintext xDS address host:port: take listeners, routes and endpoints from istiod as the ingress gateway's Envoy (a router node of this pod) instead of reading Gateways and VirtualServices (xdsgateway.go)")
-	xdsHTTPPort := fs.Uint("xds-http-port", 0, "with --xds: the port of istiod's listener --listen serves (default --listen's port)")
-	xdsHTTPSPort := fs.Uint("xds-https-port", 0, "with --xds: the port of istiod's listener --https-addr serves (default --https-addr's port)")
+	xdsAddr := fs.String("xds", "", "istiod's plaintext xDS address host:port: take listeners, routes and endpoints from istiod as the ingress gateway's Envoy (a router node of this pod) instead of reading Gateways and VirtualServices (xdsgateway.go); --listen and --https-addr are then unused: istiod's listeners are bound on their own ports")
+	statusAddr := fs.String("status-addr", ":15021", "with --xds: listen address of the status listener (/healthz/ready: 200 once istiod's listeners are all bound), as Istio's gateway's 15021")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -316,11 +315,11 @@ func gateway(ctx context.Context, args []string) error {
 	rt.globals.Store(&[]globalFilter{})
 	rt.snap.Store(&snapshot{})
 	if *xdsAddr != "" {
-		g, err := newXDSGateway(rt, *xdsAddr, w, *addr, *httpsAddr, uint32(*xdsHTTPPort), uint32(*xdsHTTPSPort))
+		g, err := newXDSGateway(rt, *xdsAddr, w)
 		if err != nil {
 			return err
 		}
-		return runXDSGateway(ctx, g, g.xds.Node.Namespace, *refresh, *addr, *httpsAddr)
+		return runXDSGateway(ctx, g, g.xds.Node.Namespace, *refresh, *statusAddr)
 	}
 	// A first read before listening: the readiness probe (a TCP connect)
 	// then passes only once the Gateways that exist are served.

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -32,16 +33,15 @@ import (
 // istiod for its configuration as the ingress gateway's Envoy would (a
 // router node of its pod, e2e/xds) and serves it:
 //
-//   - the plain listener (--listen) is Envoy's listener on --xds-http-port
-//     (default --listen's port: istiod maps a Gateway server's port to the
-//     gateway Service's target port), the TLS listener (--https-addr) the
-//     one on --xds-https-port; a listener's filter chain is chosen by the
-//     SNI as Envoy does (exact server name, then the longest wildcard, then
-//     a chain without server names);
+//   - every listener istiod sends is bound on its port, one it no longer
+//     sends closed (xdslisteners.go); a connection is TLS or plain text by
+//     its first byte, and a TLS handshake gets the filter chain its SNI
+//     picks as Envoy does (exact server name, then the longest wildcard,
+//     then a chain without server names);
 //   - the chain's HTTP connection manager names its route configuration
 //     (RDS, or inline); the virtual host, route, rewrites, weighted
 //     cluster, header mutations, direct responses and redirects are
-//     e2e/envoy's reading of it; require_tls on the plain listener
+//     e2e/envoy's reading of it; require_tls on a plain-text connection
 //     redirects to https;
 //   - a forwarded request goes to an endpoint of the route's cluster from
 //     EDS (or the cluster's own load assignment), chosen at random;
@@ -57,9 +57,10 @@ import (
 
 // xdsGateway serves what istiod sent.
 type xdsGateway struct {
-	xds                 *xds.Client
-	rt                  *router
-	httpPort, httpsPort uint32
+	xds *xds.Client
+	rt  *router
+	// listeners are istiod's listeners, bound.
+	listeners listenerSet
 	// secrets are the SDS secrets the listeners name, by SDS name.
 	secrets atomic.Pointer[map[string]sdsSecret]
 }
@@ -102,28 +103,17 @@ func xdsNode(kind string, w workload) xds.Node {
 		ServiceAccount: os.Getenv("SERVICE_ACCOUNT"), WorkloadName: workloadName}
 }
 
-// newXDSGateway is the stand-in's xDS mode: a router node of its pod,
-// its listeners mapped to istiod's by port.
-func newXDSGateway(rt *router, addr string, w workload, plainAddr, secureAddr string, httpPort, httpsPort uint32) (*xdsGateway, error) {
-	var err error
-	if httpPort == 0 {
-		if httpPort, err = portOf(plainAddr); err != nil {
-			return nil, fmt.Errorf("--listen: %w", err)
-		}
-	}
-	if httpsPort == 0 {
-		if httpsPort, err = portOf(secureAddr); err != nil {
-			return nil, fmt.Errorf("--https-addr: %w", err)
-		}
-	}
+// newXDSGateway is the stand-in's xDS mode: a router node of its pod.
+func newXDSGateway(rt *router, addr string, w workload) (*xdsGateway, error) {
 	node := xdsNode(xds.Router, w)
 	if node.IP == "" || node.Namespace == "" {
 		return nil, fmt.Errorf("--xds needs the pod's POD_IP and POD_NAMESPACE (or --workload-namespace) in the environment")
 	}
-	g := &xdsGateway{xds: &xds.Client{Addr: addr, Node: node}, rt: rt, httpPort: httpPort, httpsPort: httpsPort}
+	g := &xdsGateway{xds: &xds.Client{Addr: addr, Node: node}, rt: rt}
 	g.secrets.Store(&map[string]sdsSecret{})
+	g.listeners.notReady = "istiod has sent no listener yet"
 	rt.limiter.resolve = g.resolveFromXDS
-	log.Printf("xds: %s as %s, listeners %d (plain) and %d (TLS)", addr, node.ID(), httpPort, httpsPort)
+	log.Printf("xds: %s as %s", addr, node.ID())
 	return g, nil
 }
 
@@ -131,8 +121,11 @@ func newXDSGateway(rt *router, addr string, w workload, plainAddr, secureAddr st
 func (g *xdsGateway) refreshSecrets(ctx context.Context, namespace string) {
 	next := map[string]sdsSecret{}
 	old := *g.secrets.Load()
-	l := envoy.ListenerOnPort(g.xds.Current().Listeners, g.httpsPort)
-	for _, fc := range l.GetFilterChains() {
+	var chains []*listenerv3.FilterChain
+	for _, l := range g.xds.Current().Listeners {
+		chains = append(append(chains, l.GetFilterChains()...), l.GetDefaultFilterChain())
+	}
+	for _, fc := range chains {
 		tc := envoy.DownstreamTLS(fc)
 		if tc == nil {
 			continue
@@ -296,13 +289,13 @@ func (g *xdsGateway) readSecret(ctx context.Context, namespace, sdsName string) 
 	return sdsSecret{cert: &pair, from: from}, nil
 }
 
-// configForClient is the TLS configuration of the chain the SNI picks:
-// its certificate and, with a validation context, its client CAs
-// (required when require_client_certificate).
-func (g *xdsGateway) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-	l := envoy.ListenerOnPort(g.xds.Current().Listeners, g.httpsPort)
+// configForClient is the TLS configuration of the chain of the listener
+// on port the SNI picks: its certificate and, with a validation context,
+// its client CAs (required when require_client_certificate).
+func (g *xdsGateway) configForClient(port uint32, hello *tls.ClientHelloInfo) (*tls.Config, error) {
+	l := envoy.ListenerOnPort(g.xds.Current().Listeners, port)
 	if l == nil {
-		return nil, fmt.Errorf("istiod sent no listener on port %d", g.httpsPort)
+		return nil, fmt.Errorf("istiod sent no listener on port %d", port)
 	}
 	fc := envoy.ChainForSNI(l, hello.ServerName)
 	tc := envoy.DownstreamTLS(fc)
@@ -336,22 +329,26 @@ func (g *xdsGateway) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, e
 	return cfg, nil
 }
 
-// xdsListener serves one of the stand-in's listeners from istiod's.
+// xdsListener serves istiod's listener on port.
 type xdsListener struct {
-	g     *xdsGateway
-	https bool
+	g    *xdsGateway
+	port uint32
 }
 
 func (l *xdsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	scheme, port := "http", l.g.httpPort
-	sni := ""
-	if l.https {
-		scheme, port = "https", l.g.httpsPort
-		sni = r.TLS.ServerName
+	scheme, sni, https := "http", "", r.TLS != nil
+	if https {
+		scheme, sni = "https", r.TLS.ServerName
 	}
-	prefix := fmt.Sprintf("%s %s://%s%s", r.Method, scheme, r.Host, r.URL.Path)
+	prefix := fmt.Sprintf("%s %s://%s%s (port %d)", r.Method, scheme, r.Host, r.URL.Path, l.port)
 	snap := l.g.xds.Current()
-	rc, hcm, err := routeConfigFor(snap, port, sni)
+	if lis := envoy.ListenerOnPort(snap.Listeners, l.port); !https && lis != nil && !hasPlainChain(lis) {
+		// No plain-text chain: Envoy closes the connection.
+		log.Printf("%s: listener %s has no plain-text chain; closing", prefix, lis.GetName())
+		closeConnection(w)
+		return
+	}
+	rc, hcm, err := routeConfigFor(snap, l.port, sni)
 	if err != nil {
 		log.Printf("%s: %v", prefix, err)
 		http.Error(w, err.Error(), http.StatusNotFound)
@@ -364,7 +361,7 @@ func (l *xdsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	vh := envoy.VirtualHost(rc, req.Host)
-	if vh != nil && !l.https && vh.GetRequireTls() != routev3.VirtualHost_NONE {
+	if vh != nil && !https && vh.GetRequireTls() != routev3.VirtualHost_NONE {
 		// Envoy answers before it looks at the routes.
 		location := "https://" + strings.Split(req.Host, ":")[0] + r.URL.RequestURI()
 		log.Printf("%s: %s requires TLS: %s", prefix, vh.GetName(), location)
@@ -559,20 +556,25 @@ func endpointOf(snap *xds.Snapshot, cluster string) (string, error) {
 	return addrs[rand.IntN(len(addrs))], nil
 }
 
-// runXDSGateway serves the stand-in's listeners from istiod's
-// configuration until ctx ends.
-func runXDSGateway(ctx context.Context, g *xdsGateway, namespace string, refresh time.Duration, plainAddr, secureAddr string) error {
+// closeConnection closes the request's connection without a response.
+func closeConnection(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if c, _, err := hj.Hijack(); err == nil {
+			_ = c.Close()
+			return
+		}
+	}
+	http.Error(w, "no filter chain", http.StatusBadRequest)
+}
+
+// runXDSGateway serves istiod's listeners, and the status listener on
+// statusAddr, until ctx ends.
+func runXDSGateway(ctx context.Context, g *xdsGateway, namespace string, refresh time.Duration, statusAddr string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make(chan error, 3)
+	defer g.closeAll()
+	errs := make(chan error, 2)
 	go func() { errs <- g.xds.Run(ctx) }()
-	// Wait for a first configuration before listening: the readiness
-	// probe then passes once istiod has programmed the stand-in.
-	wait, stop := context.WithTimeout(ctx, 2*time.Minute)
-	if err := g.xds.WaitFor(wait, func(s *xds.Snapshot) bool { return envoy.ListenerOnPort(s.Listeners, g.httpPort) != nil }); err != nil {
-		log.Printf("xds: no listener on port %d yet (%v); listening anyway", g.httpPort, err)
-	}
-	stop()
 	go func() {
 		t := time.NewTicker(refresh)
 		defer t.Stop()
@@ -585,12 +587,17 @@ func runXDSGateway(ctx context.Context, g *xdsGateway, namespace string, refresh
 			}
 		}
 	}()
-	plain := &http.Server{Addr: plainAddr, Handler: &xdsListener{g: g}, ReadHeaderTimeout: 10 * time.Second}
-	secure := &http.Server{Addr: secureAddr, Handler: &xdsListener{g: g, https: true}, ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: g.configForClient}}
-	go func() { errs <- run(ctx, plain, false) }()
-	go func() { errs <- run(ctx, secure, true) }()
-	first := <-errs
-	cancel()
-	return first
+	status := &http.Server{Addr: statusAddr, Handler: &g.listeners, ReadHeaderTimeout: 10 * time.Second}
+	go func() { errs <- run(ctx, status, false) }()
+	for {
+		changed := g.xds.Changed()
+		g.syncListeners(ctx, g.xds.Current())
+		select {
+		case err := <-errs:
+			return err
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+	}
 }

@@ -86,9 +86,10 @@ func setHeader(name, value string) *corev3.HeaderValueOption {
 }
 
 // gatewaySnapshot is what istiod would send an ingress gateway with an
-// HTTP server on 8080 and an HTTPS server (credential orders-cert,
-// MUTUAL) on 8443 for orders.example.com, routing to backend (host:port).
-func gatewaySnapshot(t *testing.T, version, backend string) *cachev3.Snapshot {
+// HTTP server on plainPort and an HTTPS server (credential orders-cert,
+// MUTUAL) on tlsPort for orders.example.com, routing to backend
+// (host:port).
+func gatewaySnapshot(t *testing.T, version, backend string, plainPort, tlsPort uint32) *cachev3.Snapshot {
 	t.Helper()
 	host, p, _ := net.SplitHostPort(backend)
 	port, _ := strconv.Atoi(p)
@@ -138,8 +139,8 @@ func gatewaySnapshot(t *testing.T, version, backend string) *cachev3.Snapshot {
 			{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socket("192.0.2.1", 9)}}, HealthStatus: corev3.HealthStatus_UNHEALTHY},
 		}}}}},
 		resourcev3.ListenerType: {
-			&listenerv3.Listener{Name: "0.0.0.0_8080", Address: socket("0.0.0.0", 8080), FilterChains: []*listenerv3.FilterChain{hcmChain(t, "http.8080")}},
-			&listenerv3.Listener{Name: "0.0.0.0_8443", Address: socket("0.0.0.0", 8443), FilterChains: []*listenerv3.FilterChain{tlsChain, healthChain}},
+			&listenerv3.Listener{Name: fmt.Sprintf("0.0.0.0_%d", plainPort), Address: socket("0.0.0.0", plainPort), FilterChains: []*listenerv3.FilterChain{hcmChain(t, "http.8080")}},
+			&listenerv3.Listener{Name: fmt.Sprintf("0.0.0.0_%d", tlsPort), Address: socket("0.0.0.0", tlsPort), FilterChains: []*listenerv3.FilterChain{tlsChain, healthChain}},
 		},
 		resourcev3.RouteType: {
 			&routev3.RouteConfiguration{Name: "http.8080", VirtualHosts: []*routev3.VirtualHost{
@@ -187,11 +188,13 @@ func TestGatewayServesWhatTheControlPlaneSent(t *testing.T) {
 	rt.limiter = &limiter{rt: rt}
 	rt.globals.Store(&[]globalFilter{})
 	node := xds.Node{Type: xds.Router, IP: "10.0.0.9", PodName: "gw-1", Namespace: "istio-system", Labels: map[string]string{"istio": "ingressgateway"}}
-	g := &xdsGateway{xds: &xds.Client{Addr: addr, Node: node, Logf: t.Logf}, rt: rt, httpPort: 8080, httpsPort: 8443}
+	g := &xdsGateway{xds: &xds.Client{Addr: addr, Node: node, Logf: t.Logf}, rt: rt}
 	g.secrets.Store(&map[string]sdsSecret{})
+	defer g.closeAll()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := cache.SetSnapshot(ctx, node.ID(), gatewaySnapshot(t, "1", backend.Listener.Addr().String())); err != nil {
+	plainPort, tlsPort := freePort(t), freePort(t)
+	if err := cache.SetSnapshot(ctx, node.ID(), gatewaySnapshot(t, "1", backend.Listener.Addr().String(), plainPort, tlsPort)); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = g.xds.Run(ctx) }()
@@ -199,9 +202,10 @@ func TestGatewayServesWhatTheControlPlaneSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.refreshSecrets(ctx, "istio-system")
-
-	plain := httptest.NewServer(&xdsListener{g: g})
-	defer plain.Close()
+	// istiod's listeners, bound on their own ports.
+	g.syncListeners(ctx, g.xds.Current())
+	plain := fmt.Sprintf("http://127.0.0.1:%d", plainPort)
+	secure := fmt.Sprintf("https://127.0.0.1:%d", tlsPort)
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	cases := []struct {
 		name, host, path string
@@ -220,7 +224,7 @@ func TestGatewayServesWhatTheControlPlaneSent(t *testing.T) {
 		{"no virtual host", "other.example.com", "/api/x", nil, 404, "", [2]string{}},
 	}
 	for _, c := range cases {
-		req, _ := http.NewRequest(http.MethodGet, plain.URL+c.path, nil)
+		req, _ := http.NewRequest(http.MethodGet, plain+c.path, nil)
 		req.Host = c.host
 		for k, v := range c.headers {
 			req.Header.Set(k, v)
@@ -236,10 +240,6 @@ func TestGatewayServesWhatTheControlPlaneSent(t *testing.T) {
 		}
 	}
 
-	secure := httptest.NewUnstartedServer(&xdsListener{g: g, https: true})
-	secure.TLS = &tls.Config{GetConfigForClient: g.configForClient}
-	secure.StartTLS()
-	defer secure.Close()
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.cert)
 	var getSNI func(sni string, certs ...tls.Certificate) (string, error)
@@ -251,7 +251,7 @@ func TestGatewayServesWhatTheControlPlaneSent(t *testing.T) {
 	getSNI = func(sni string, certs ...tls.Certificate) (string, error) {
 		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: sni, Certificates: certs,
 			InsecureSkipVerify: sni == "health.example.com"}}} //nolint:gosec // the serving certificate is orders.example.com's
-		req, _ := http.NewRequest(http.MethodGet, secure.URL+"/api/z", nil)
+		req, _ := http.NewRequest(http.MethodGet, secure+"/api/z", nil)
 		req.Host = sni
 		resp, err := c.Do(req)
 		if err != nil {
@@ -267,6 +267,11 @@ func TestGatewayServesWhatTheControlPlaneSent(t *testing.T) {
 	if got, err := get(); err == nil {
 		t.Errorf("https without a client certificate was answered: %q", got)
 	}
+	// The TLS-only listener has no plain-text chain: closed, unanswered.
+	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/z", tlsPort)); err == nil {
+		resp.Body.Close()
+		t.Errorf("plain text to the TLS listener was answered %d", resp.StatusCode)
+	}
 	if got, err := getSNI("health.example.com", healthPair); err != nil || !strings.HasPrefix(got, "200 GET /v1/z") {
 		t.Errorf("https to health.example.com with a certificate of the ConfigMap's CA: %q, %v", got, err)
 	}
@@ -274,6 +279,105 @@ func TestGatewayServesWhatTheControlPlaneSent(t *testing.T) {
 		if got, err := getSNI("health.example.com", certs...); err == nil {
 			t.Errorf("https to health.example.com with %s was answered: %q", name, got)
 		}
+	}
+}
+
+// freePort is a TCP port free now on 127.0.0.1.
+func freePort(t *testing.T) uint32 {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return uint32(l.Addr().(*net.TCPAddr).Port)
+}
+
+// TestGatewayBindsIstiodsListeners: a listener istiod adds is bound on
+// its port, one it removes is closed, and the status listener is ready
+// only while every listener istiod sent is bound (a port already taken
+// keeps it unready).
+func TestGatewayBindsIstiodsListeners(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	defer backend.Close()
+	addr, cache := xdsServer(t)
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	rt := &router{client: fake.NewClientBuilder().WithScheme(scheme).Build()}
+	node := xds.Node{Type: xds.Router, IP: "10.0.0.9", PodName: "gw-1", Namespace: "istio-system"}
+	g := &xdsGateway{xds: &xds.Client{Addr: addr, Node: node, Logf: t.Logf}, rt: rt}
+	g.secrets.Store(&map[string]sdsSecret{})
+	g.listeners.notReady = "istiod has sent no listener yet"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	status := httptest.NewServer(&g.listeners)
+	defer status.Close()
+	ready := func() (int, string) {
+		resp, err := http.Get(status.URL + "/healthz/ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := ready(); code != http.StatusServiceUnavailable {
+		t.Errorf("ready before istiod sent anything: %d %s", code, body)
+	}
+	go func() { _ = g.xds.Run(ctx) }()
+	defer g.closeAll()
+	set := func(version string, plainPort, tlsPort uint32) {
+		t.Helper()
+		changed := g.xds.Changed()
+		if err := cache.SetSnapshot(ctx, node.ID(), gatewaySnapshot(t, version, backend.Listener.Addr().String(), plainPort, tlsPort)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+		if err := g.xds.WaitFor(ctx, func(s *xds.Snapshot) bool { return len(listenerPorts(s)) == 2 && listenerPorts(s)[plainPort] != "" && len(s.Routes) == 2 }); err != nil {
+			t.Fatal(err)
+		}
+		g.syncListeners(ctx, g.xds.Current())
+	}
+	get := func(port uint32) error {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/gone", port), nil)
+		req.Host = "orders.example.com"
+		resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusGone {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	first, second, tlsPort := freePort(t), freePort(t), freePort(t)
+	set("1", first, tlsPort)
+	if err := get(first); err != nil {
+		t.Errorf("istiod's listener on %d is not served: %v", first, err)
+	}
+	if code, body := ready(); code != http.StatusOK {
+		t.Errorf("not ready with every listener bound: %d %s", code, body)
+	}
+	set("2", second, tlsPort)
+	if err := get(second); err != nil {
+		t.Errorf("the listener istiod moved to %d is not served: %v", second, err)
+	}
+	if err := get(first); err == nil {
+		t.Errorf("the listener istiod removed (%d) still answers", first)
+	}
+	taken, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	set("3", uint32(taken.Addr().(*net.TCPAddr).Port), tlsPort)
+	if code, body := ready(); code != http.StatusServiceUnavailable || !strings.Contains(body, "address already in use") {
+		t.Errorf("ready with a listener that cannot be bound: %d %s", code, body)
 	}
 }
 
