@@ -337,7 +337,9 @@ func TestGatewayBindsIstiodsListeners(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal(ctx.Err())
 		}
-		if err := g.xds.WaitFor(ctx, func(s *xds.Snapshot) bool { return len(listenerPorts(s)) == 2 && listenerPorts(s)[plainPort] != "" && len(s.Routes) == 2 }); err != nil {
+		if err := g.xds.WaitFor(ctx, func(s *xds.Snapshot) bool {
+			return len(listenerPorts(s)) == 2 && listenerPorts(s)[plainPort] != "" && len(s.Routes) == 2
+		}); err != nil {
 			t.Fatal(err)
 		}
 		g.syncListeners(ctx, g.xds.Current())
