@@ -11,7 +11,8 @@
 //	                                  the mesh config's envoyExtAuthzHttp
 //	                                  provider first (extauth.go)
 //	e2e-agent gateway --gateway NS/N  a minimal stand-in for an Istio ingress
-//	                                  gateway (--gateway may be repeated: one
+//	                                  gateway, for the kind target, which runs
+//	                                  no istiod (--gateway may be repeated: one
 //	                                  workload serves every Gateway that
 //	                                  selects it, as Istio's does); it reads
 //	                                  the Gateways and the VirtualServices
@@ -22,10 +23,14 @@
 //	                                  proxies each request to the destination
 //	                                  of the first route whose host, path and
 //	                                  method match, or answers 404
-//	e2e-agent gateway --xds ADDR      the same stand-in programmed by istiod:
-//	                                  listeners, routes and endpoints over
-//	                                  ADS as the gateway's Envoy
-//	                                  (xdsgateway.go)
+//	e2e-agent gateway --xds ADDR      the stand-in programmed by istiod, on
+//	                                  the node target: listeners (bound on
+//	                                  istiod's ports), routes, endpoints, TLS
+//	                                  references and rate-limit filters over
+//	                                  ADS as the gateway's Envoy; it reads no
+//	                                  Gateway or VirtualService
+//	                                  (xdsgateway.go, xdslisteners.go,
+//	                                  xdsratelimit.go)
 //	e2e-agent backend --xds ADDR      a backend whose sidecar stand-in
 //	                                  enforces the inbound RBAC, jwt_authn
 //	                                  and ext_authz filters istiod sends
@@ -34,8 +39,8 @@
 //	                                  it gets the expected answer, or (--loop)
 //	                                  keeps sending it and counts the answers
 //
-// The gateway implements only the part of a Gateway and a VirtualService the
-// suite needs: servers by protocol (HTTP on the plain listener, HTTPS with
+// Without --xds, the gateway implements only the part of a Gateway and a
+// VirtualService the suite needs: servers by protocol (HTTP on the plain listener, HTTPS with
 // tls.mode SIMPLE, MUTUAL or OPTIONAL_MUTUAL and tls.credentialName on the
 // TLS listener, client CAs as Istio finds them: clientcerts.go), their hosts,
 // tls.httpsRedirect; VirtualService hosts, exact/prefix/regex URI, method
