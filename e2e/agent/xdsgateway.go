@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -15,12 +16,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,6 +67,17 @@ type xdsGateway struct {
 	listeners listenerSet
 	// secrets are the SDS secrets the listeners name, by SDS name.
 	secrets atomic.Pointer[map[string]sdsSecret]
+	// active are the listeners serving, by port (refreshSecrets), and
+	// warming the ones istiod sent that wait for their secrets.
+	active    atomic.Pointer[map[uint32]*listenerv3.Listener]
+	warming   map[uint32]warmingListener
+	refreshMu sync.Mutex
+}
+
+// warmingListener is a listener of istiod's waiting for its secrets.
+type warmingListener struct {
+	l     *listenerv3.Listener
+	since time.Time
 }
 
 // sdsSecret is a certificate or a CA bundle read from a Secret.
@@ -103,6 +118,14 @@ func xdsNode(kind string, w workload) xds.Node {
 		ServiceAccount: os.Getenv("SERVICE_ACCOUNT"), WorkloadName: workloadName}
 }
 
+// init makes g's maps.
+func (g *xdsGateway) init() {
+	g.secrets.Store(&map[string]sdsSecret{})
+	g.active.Store(&map[uint32]*listenerv3.Listener{})
+	g.warming = map[uint32]warmingListener{}
+	g.listeners.notReady = "istiod has sent no listener yet"
+}
+
 // newXDSGateway is the stand-in's xDS mode: a router node of its pod.
 func newXDSGateway(rt *router, addr string, w workload) (*xdsGateway, error) {
 	node := xdsNode(xds.Router, w)
@@ -110,51 +133,114 @@ func newXDSGateway(rt *router, addr string, w workload) (*xdsGateway, error) {
 		return nil, fmt.Errorf("--xds needs the pod's POD_IP and POD_NAMESPACE (or --workload-namespace) in the environment")
 	}
 	g := &xdsGateway{xds: &xds.Client{Addr: addr, Node: node}, rt: rt}
-	g.secrets.Store(&map[string]sdsSecret{})
-	g.listeners.notReady = "istiod has sent no listener yet"
+	g.init()
 	rt.limiter.resolve = g.resolveFromXDS
 	log.Printf("xds: %s as %s", addr, node.ID())
 	return g, nil
 }
 
-// refreshSecrets reads the Secrets every HTTPS chain names.
-func (g *xdsGateway) refreshSecrets(ctx context.Context, namespace string) {
-	next := map[string]sdsSecret{}
-	old := *g.secrets.Load()
-	var chains []*listenerv3.FilterChain
-	for _, l := range g.xds.Current().Listeners {
-		chains = append(append(chains, l.GetFilterChains()...), l.GetDefaultFilterChain())
+// listenerSDSNames are the SDS names of a listener's TLS chains, with the
+// longest initial fetch timeout of their configs (Envoy's default 15 s
+// when unset; Istio leaves it unset for credentialName secrets).
+func listenerSDSNames(l *listenerv3.Listener) ([]string, time.Duration) {
+	var names []string
+	timeout := time.Duration(0)
+	add := func(c *tlsv3.SdsSecretConfig) {
+		if c == nil {
+			return
+		}
+		names = append(names, c.GetName())
+		t := 15 * time.Second
+		if ft := c.GetSdsConfig().GetInitialFetchTimeout(); ft != nil {
+			t = ft.AsDuration()
+		}
+		timeout = max(timeout, t)
 	}
-	for _, fc := range chains {
+	for _, fc := range append(slices.Clone(l.GetFilterChains()), l.GetDefaultFilterChain()) {
 		tc := envoy.DownstreamTLS(fc)
 		if tc == nil {
 			continue
 		}
-		var names []string
-		for _, s := range tc.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs() {
-			names = append(names, s.GetName())
+		for _, c := range tc.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs() {
+			add(c)
 		}
-		if v := tc.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig(); v != nil {
-			names = append(names, v.GetName())
-		}
-		if v := tc.GetCommonTlsContext().GetValidationContextSdsSecretConfig(); v != nil {
-			names = append(names, v.GetName())
-		}
-		for _, name := range names {
-			s, err := g.readSecret(ctx, namespace, name)
-			if err != nil {
-				if prev, ok := old[name]; ok {
-					log.Printf("sds %s: %v; keeping %s", name, err, prev.from)
-					next[name] = prev
-				} else {
-					log.Printf("sds %s: %v", name, err)
-				}
-				continue
-			}
-			next[name] = s
+		add(tc.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig())
+		add(tc.GetCommonTlsContext().GetValidationContextSdsSecretConfig())
+	}
+	return names, timeout
+}
+
+// refreshSecrets reads the SDS secrets of istiod's listeners and of the
+// ones serving, then activates istiod's listeners as Envoy warms them: a
+// new or changed listener replaces the one serving its port once every
+// secret it names is loaded, or once its initial fetch timeout has
+// passed (then its handshakes fail where a secret is missing); until
+// then the previous listener goes on serving.
+func (g *xdsGateway) refreshSecrets(ctx context.Context, namespace string) {
+	g.refreshMu.Lock()
+	defer g.refreshMu.Unlock()
+	snap := g.xds.Current()
+	active := *g.active.Load()
+	wanted := map[string]bool{}
+	for _, l := range slices.Concat(slices.Collect(maps.Values(snap.Listeners)), slices.Collect(maps.Values(active))) {
+		names, _ := listenerSDSNames(l)
+		for _, n := range names {
+			wanted[n] = true
 		}
 	}
+	next := map[string]sdsSecret{}
+	old := *g.secrets.Load()
+	for _, name := range slices.Sorted(maps.Keys(wanted)) {
+		s, err := g.readSecret(ctx, namespace, name)
+		if err != nil {
+			if prev, ok := old[name]; ok {
+				log.Printf("sds %s: %v; keeping %s", name, err, prev.from)
+				next[name] = prev
+			} else {
+				log.Printf("sds %s: %v", name, err)
+			}
+			continue
+		}
+		next[name] = s
+	}
 	g.secrets.Store(&next)
+
+	nextActive := map[uint32]*listenerv3.Listener{}
+	for _, l := range snap.Listeners {
+		port := l.GetAddress().GetSocketAddress().GetPortValue()
+		names, timeout := listenerSDSNames(l)
+		var missing []string
+		for _, n := range names {
+			if _, ok := next[n]; !ok {
+				missing = append(missing, n)
+			}
+		}
+		prev, serving := active[port]
+		if len(missing) == 0 || !serving || proto.Equal(prev, l) {
+			nextActive[port] = l
+			delete(g.warming, port)
+			continue
+		}
+		since, ok := g.warming[port]
+		if !ok || since.l != l {
+			since = warmingListener{l: l, since: time.Now()}
+			g.warming[port] = since
+		}
+		if time.Since(since.since) >= timeout {
+			log.Printf("xds: listener %s activated without %v after its initial fetch timeout %s", l.GetName(), missing, timeout)
+			nextActive[port] = l
+			delete(g.warming, port)
+			continue
+		}
+		log.Printf("xds: listener %s warming (waiting for %v); the previous one serves port %d", l.GetName(), missing, port)
+		nextActive[port] = prev
+	}
+	g.active.Store(&nextActive)
+}
+
+// activeListener is the listener serving port.
+func (g *xdsGateway) activeListener(port uint32) *listenerv3.Listener {
+	return (*g.active.Load())[port]
 }
 
 // sdsRef is the object an SDS name refers to, as istiod's SDS reads it
@@ -293,9 +379,9 @@ func (g *xdsGateway) readSecret(ctx context.Context, namespace, sdsName string) 
 // on port the SNI picks: its certificate and, with a validation context,
 // its client CAs (required when require_client_certificate).
 func (g *xdsGateway) configForClient(port uint32, hello *tls.ClientHelloInfo) (*tls.Config, error) {
-	l := envoy.ListenerOnPort(g.xds.Current().Listeners, port)
+	l := g.activeListener(port)
 	if l == nil {
-		return nil, fmt.Errorf("istiod sent no listener on port %d", port)
+		return nil, fmt.Errorf("no listener of istiod's serves port %d", port)
 	}
 	fc := envoy.ChainForSNI(l, hello.ServerName)
 	tc := envoy.DownstreamTLS(fc)
@@ -342,13 +428,14 @@ func (l *xdsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	prefix := fmt.Sprintf("%s %s://%s%s (port %d)", r.Method, scheme, r.Host, r.URL.Path, l.port)
 	snap := l.g.xds.Current()
-	if lis := envoy.ListenerOnPort(snap.Listeners, l.port); !https && lis != nil && !hasPlainChain(lis) {
+	lis := l.g.activeListener(l.port)
+	if !https && lis != nil && !hasPlainChain(lis) {
 		// No plain-text chain: Envoy closes the connection.
 		log.Printf("%s: listener %s has no plain-text chain; closing", prefix, lis.GetName())
 		closeConnection(w)
 		return
 	}
-	rc, hcm, err := routeConfigFor(snap, l.port, sni)
+	rc, hcm, err := routeConfigFor(snap, lis, l.port, sni)
 	if err != nil {
 		log.Printf("%s: %v", prefix, err)
 		http.Error(w, err.Error(), http.StatusNotFound)
@@ -386,10 +473,9 @@ func (l *xdsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // routeConfigFor is the route configuration the HTTP connection manager
 // of the listener on port serves for the SNI.
-func routeConfigFor(snap *xds.Snapshot, port uint32, sni string) (*routev3.RouteConfiguration, *hcmv3.HttpConnectionManager, error) {
-	l := envoy.ListenerOnPort(snap.Listeners, port)
+func routeConfigFor(snap *xds.Snapshot, l *listenerv3.Listener, port uint32, sni string) (*routev3.RouteConfiguration, *hcmv3.HttpConnectionManager, error) {
 	if l == nil {
-		return nil, nil, fmt.Errorf("istiod sent no listener on port %d", port)
+		return nil, nil, fmt.Errorf("no listener of istiod's serves port %d", port)
 	}
 	fc := envoy.ChainForSNI(l, sni)
 	hcm := xds.ChainHCM(fc)
@@ -591,6 +677,7 @@ func runXDSGateway(ctx context.Context, g *xdsGateway, namespace string, refresh
 	go func() { errs <- run(ctx, status, false) }()
 	for {
 		changed := g.xds.Changed()
+		g.refreshSecrets(ctx, namespace)
 		g.syncListeners(ctx, g.xds.Current())
 		select {
 		case err := <-errs:

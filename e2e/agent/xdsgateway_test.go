@@ -189,7 +189,7 @@ func TestGatewayServesWhatTheControlPlaneSent(t *testing.T) {
 	rt.globals.Store(&[]globalFilter{})
 	node := xds.Node{Type: xds.Router, IP: "10.0.0.9", PodName: "gw-1", Namespace: "istio-system", Labels: map[string]string{"istio": "ingressgateway"}}
 	g := &xdsGateway{xds: &xds.Client{Addr: addr, Node: node, Logf: t.Logf}, rt: rt}
-	g.secrets.Store(&map[string]sdsSecret{})
+	g.init()
 	defer g.closeAll()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -306,8 +306,7 @@ func TestGatewayBindsIstiodsListeners(t *testing.T) {
 	rt := &router{client: fake.NewClientBuilder().WithScheme(scheme).Build()}
 	node := xds.Node{Type: xds.Router, IP: "10.0.0.9", PodName: "gw-1", Namespace: "istio-system"}
 	g := &xdsGateway{xds: &xds.Client{Addr: addr, Node: node, Logf: t.Logf}, rt: rt}
-	g.secrets.Store(&map[string]sdsSecret{})
-	g.listeners.notReady = "istiod has sent no listener yet"
+	g.init()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	status := httptest.NewServer(&g.listeners)
@@ -342,6 +341,7 @@ func TestGatewayBindsIstiodsListeners(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
+		g.refreshSecrets(ctx, "istio-system")
 		g.syncListeners(ctx, g.xds.Current())
 	}
 	get := func(port uint32) error {
