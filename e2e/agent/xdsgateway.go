@@ -139,22 +139,20 @@ func newXDSGateway(rt *router, addr string, w workload) (*xdsGateway, error) {
 	return g, nil
 }
 
-// listenerSDSNames are the SDS names of a listener's TLS chains, with the
-// longest initial fetch timeout of their configs (Envoy's default 15 s
-// when unset; Istio leaves it unset for credentialName secrets).
-func listenerSDSNames(l *listenerv3.Listener) ([]string, time.Duration) {
-	var names []string
-	timeout := time.Duration(0)
+// listenerSDSNames are the SDS names of a listener's TLS chains, each with
+// its initial fetch timeout (Envoy's default 15 s when unset; Istio
+// leaves it unset for credentialName secrets).
+func listenerSDSNames(l *listenerv3.Listener) map[string]time.Duration {
+	out := map[string]time.Duration{}
 	add := func(c *tlsv3.SdsSecretConfig) {
 		if c == nil {
 			return
 		}
-		names = append(names, c.GetName())
 		t := 15 * time.Second
 		if ft := c.GetSdsConfig().GetInitialFetchTimeout(); ft != nil {
 			t = ft.AsDuration()
 		}
-		timeout = max(timeout, t)
+		out[c.GetName()] = max(out[c.GetName()], t)
 	}
 	for _, fc := range append(slices.Clone(l.GetFilterChains()), l.GetDefaultFilterChain()) {
 		tc := envoy.DownstreamTLS(fc)
@@ -167,7 +165,7 @@ func listenerSDSNames(l *listenerv3.Listener) ([]string, time.Duration) {
 		add(tc.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig())
 		add(tc.GetCommonTlsContext().GetValidationContextSdsSecretConfig())
 	}
-	return names, timeout
+	return out
 }
 
 // refreshSecrets reads the SDS secrets of istiod's listeners and of the
@@ -183,8 +181,7 @@ func (g *xdsGateway) refreshSecrets(ctx context.Context, namespace string) {
 	active := *g.active.Load()
 	wanted := map[string]bool{}
 	for _, l := range slices.Concat(slices.Collect(maps.Values(snap.Listeners)), slices.Collect(maps.Values(active))) {
-		names, _ := listenerSDSNames(l)
-		for _, n := range names {
+		for n := range listenerSDSNames(l) {
 			wanted[n] = true
 		}
 	}
@@ -208,13 +205,16 @@ func (g *xdsGateway) refreshSecrets(ctx context.Context, namespace string) {
 	nextActive := map[uint32]*listenerv3.Listener{}
 	for _, l := range snap.Listeners {
 		port := l.GetAddress().GetSocketAddress().GetPortValue()
-		names, timeout := listenerSDSNames(l)
+		// The listener waits for its missing secrets, each up to its
+		// initial fetch timeout.
 		var missing []string
-		for _, n := range names {
+		timeout := time.Duration(0)
+		for n, t := range listenerSDSNames(l) {
 			if _, ok := next[n]; !ok {
-				missing = append(missing, n)
+				missing, timeout = append(missing, n), max(timeout, t)
 			}
 		}
+		slices.Sort(missing)
 		prev, serving := active[port]
 		if len(missing) == 0 || !serving || proto.Equal(prev, l) {
 			nextActive[port] = l

@@ -30,12 +30,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/portico-dev/portico/e2e/envoy"
 	"github.com/portico-dev/portico/e2e/xds"
 )
 
@@ -466,5 +468,111 @@ func TestSDSNamesReadAsIstiodServesThem(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// withCertificate renames the TLS certificate SDS secret of snap's
+// listeners from kubernetes://orders-cert to name, with Envoy's initial
+// fetch timeout fetch (nil: unset, Envoy's 15 s).
+func withCertificate(t *testing.T, snap *cachev3.Snapshot, name string, fetch *durationpb.Duration) *cachev3.Snapshot {
+	t.Helper()
+	for _, r := range snap.GetResources(resourcev3.ListenerType) {
+		l := r.(*listenerv3.Listener)
+		for _, fc := range l.GetFilterChains() {
+			tc := &tlsv3.DownstreamTlsContext{}
+			ts := fc.GetTransportSocket()
+			if ts == nil || ts.GetTypedConfig().UnmarshalTo(tc) != nil {
+				continue
+			}
+			for _, c := range tc.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs() {
+				if c.GetName() == "kubernetes://orders-cert" {
+					c.Name, c.SdsConfig = name, &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}, InitialFetchTimeout: fetch}
+				}
+			}
+			ts.ConfigType = &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(t, tc)}
+		}
+	}
+	return snap
+}
+
+// TestGatewayWarmsListenersAsEnvoy: a listener istiod changes to a
+// certificate not loaded yet does not replace the serving one (Envoy warms
+// it): handshakes go on with the old certificate, the new one is served
+// once its Secret exists; a listener whose secret never comes is
+// activated after its initial fetch timeout, and its handshakes fail.
+func TestGatewayWarmsListenersAsEnvoy(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	defer backend.Close()
+	addr, cache := xdsServer(t)
+	oldCA, nextCA := newCA(t, "old CA"), newCA(t, "new CA")
+	oldCert, oldKey := oldCA.issue(t, "orders.example.com")
+	newCert, newKey := nextCA.issue(t, "orders.example.com")
+	clientCA := newCA(t, "client CA")
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "istio-system", Name: "orders-cert"}, Data: map[string][]byte{corev1.TLSCertKey: oldCert, corev1.TLSPrivateKeyKey: oldKey}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "istio-system", Name: "orders-cert-cacert"}, Data: map[string][]byte{"ca.crt": clientCA.pem}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "istio-system", Name: "health-clients"}, Data: map[string]string{"ca.crt": string(clientCA.pem)}},
+	).Build()
+	node := xds.Node{Type: xds.Router, IP: "10.0.0.9", PodName: "gw-1", Namespace: "istio-system"}
+	g := &xdsGateway{xds: &xds.Client{Addr: addr, Node: node, Logf: t.Logf}, rt: &router{client: kube}}
+	g.init()
+	defer g.closeAll()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() { _ = g.xds.Run(ctx) }()
+	plainPort, tlsPort := freePort(t), freePort(t)
+	push := func(version string, snap *cachev3.Snapshot, cert string) {
+		t.Helper()
+		if err := cache.SetSnapshot(ctx, node.ID(), snap); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.xds.WaitFor(ctx, func(s *xds.Snapshot) bool {
+			_, ok := listenerSDSNames(envoy.ListenerOnPort(s.Listeners, tlsPort))[cert]
+			return len(s.Routes) == 2 && ok
+		}); err != nil {
+			t.Fatalf("version %s: %v", version, err)
+		}
+		g.refreshSecrets(ctx, "istio-system")
+		g.syncListeners(ctx, g.xds.Current())
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(oldCA.cert)
+	roots.AddCert(nextCA.cert)
+	clientCert, clientKey := clientCA.issue(t, "")
+	pair, _ := tls.X509KeyPair(clientCert, clientKey)
+	served := func() (string, error) {
+		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", tlsPort), &tls.Config{RootCAs: roots, ServerName: "orders.example.com", Certificates: []tls.Certificate{pair}})
+		if err != nil {
+			return "", err
+		}
+		defer conn.Close()
+		if err := conn.Handshake(); err != nil {
+			return "", err
+		}
+		return conn.ConnectionState().PeerCertificates[0].Issuer.CommonName, nil
+	}
+	push("1", gatewaySnapshot(t, "1", backend.Listener.Addr().String(), plainPort, tlsPort), "kubernetes://orders-cert")
+	if got, err := served(); err != nil || got != "old CA" {
+		t.Fatalf("version 1 serves %q, %v", got, err)
+	}
+	push("2", withCertificate(t, gatewaySnapshot(t, "2", backend.Listener.Addr().String(), plainPort, tlsPort), "kubernetes://new-cert", nil), "kubernetes://new-cert")
+	if got, err := served(); err != nil || got != "old CA" {
+		t.Errorf("while the new listener warms, the serving one goes on: %q, %v", got, err)
+	}
+	if err := kube.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "istio-system", Name: "new-cert"},
+		Data: map[string][]byte{corev1.TLSCertKey: newCert, corev1.TLSPrivateKeyKey: newKey}}); err != nil {
+		t.Fatal(err)
+	}
+	g.refreshSecrets(ctx, "istio-system")
+	if got, err := served(); err != nil || got != "new CA" {
+		t.Errorf("once its secret is loaded, the new listener serves: %q, %v", got, err)
+	}
+	push("3", withCertificate(t, gatewaySnapshot(t, "3", backend.Listener.Addr().String(), plainPort, tlsPort), "kubernetes://never-cert", durationpb.New(time.Millisecond)), "kubernetes://never-cert")
+	time.Sleep(5 * time.Millisecond)
+	g.refreshSecrets(ctx, "istio-system")
+	if got, err := served(); err == nil {
+		t.Errorf("after its initial fetch timeout the listener without its secret serves: %q", got)
 	}
 }
