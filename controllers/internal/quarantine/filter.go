@@ -213,6 +213,23 @@ func (f filter) event(frame []byte) ([]byte, []Report) {
 	return f.eventByUnmarshal(frame)
 }
 
+// line is event for a line of a watch stream, which may not be one frame
+// (eventStream): whole reports that it is one JSON value, as the typed
+// decode of an event's object proves (it accepts exactly one value, which
+// leaves no room in the line for anything but the event's two members) or,
+// for the frames it does not accept, a scan. A line that is not whole is
+// passed on by nobody: the stream reads it again with a Decoder.
+func (f filter) line(frame []byte) (out []byte, reports []Report, whole bool) {
+	if typ, obj, ok := f.decodeEvent(frame); ok {
+		return f.slimmed(frame, typ, obj), nil, true
+	}
+	if !json.Valid(frame) {
+		return nil, nil, false
+	}
+	out, reports = f.eventByUnmarshal(frame)
+	return out, reports, true
+}
+
 // slimmed returns frame, or the event of typ with the object slim makes of
 // obj (the frame's decoded object) when it makes one that encodes.
 func (f filter) slimmed(frame []byte, typ watch.EventType, obj runtime.Object) []byte {

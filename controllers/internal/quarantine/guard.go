@@ -91,6 +91,14 @@ func (g *Guard) event(frame []byte) []byte {
 	return out
 }
 
+// line filters one line of a watch stream as a frame (filter.line) and
+// reports what it set aside.
+func (g *Guard) line(frame []byte) ([]byte, bool) {
+	out, reports, whole := g.filter.line(frame)
+	g.report(reports)
+	return out, whole
+}
+
 // roundTripper is the Guard installed on a transport.
 type roundTripper struct {
 	guard *Guard
@@ -110,7 +118,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	if isWatch(req) {
-		resp.Body = newEventStream(resp.Body, t.guard.event)
+		resp.Body = newEventStream(resp.Body, t.guard.line)
 		setLength(resp, -1)
 		return resp, nil
 	}

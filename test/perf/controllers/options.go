@@ -60,7 +60,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.sample, "sample", o.sample, "interval of the controllers' heap samples (from /metrics)")
 	fs.StringVar(&o.binDir, "bin", o.binDir, "directory of apirule-controller and ratelimit-controller (build them with `make build`)")
 	fs.StringVar(&o.logLevel, "log-level", o.logLevel, "--log-level of the controllers (their logs go to temporary files)")
-	fs.StringVar(&o.profiles.Dir, "cpuprofile-dir", "", "write CPU profiles of the controller and kube-apiserver, from the start of each phase, to <dir>/<controller of the phase>/<process>.pprof")
+	fs.StringVar(&o.profiles.Dir, "cpuprofile-dir", "", "write CPU profiles of the controller and kube-apiserver, from the start of each phase, to <dir>/<controller of the phase>[-<mode of its APIRules>]/<process>.pprof (apirule-istio, apirule-httproute, ratelimit)")
 	fs.DurationVar(&o.profiles.Duration, "cpuprofile-duration", 30*time.Second, "length of each CPU profile of --cpuprofile-dir")
 	fs.Func("memory-limit", "a container memory limit (e.g. 320Mi) the controllers get as the operator passes theirs ($"+contract.EnvMemoryLimit+"), so that they keep their heap under 90% of it (GOMEMLIMIT); none by default", func(v string) error {
 		q, err := resource.ParseQuantity(v)

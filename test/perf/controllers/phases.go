@@ -268,6 +268,17 @@ type phase struct {
 	verify func(ctx context.Context) error
 }
 
+// profileDir is the folder of the phase's CPU profiles under
+// --cpuprofile-dir: the controller's name, and the APIRules' mode for the
+// apirule controller, whose two phases would otherwise write over each
+// other's profiles.
+func (ph phase) profileDir() string {
+	if ph.mode == "" {
+		return ph.controller
+	}
+	return ph.controller + "-" + strings.ToLower(ph.mode)
+}
+
 func (b *bench) apiRulePhase() phase {
 	objs := make([]client.Object, 0, len(b.plan.apiRules))
 	for _, r := range b.plan.apiRules {
@@ -320,7 +331,7 @@ func (b *bench) runPhase(ctx context.Context, p *controller, label string, ph ph
 	cpu0 := b.cpu(p)
 	profiles := b.opts.profiles
 	if profiles.Dir != "" {
-		profiles.Dir = filepath.Join(profiles.Dir, ph.controller)
+		profiles.Dir = filepath.Join(profiles.Dir, ph.profileDir())
 	}
 	before, err := p.Scrape(ctx)
 	if err != nil {

@@ -86,6 +86,12 @@ type Reconciler struct {
 	// cache is the manager's cache, with the indexes of SetupWithManager,
 	// that Client reads.
 	cache client.Reader
+	// writes is Client with its writes answered by the API server with
+	// metadata only (owned.MetadataAnswers), set by SetupWithManager: the
+	// controller reads nothing but the metadata of what it wrote (its
+	// version for the own-write filter, its UID for ownership). Nil writes
+	// through Client.
+	writes client.Client
 	// objects writes and removes the APIRules' objects (see writer); its
 	// tombstones keep a cached copy of an object it deleted from counting
 	// as live, so a status never says Applied for an object that is gone.
@@ -553,7 +559,7 @@ func (r *Reconciler) setFinalizer(ctx context.Context, rule *porticov1alpha1.API
 		controllerutil.RemoveFinalizer(updated, Finalizer)
 	}
 	r.written.begin(updated)
-	err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(rule, client.MergeFromWithOptimisticLock{}))
+	err := r.writeClient().Patch(ctx, updated, client.MergeFromWithOptions(rule, client.MergeFromWithOptimisticLock{}))
 	r.written.end(updated, err == nil)
 	if err != nil {
 		if apierrors.IsNotFound(err) && !present {
@@ -603,16 +609,28 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, after *porticov1al
 	// is never written onto a newer APIRule (above all not onto one deleted
 	// and re-created with the same name, whose objects it does not
 	// describe). The patch carries the base's resourceVersion.
-	base := before.DeepCopy()
-	base.ResourceVersion = after.ResourceVersion
-	r.written.begin(after)
-	err := r.Client.Status().Patch(ctx, after, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	r.written.end(after, err == nil)
+	base, patched := statusOnly(before, after.ResourceVersion), statusOnly(after, after.ResourceVersion)
+	r.written.begin(patched)
+	err := r.writeClient().Status().Patch(ctx, patched, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	r.written.end(patched, err == nil)
 	if err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("write APIRule status: %w", err))
 	}
+	after.ResourceVersion = patched.ResourceVersion
 	r.statusWritten(before, after)
 	return nil
+}
+
+// statusOnly is what a status patch compares of an APIRule: its identity
+// at resourceVersion, and its status (sharing rule's). The status
+// subresource takes nothing else from a patch, and the spec, the bulk of an
+// APIRule, would otherwise be encoded twice and compared for every status
+// write (issue 45).
+func statusOnly(rule *porticov1alpha1.APIRule, resourceVersion string) *porticov1alpha1.APIRule {
+	return &porticov1alpha1.APIRule{
+		ObjectMeta: metav1.ObjectMeta{Name: rule.Name, Namespace: rule.Namespace, UID: rule.UID, ResourceVersion: resourceVersion},
+		Status:     rule.Status,
+	}
 }
 
 // retireWriters is how many finalizers Retire removes at once.
@@ -686,11 +704,20 @@ func (r *Reconciler) listed() owned.Table {
 func (r *Reconciler) writer() *owned.Writer {
 	r.objectsOnce.Do(func() {
 		r.objects = &owned.Writer{
-			Client: r.Client, Reader: r.Reader, Kinds: written, FieldOwner: FieldManager, Observer: &r.written,
+			Client: r.writeClient(), Reader: r.Reader, Kinds: written, FieldOwner: FieldManager, Observer: &r.written,
 			Written: func(_ client.Object, kind, operation string) { metrics.Written(controllerName, kind, operation) },
 		}
 	})
 	return r.objects
+}
+
+// writeClient is the client of the controller's writes: writes, else
+// Client.
+func (r *Reconciler) writeClient() client.Client {
+	if r.writes != nil {
+		return r.writes
+	}
+	return r.Client
 }
 
 func kindOf(obj client.Object) string { return written.Name(obj) }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -39,6 +40,9 @@ const (
 )
 
 var k8sClient client.Client
+
+// testConfig reaches the test API server as an administrator.
+var testConfig *rest.Config
 
 // cached reads the controller's own cache, to see what it holds.
 var cached client.Reader
@@ -63,7 +67,7 @@ func TestMain(m *testing.M) {
 // startController creates the Istio Gateway the APIRules use and runs the
 // reconciler in a manager until the tests ran.
 func startController(ctx context.Context, env *testenv.Env) error {
-	k8sClient = env.Client
+	k8sClient, testConfig = env.Client, env.Config
 	gw := &networkingv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Name: "public", Namespace: "istio-system"},
 		Spec: networkingv1alpha3.Gateway{Selector: map[string]string{"istio": "ingressgateway"}, Servers: []*networkingv1alpha3.Server{{

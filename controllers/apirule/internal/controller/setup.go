@@ -41,6 +41,7 @@ import (
 	"github.com/portico-dev/portico/controllers/internal/fairqueue"
 	"github.com/portico-dev/portico/controllers/internal/kinds"
 	"github.com/portico-dev/portico/controllers/internal/metrics"
+	"github.com/portico-dev/portico/internal/owned"
 )
 
 const (
@@ -239,6 +240,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		}
 	}
 	r.cache = mgr.GetCache()
+	writes, err := owned.MetadataAnswers(r.Client, mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return err
+	}
+	r.writes = writes
 	if err := apiRules.Serve(mgr); err != nil {
 		return fmt.Errorf("serve %s: %w", "portico_apirules", err)
 	}
