@@ -119,7 +119,8 @@ func expectClientCertificates(ctx context.Context, https func(host, path string)
 		g.Expect(defaultGatewayStatus(g).ClientCertificates).To(Equal(operatorv1alpha1.ClientCertificateRequired))
 		tls := serverOf(g, defaultIstioGateway(g), "HTTPS").GetTls()
 		g.Expect(tls.GetMode()).To(Equal(networkingapi.ServerTLSSettings_MUTUAL))
-		g.Expect(tls.GetCaCertCredentialName()).To(Equal(operatorv1alpha1.DefaultGatewayClientCAConfigMap))
+		// Istio serves a ConfigMap's CAs only under configmap://NS/NAME.
+		g.Expect(tls.GetCaCertCredentialName()).To(Equal("configmap://" + gatewayNamespace + "/" + operatorv1alpha1.DefaultGatewayClientCAConfigMap))
 		cp := &corev1.ConfigMap{}
 		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: gatewayNamespace, Name: operatorv1alpha1.DefaultGatewayClientCAConfigMap}, cp)).To(Succeed())
 		g.Expect(cp.Data["ca.crt"]).To(Equal(string(clients.pem)))

@@ -17,8 +17,9 @@
 //     their real ServiceAccount tokens in a namespace that enforces the
 //     restricted Pod Security Standard. On top of the common specs it checks
 //     the controllers' probe endpoints, PodSecurity admission, and real
-//     traffic from a client pod routed by an APIRule's VirtualService (the
-//     e2e agent in e2e/agent stands in for Istio's ingress gateway). For
+//     traffic from a client pod routed as istiod computed from an
+//     APIRule's VirtualService (the e2e agent in e2e/agent stands in for
+//     Istio's ingress gateway, programmed by istiod over xDS). For
 //     HTTPRoute mode it installs the Gateway API's CRDs while Portico runs
 //     and runs a real implementation, Traefik (hack/traefik.sh), as a host
 //     process: it accepts the APIRules' HTTPRoutes and routes to real pods.
@@ -32,7 +33,8 @@
 //     Global rate limits run on real parts too: Debian's redis-server
 //     (hack/redis.sh) as a host process, Portico's rate-limit service as
 //     the operator runs it, and three replicas of the gateway stand-in that
-//     call it as Envoy's global rate limit filter would.
+//     call it as the rate limit filters istiod generated from Portico's
+//     EnvoyFilters say.
 //     External authorization runs on real authorizers: oauth2-proxy
 //     (hack/oauth2proxy.sh, packed into an image the suite pushes) as pods
 //     in the tenants' namespaces, one logging browsers in with mockoidc (a
@@ -47,11 +49,12 @@
 //     controller of GatewayClass istio (the Gateway API story runs on an
 //     Istio-class Gateway too, Ready from istiod's route status), and it
 //     serves plaintext xDS on the node's address. No Envoy runs: the
-//     agent still routes and authorises in its place: by itself, or,
-//     with E2E_GATEWAY_XDS (istiod, or an xDS address), the gateway
-//     stand-ins take their listeners, routes and endpoints from istiod
-//     over ADS (xdsstandins_test.go; e2e/xds, e2e/envoy);
-//     docs/operations.md lists what istiod programs and what is imitated.
+//     agent routes in its place, programmed by istiod in every story:
+//     the gateway stand-ins take their listeners (bound on istiod's
+//     ports), routes, endpoints, TLS references and rate-limit filters
+//     from istiod over ADS (xdsstandins_test.go; e2e/xds, e2e/envoy)
+//     and never read a VirtualService; docs/operations.md lists what
+//     istiod programs and what is imitated.
 //     The backends are programmed by istiod by default: each one the
 //     stories run is `e2e-agent backend --xds`, a sidecar node of its pod
 //     with a ServiceAccount of its own (xdssidecars_test.go;
@@ -61,7 +64,9 @@
 //     The suite removes the node with everything it made (hack/node.sh
 //     down) and stops Traefik, istiod and Prometheus.
 //   - kind (`make test-e2e-kind`, needs Docker and kind): a kind cluster, the
-//     same images loaded as archives, the chart installed, real pods.
+//     same images loaded as archives, the chart installed, real pods; no
+//     istiod, so the gateway stand-in reads Gateways and VirtualServices
+//     itself there.
 //
 // The package itself holds no code outside the e2e build tag.
 package e2e

@@ -39,10 +39,13 @@ import (
 // edge, an APIRule for the host rl.example.com to its echo backend, and a
 // gateway-wide RateLimit with global rules.
 const (
-	rlNamespace   = "ratelimits"
-	rlGateway     = "edge"
-	rlHost        = "rl.example.com"
-	rlReplicas    = 3
+	rlNamespace = "ratelimits"
+	rlGateway   = "edge"
+	rlHost      = "rl.example.com"
+	rlReplicas  = 3
+	// rlPort is the port of the Gateway's server, where the stand-ins
+	// bind istiod's listener for it (no Service maps it).
+	rlPort        = 80
 	redisSecret   = "redis"
 	sharedBudget  = 12
 	perKeyBudget  = 5
@@ -106,16 +109,16 @@ func deployRateLimitedGateway(ctx context.Context) []string {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "rl-gateway", Namespace: rlNamespace}},
 	})
 	// No Service selects these pods: istiod's listener is on the Gateway
-	// server's own port, 80.
-	gwArgs := append([]string{"gateway"}, gatewayStandInArgs(gatewayXDSAddress(), 80, labels, rlNamespace+"/"+rlGateway)...)
-	gw := withProxyIdentity(agentDeployment(rlNamespace, "rl-gateway", labels, "rl-gateway",
-		append(gwArgs, "--workload-namespace", rlNamespace, "--workload-labels", "app=rl-gateway")...))
+	// server's own port, rlPort, and the stand-ins bind it there.
+	gwArgs := append([]string{"gateway"}, gatewayStandInArgs(gatewayXDSAddress(), labels, rlNamespace+"/"+rlGateway)...)
+	gw := asGatewayPods(withProxyIdentity(agentDeployment(rlNamespace, "rl-gateway", labels, "rl-gateway",
+		append(gwArgs, "--workload-namespace", rlNamespace, "--workload-labels", "app=rl-gateway")...)), gatewayXDSAddress())
 	gw.Spec.Replicas = ptr.To[int32](rlReplicas)
 	createOrExisting(ctx, gw)
 	createOrExisting(ctx, &networkingv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Name: rlGateway, Namespace: rlNamespace},
 		Spec: networkingapi.Gateway{Selector: labels, Servers: []*networkingapi.Server{{
-			Port: &networkingapi.Port{Number: 80, Name: "http", Protocol: "HTTP"}, Hosts: []string{rlHost},
+			Port: &networkingapi.Port{Number: rlPort, Name: "http", Protocol: "HTTP"}, Hosts: []string{rlHost},
 		}}},
 	})
 	createOrExisting(ctx, &gatewayv1alpha1.APIRule{
@@ -163,7 +166,7 @@ func sendRound(ctx context.Context, replicas []string, n int, headers map[string
 	c := &http.Client{Timeout: 5 * time.Second}
 	for i := range n {
 		ip := replicas[i%len(replicas)]
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(ip, "8080")+"/", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(ip, strconv.Itoa(rlPort))+"/", nil)
 		Expect(err).NotTo(HaveOccurred())
 		req.Host = rlHost
 		for k, v := range headers {

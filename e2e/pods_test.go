@@ -183,11 +183,11 @@ func deployTrafficPath(ctx context.Context) string {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: gatewayStandIn, Namespace: gatewayNamespace}},
 	})
 	gatewayLabels := map[string]string{"istio": "ingressgateway"}
-	// The Service below maps the Gateways' port 80 to the pods' 8080:
-	// istiod's HTTP listener for them is on 8080.
-	standIn := withProxyIdentity(agentDeployment(gatewayNamespace, gatewayStandIn, gatewayLabels, gatewayStandIn,
-		append([]string{"gateway"}, gatewayStandInArgs(gatewayXDSAddress(), 8080, gatewayLabels,
-			gatewayNamespace+"/public", gatewayNamespace+"/"+operatorv1alpha1.DefaultGatewayName)...)...))
+	// The Service below maps the Gateways' port 80 to the pods' 8080 and
+	// 443 to 8443: istiod's listeners for them are on 8080 and 8443.
+	standIn := asGatewayPods(withProxyIdentity(agentDeployment(gatewayNamespace, gatewayStandIn, gatewayLabels, gatewayStandIn,
+		append([]string{"gateway"}, gatewayStandInArgs(gatewayXDSAddress(), gatewayLabels,
+			gatewayNamespace+"/public", gatewayNamespace+"/"+operatorv1alpha1.DefaultGatewayName)...)...)), gatewayXDSAddress())
 	c := &standIn.Spec.Template.Spec.Containers[0]
 	c.Ports = append(c.Ports, corev1.ContainerPort{Name: "https", ContainerPort: 8443})
 	createOrExisting(ctx, standIn)

@@ -11,7 +11,8 @@
 //	                                  the mesh config's envoyExtAuthzHttp
 //	                                  provider first (extauth.go)
 //	e2e-agent gateway --gateway NS/N  a minimal stand-in for an Istio ingress
-//	                                  gateway (--gateway may be repeated: one
+//	                                  gateway, for the kind target, which runs
+//	                                  no istiod (--gateway may be repeated: one
 //	                                  workload serves every Gateway that
 //	                                  selects it, as Istio's does); it reads
 //	                                  the Gateways and the VirtualServices
@@ -22,10 +23,14 @@
 //	                                  proxies each request to the destination
 //	                                  of the first route whose host, path and
 //	                                  method match, or answers 404
-//	e2e-agent gateway --xds ADDR      the same stand-in programmed by istiod:
-//	                                  listeners, routes and endpoints over
-//	                                  ADS as the gateway's Envoy
-//	                                  (xdsgateway.go)
+//	e2e-agent gateway --xds ADDR      the stand-in programmed by istiod, on
+//	                                  the node target: listeners (bound on
+//	                                  istiod's ports), routes, endpoints, TLS
+//	                                  references and rate-limit filters over
+//	                                  ADS as the gateway's Envoy; it reads no
+//	                                  Gateway or VirtualService
+//	                                  (xdsgateway.go, xdslisteners.go,
+//	                                  xdsratelimit.go)
 //	e2e-agent backend --xds ADDR      a backend whose sidecar stand-in
 //	                                  enforces the inbound RBAC, jwt_authn
 //	                                  and ext_authz filters istiod sends
@@ -34,8 +39,8 @@
 //	                                  it gets the expected answer, or (--loop)
 //	                                  keeps sending it and counts the answers
 //
-// The gateway implements only the part of a Gateway and a VirtualService the
-// suite needs: servers by protocol (HTTP on the plain listener, HTTPS with
+// Without --xds, the gateway implements only the part of a Gateway and a
+// VirtualService the suite needs: servers by protocol (HTTP on the plain listener, HTTPS with
 // tls.mode SIMPLE, MUTUAL or OPTIONAL_MUTUAL and tls.credentialName on the
 // TLS listener, client CAs as Istio finds them: clientcerts.go), their hosts,
 // tls.httpsRedirect; VirtualService hosts, exact/prefix/regex URI, method
@@ -305,9 +310,8 @@ func gateway(ctx context.Context, args []string) error {
 	fs.StringVar(&w.namespace, "workload-namespace", "", "namespace of the stand-in's pods: with --workload-labels, the EnvoyFilters there and in --root-namespace whose workloadSelector matches apply their global rate limits")
 	labels := fs.String("workload-labels", "", "labels of the stand-in's pods, k=v,k=v")
 	fs.StringVar(&w.root, "root-namespace", "istio-system", "Istio's root namespace")
-	xdsAddr := fs.String("xds", "", "istiod's plaintext xDS address host:port: take listeners, routes and endpoints from istiod as the ingress gateway's Envoy (a router node of this pod) instead of reading Gateways and VirtualServices (xdsgateway.go)")
-	xdsHTTPPort := fs.Uint("xds-http-port", 0, "with --xds: the port of istiod's listener --listen serves (default --listen's port)")
-	xdsHTTPSPort := fs.Uint("xds-https-port", 0, "with --xds: the port of istiod's listener --https-addr serves (default --https-addr's port)")
+	xdsAddr := fs.String("xds", "", "istiod's plaintext xDS address host:port: take listeners, routes and endpoints from istiod as the ingress gateway's Envoy (a router node of this pod) instead of reading Gateways and VirtualServices (xdsgateway.go); --listen and --https-addr are then unused: istiod's listeners are bound on their own ports")
+	statusAddr := fs.String("status-addr", ":15021", "with --xds: listen address of the status listener (/healthz/ready: 200 once istiod's listeners are all bound), as Istio's gateway's 15021")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -326,11 +330,11 @@ func gateway(ctx context.Context, args []string) error {
 	rt.globals.Store(&[]globalFilter{})
 	rt.snap.Store(&snapshot{})
 	if *xdsAddr != "" {
-		g, err := newXDSGateway(rt, *xdsAddr, w, *addr, *httpsAddr, uint32(*xdsHTTPPort), uint32(*xdsHTTPSPort))
+		g, err := newXDSGateway(rt, *xdsAddr, w)
 		if err != nil {
 			return err
 		}
-		return runXDSGateway(ctx, g, g.xds.Node.Namespace, *refresh, *addr, *httpsAddr)
+		return runXDSGateway(ctx, g, g.xds.Node.Namespace, *refresh, *statusAddr)
 	}
 	// A first read before listening: the readiness probe (a TCP connect)
 	// then passes only once the Gateways that exist are served.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -15,12 +16,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/portico-dev/portico/e2e/envoy"
@@ -31,34 +37,47 @@ import (
 // istiod for its configuration as the ingress gateway's Envoy would (a
 // router node of its pod, e2e/xds) and serves it:
 //
-//   - the plain listener (--listen) is Envoy's listener on --xds-http-port
-//     (default --listen's port: istiod maps a Gateway server's port to the
-//     gateway Service's target port), the TLS listener (--https-addr) the
-//     one on --xds-https-port; a listener's filter chain is chosen by the
-//     SNI as Envoy does (exact server name, then the longest wildcard, then
-//     a chain without server names);
+//   - every listener istiod sends is bound on its port, one it no longer
+//     sends closed (xdslisteners.go); a connection is TLS or plain text by
+//     its first byte, and a TLS handshake gets the filter chain its SNI
+//     picks as Envoy does (exact server name, then the longest wildcard,
+//     then a chain without server names);
 //   - the chain's HTTP connection manager names its route configuration
 //     (RDS, or inline); the virtual host, route, rewrites, weighted
 //     cluster, header mutations, direct responses and redirects are
-//     e2e/envoy's reading of it; require_tls on the plain listener
+//     e2e/envoy's reading of it; require_tls on a plain-text connection
 //     redirects to https;
 //   - a forwarded request goes to an endpoint of the route's cluster from
 //     EDS (or the cluster's own load assignment), chosen at random;
 //   - imitated, not Envoy: the TLS certificate and client CAs — istiod
-//     sends SDS references (kubernetes://NAME, NAME-cacert), and the
-//     stand-in reads those Secrets from its namespace through the API, as
-//     istio-agent's SDS server would, every --refresh;
+//     sends SDS references (kubernetes://NAME, NAME-cacert,
+//     configmap://NS/NAME), and the stand-in reads those Secrets and
+//     ConfigMaps through the API as istiod's SDS would serve them
+//     (readSecret), every --refresh: istiod sends secrets only over an
+//     authenticated xDS connection, and the stand-ins' is plaintext;
 //   - global rate limits: the connection manager's rate limit filters and
 //     the routes' rate limits istiod made of Portico's EnvoyFilters
 //     (xdsratelimit.go); the EnvoyFilters themselves are not read.
 
 // xdsGateway serves what istiod sent.
 type xdsGateway struct {
-	xds                 *xds.Client
-	rt                  *router
-	httpPort, httpsPort uint32
+	xds *xds.Client
+	rt  *router
+	// listeners are istiod's listeners, bound.
+	listeners listenerSet
 	// secrets are the SDS secrets the listeners name, by SDS name.
 	secrets atomic.Pointer[map[string]sdsSecret]
+	// active are the listeners serving, by port (refreshSecrets), and
+	// warming the ones istiod sent that wait for their secrets.
+	active    atomic.Pointer[map[uint32]*listenerv3.Listener]
+	warming   map[uint32]warmingListener
+	refreshMu sync.Mutex
+}
+
+// warmingListener is a listener of istiod's waiting for its secrets.
+type warmingListener struct {
+	l     *listenerv3.Listener
+	since time.Time
 }
 
 // sdsSecret is a certificate or a CA bundle read from a Secret.
@@ -99,125 +118,270 @@ func xdsNode(kind string, w workload) xds.Node {
 		ServiceAccount: os.Getenv("SERVICE_ACCOUNT"), WorkloadName: workloadName}
 }
 
-// newXDSGateway is the stand-in's xDS mode: a router node of its pod,
-// its listeners mapped to istiod's by port.
-func newXDSGateway(rt *router, addr string, w workload, plainAddr, secureAddr string, httpPort, httpsPort uint32) (*xdsGateway, error) {
-	var err error
-	if httpPort == 0 {
-		if httpPort, err = portOf(plainAddr); err != nil {
-			return nil, fmt.Errorf("--listen: %w", err)
-		}
-	}
-	if httpsPort == 0 {
-		if httpsPort, err = portOf(secureAddr); err != nil {
-			return nil, fmt.Errorf("--https-addr: %w", err)
-		}
-	}
+// init makes g's maps.
+func (g *xdsGateway) init() {
+	g.secrets.Store(&map[string]sdsSecret{})
+	g.active.Store(&map[uint32]*listenerv3.Listener{})
+	g.warming = map[uint32]warmingListener{}
+	g.listeners.notReady = "istiod has sent no listener yet"
+}
+
+// newXDSGateway is the stand-in's xDS mode: a router node of its pod.
+func newXDSGateway(rt *router, addr string, w workload) (*xdsGateway, error) {
 	node := xdsNode(xds.Router, w)
 	if node.IP == "" || node.Namespace == "" {
 		return nil, fmt.Errorf("--xds needs the pod's POD_IP and POD_NAMESPACE (or --workload-namespace) in the environment")
 	}
-	g := &xdsGateway{xds: &xds.Client{Addr: addr, Node: node}, rt: rt, httpPort: httpPort, httpsPort: httpsPort}
-	g.secrets.Store(&map[string]sdsSecret{})
+	g := &xdsGateway{xds: &xds.Client{Addr: addr, Node: node}, rt: rt}
+	g.init()
 	rt.limiter.resolve = g.resolveFromXDS
-	log.Printf("xds: %s as %s, listeners %d (plain) and %d (TLS)", addr, node.ID(), httpPort, httpsPort)
+	log.Printf("xds: %s as %s", addr, node.ID())
 	return g, nil
 }
 
-// refreshSecrets reads the Secrets every HTTPS chain names.
-func (g *xdsGateway) refreshSecrets(ctx context.Context, namespace string) {
-	next := map[string]sdsSecret{}
-	old := *g.secrets.Load()
-	l := envoy.ListenerOnPort(g.xds.Current().Listeners, g.httpsPort)
-	for _, fc := range l.GetFilterChains() {
+// listenerSDSNames are the SDS names of a listener's TLS chains, each with
+// its initial fetch timeout (Envoy's default 15 s when unset; Istio
+// leaves it unset for credentialName secrets).
+func listenerSDSNames(l *listenerv3.Listener) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	add := func(c *tlsv3.SdsSecretConfig) {
+		if c == nil {
+			return
+		}
+		t := 15 * time.Second
+		if ft := c.GetSdsConfig().GetInitialFetchTimeout(); ft != nil {
+			t = ft.AsDuration()
+		}
+		out[c.GetName()] = max(out[c.GetName()], t)
+	}
+	for _, fc := range append(slices.Clone(l.GetFilterChains()), l.GetDefaultFilterChain()) {
 		tc := envoy.DownstreamTLS(fc)
 		if tc == nil {
 			continue
 		}
-		var names []string
-		for _, s := range tc.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs() {
-			names = append(names, s.GetName())
+		for _, c := range tc.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs() {
+			add(c)
 		}
-		if v := tc.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig(); v != nil {
-			names = append(names, v.GetName())
-		}
-		if v := tc.GetCommonTlsContext().GetValidationContextSdsSecretConfig(); v != nil {
-			names = append(names, v.GetName())
-		}
-		for _, name := range names {
-			s, err := g.readSecret(ctx, namespace, name)
-			if err != nil {
-				if prev, ok := old[name]; ok {
-					log.Printf("sds %s: %v; keeping %s", name, err, prev.from)
-					next[name] = prev
-				} else {
-					log.Printf("sds %s: %v", name, err)
-				}
-				continue
-			}
-			next[name] = s
-		}
+		add(tc.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig())
+		add(tc.GetCommonTlsContext().GetValidationContextSdsSecretConfig())
 	}
-	g.secrets.Store(&next)
+	return out
 }
 
-// readSecret reads SDS secret name as istio-agent does for a gateway:
-// kubernetes://NAME is the kubernetes.io/tls (or cert/key) Secret NAME of
-// the gateway's namespace; kubernetes://NAME-cacert its CA bundle (keys
-// cacert or ca.crt of Secret NAME-cacert, else of Secret NAME).
-func (g *xdsGateway) readSecret(ctx context.Context, namespace, sdsName string) (sdsSecret, error) {
-	name, ok := strings.CutPrefix(sdsName, "kubernetes://")
-	if !ok {
-		return sdsSecret{}, fmt.Errorf("SDS name %q is not kubernetes://NAME", sdsName)
+// refreshSecrets reads the SDS secrets of istiod's listeners and of the
+// ones serving, then activates istiod's listeners as Envoy warms them: a
+// new or changed listener replaces the one serving its port once every
+// secret it names is loaded, or once its initial fetch timeout has
+// passed (then its handshakes fail where a secret is missing); until
+// then the previous listener goes on serving.
+func (g *xdsGateway) refreshSecrets(ctx context.Context, namespace string) {
+	g.refreshMu.Lock()
+	defer g.refreshMu.Unlock()
+	snap := g.xds.Current()
+	active := *g.active.Load()
+	wanted := map[string]bool{}
+	for _, l := range slices.Concat(slices.Collect(maps.Values(snap.Listeners)), slices.Collect(maps.Values(active))) {
+		for n := range listenerSDSNames(l) {
+			wanted[n] = true
+		}
 	}
-	if ns, n, ok := strings.Cut(name, "/"); ok {
-		namespace, name = ns, n
-	}
-	caOnly := strings.HasSuffix(name, "-cacert")
-	candidates := []string{name}
-	if caOnly {
-		candidates = append(candidates, strings.TrimSuffix(name, "-cacert"))
-	}
-	var errs []string
-	for _, n := range candidates {
-		s := &corev1.Secret{}
-		if err := g.rt.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: n}, s); err != nil {
-			errs = append(errs, err.Error())
+	next := map[string]sdsSecret{}
+	old := *g.secrets.Load()
+	for _, name := range slices.Sorted(maps.Keys(wanted)) {
+		s, err := g.readSecret(ctx, namespace, name)
+		if err != nil {
+			if prev, ok := old[name]; ok {
+				log.Printf("sds %s: %v; keeping %s", name, err, prev.from)
+				next[name] = prev
+			} else {
+				log.Printf("sds %s: %v", name, err)
+			}
 			continue
 		}
-		from := fmt.Sprintf("Secret %s/%s@%s", namespace, n, s.ResourceVersion)
-		if caOnly {
-			bundle := s.Data["cacert"]
-			if len(bundle) == 0 {
-				bundle = s.Data["ca.crt"]
+		next[name] = s
+	}
+	g.secrets.Store(&next)
+
+	nextActive := map[uint32]*listenerv3.Listener{}
+	for _, l := range snap.Listeners {
+		port := l.GetAddress().GetSocketAddress().GetPortValue()
+		// The listener waits for its missing secrets, each up to its
+		// initial fetch timeout.
+		var missing []string
+		timeout := time.Duration(0)
+		for n, t := range listenerSDSNames(l) {
+			if _, ok := next[n]; !ok {
+				missing, timeout = append(missing, n), max(timeout, t)
 			}
-			pool := x509.NewCertPool()
-			if len(bundle) == 0 || !pool.AppendCertsFromPEM(bundle) {
-				errs = append(errs, from+": no PEM CA under cacert or ca.crt")
-				continue
-			}
-			return sdsSecret{cas: pool, from: from}, nil
 		}
-		certPEM, keyPEM := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
-		if len(certPEM) == 0 {
-			certPEM, keyPEM = s.Data["cert"], s.Data["key"]
+		slices.Sort(missing)
+		prev, serving := active[port]
+		if len(missing) == 0 || !serving || proto.Equal(prev, l) {
+			nextActive[port] = l
+			delete(g.warming, port)
+			continue
 		}
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		since, ok := g.warming[port]
+		if !ok || since.l != l {
+			since = warmingListener{l: l, since: time.Now()}
+			g.warming[port] = since
+		}
+		if time.Since(since.since) >= timeout {
+			log.Printf("xds: listener %s activated without %v after its initial fetch timeout %s", l.GetName(), missing, timeout)
+			nextActive[port] = l
+			delete(g.warming, port)
+			continue
+		}
+		log.Printf("xds: listener %s warming (waiting for %v); the previous one serves port %d", l.GetName(), missing, port)
+		nextActive[port] = prev
+	}
+	g.active.Store(&nextActive)
+}
+
+// activeListener is the listener serving port.
+func (g *xdsGateway) activeListener(port uint32) *listenerv3.Listener {
+	return (*g.active.Load())[port]
+}
+
+// sdsRef is the object an SDS name refers to, as istiod's SDS reads it
+// (pilot/pkg/model/credentials ParseResourceName, pilot/pkg/xds SecretGen):
+// kubernetes://[NS/]NAME is Secret NAME of NS (default: the proxy's
+// namespace; istiod serves a kubernetes:// secret of another namespace to
+// no gateway), kubernetes-gateway://NS/NAME a Secret of NS (the Gateway
+// API's form), configmap://NS/NAME ConfigMap NAME of NS (its CAs only). A
+// name ending in -cacert asks for CAs only.
+type sdsRef struct {
+	configMap       bool
+	namespace, name string
+	caOnly          bool
+}
+
+func parseSDSName(sdsName, proxyNamespace string) (sdsRef, error) {
+	kind, rest, ok := strings.Cut(sdsName, "://")
+	if !ok || rest == "" {
+		return sdsRef{}, fmt.Errorf("SDS name %q is not TYPE://NAME", sdsName)
+	}
+	ns, name, qualified := strings.Cut(rest, "/")
+	if !qualified {
+		ns, name = proxyNamespace, rest
+	}
+	if ns == "" || name == "" || strings.Contains(name, "/") {
+		return sdsRef{}, fmt.Errorf("SDS name %q: want TYPE://NAMESPACE/NAME", sdsName)
+	}
+	ref := sdsRef{namespace: ns, name: name, caOnly: strings.HasSuffix(name, "-cacert")}
+	switch kind {
+	case "kubernetes":
+		if ns != proxyNamespace {
+			return sdsRef{}, fmt.Errorf("SDS name %q: istiod serves a kubernetes:// secret of another namespace than the proxy's (%s) to no gateway", sdsName, proxyNamespace)
+		}
+	case "kubernetes-gateway":
+		if !qualified {
+			return sdsRef{}, fmt.Errorf("SDS name %q: kubernetes-gateway:// needs NAMESPACE/NAME", sdsName)
+		}
+	case "configmap":
+		if !qualified {
+			return sdsRef{}, fmt.Errorf("SDS name %q: configmap:// needs NAMESPACE/NAME", sdsName)
+		}
+		ref.configMap, ref.caOnly, ref.name = true, true, strings.TrimSuffix(name, "-cacert")
+	default:
+		return sdsRef{}, fmt.Errorf("SDS name %q: type %s is not one istiod serves from the cluster", sdsName, kind)
+	}
+	return ref, nil
+}
+
+// extractRoot is the CA bundle of a Secret's or ConfigMap's data as istiod
+// reads it: key cacert, else ca.crt; a present but empty key, or neither,
+// is an error.
+func extractRoot(data map[string][]byte) ([]byte, error) {
+	for _, k := range []string{"cacert", "ca.crt"} {
+		if len(data[k]) > 0 {
+			return data[k], nil
+		}
+	}
+	for _, k := range []string{"cacert", "ca.crt"} {
+		if _, ok := data[k]; ok {
+			return nil, fmt.Errorf("found key %q, but it was empty", k)
+		}
+	}
+	return nil, fmt.Errorf("no key cacert or ca.crt")
+}
+
+// extractCert is a Secret's certificate and key as istiod reads them:
+// cert and key, else tls.crt and tls.key.
+func extractCert(data map[string][]byte) (certPEM, keyPEM []byte, err error) {
+	for _, k := range [][2]string{{"cert", "key"}, {corev1.TLSCertKey, corev1.TLSPrivateKeyKey}} {
+		if len(data[k[0]]) > 0 && len(data[k[1]]) > 0 {
+			return data[k[0]], data[k[1]], nil
+		}
+	}
+	return nil, nil, fmt.Errorf("no keys cert and key or tls.crt and tls.key")
+}
+
+// readSecret reads SDS secret sdsName as istiod serves it to a gateway of
+// namespace (imitated: istiod sends gateways their credentials only over
+// an authenticated connection). CAs only (-cacert, configmap://): the
+// bundle of Secret NAME-cacert if it exists, else of Secret NAME (the name
+// without -cacert), or of the ConfigMap; otherwise the certificate and key
+// of Secret NAME.
+func (g *xdsGateway) readSecret(ctx context.Context, namespace, sdsName string) (sdsSecret, error) {
+	ref, err := parseSDSName(sdsName, namespace)
+	if err != nil {
+		return sdsSecret{}, err
+	}
+	key := client.ObjectKey{Namespace: ref.namespace, Name: ref.name}
+	var data map[string][]byte
+	var from string
+	switch {
+	case ref.configMap:
+		cm := &corev1.ConfigMap{}
+		if err := g.rt.client.Get(ctx, key, cm); err != nil {
+			return sdsSecret{}, err
+		}
+		data, from = map[string][]byte{}, fmt.Sprintf("ConfigMap %s@%s", key, cm.ResourceVersion)
+		for k, v := range cm.Data {
+			data[k] = []byte(v)
+		}
+	default:
+		s := &corev1.Secret{}
+		err := g.rt.client.Get(ctx, key, s)
+		if apierrors.IsNotFound(err) && ref.caOnly {
+			key.Name = strings.TrimSuffix(ref.name, "-cacert")
+			err = g.rt.client.Get(ctx, key, s)
+		}
+		if err != nil {
+			return sdsSecret{}, err
+		}
+		data, from = s.Data, fmt.Sprintf("Secret %s@%s", key, s.ResourceVersion)
+	}
+	if ref.caOnly {
+		bundle, err := extractRoot(data)
 		if err != nil {
 			return sdsSecret{}, fmt.Errorf("%s: %w", from, err)
 		}
-		return sdsSecret{cert: &pair, from: from}, nil
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(bundle) {
+			return sdsSecret{}, fmt.Errorf("%s: no PEM certificate in its CA bundle", from)
+		}
+		return sdsSecret{cas: pool, from: from}, nil
 	}
-	return sdsSecret{}, fmt.Errorf("%s", strings.Join(errs, "; "))
+	certPEM, keyPEM, err := extractCert(data)
+	if err != nil {
+		return sdsSecret{}, fmt.Errorf("%s: %w", from, err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return sdsSecret{}, fmt.Errorf("%s: %w", from, err)
+	}
+	return sdsSecret{cert: &pair, from: from}, nil
 }
 
-// configForClient is the TLS configuration of the chain the SNI picks:
-// its certificate and, with a validation context, its client CAs
-// (required when require_client_certificate).
-func (g *xdsGateway) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-	l := envoy.ListenerOnPort(g.xds.Current().Listeners, g.httpsPort)
+// configForClient is the TLS configuration of the chain of the listener
+// on port the SNI picks: its certificate and, with a validation context,
+// its client CAs (required when require_client_certificate).
+func (g *xdsGateway) configForClient(port uint32, hello *tls.ClientHelloInfo) (*tls.Config, error) {
+	l := g.activeListener(port)
 	if l == nil {
-		return nil, fmt.Errorf("istiod sent no listener on port %d", g.httpsPort)
+		return nil, fmt.Errorf("no listener of istiod's serves port %d", port)
 	}
 	fc := envoy.ChainForSNI(l, hello.ServerName)
 	tc := envoy.DownstreamTLS(fc)
@@ -251,22 +415,27 @@ func (g *xdsGateway) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, e
 	return cfg, nil
 }
 
-// xdsListener serves one of the stand-in's listeners from istiod's.
+// xdsListener serves istiod's listener on port.
 type xdsListener struct {
-	g     *xdsGateway
-	https bool
+	g    *xdsGateway
+	port uint32
 }
 
 func (l *xdsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	scheme, port := "http", l.g.httpPort
-	sni := ""
-	if l.https {
-		scheme, port = "https", l.g.httpsPort
-		sni = r.TLS.ServerName
+	scheme, sni, https := "http", "", r.TLS != nil
+	if https {
+		scheme, sni = "https", r.TLS.ServerName
 	}
-	prefix := fmt.Sprintf("%s %s://%s%s", r.Method, scheme, r.Host, r.URL.Path)
+	prefix := fmt.Sprintf("%s %s://%s%s (port %d)", r.Method, scheme, r.Host, r.URL.Path, l.port)
 	snap := l.g.xds.Current()
-	rc, hcm, err := routeConfigFor(snap, port, sni)
+	lis := l.g.activeListener(l.port)
+	if !https && lis != nil && !hasPlainChain(lis) {
+		// No plain-text chain: Envoy closes the connection.
+		log.Printf("%s: listener %s has no plain-text chain; closing", prefix, lis.GetName())
+		closeConnection(w)
+		return
+	}
+	rc, hcm, err := routeConfigFor(snap, lis, l.port, sni)
 	if err != nil {
 		log.Printf("%s: %v", prefix, err)
 		http.Error(w, err.Error(), http.StatusNotFound)
@@ -279,7 +448,7 @@ func (l *xdsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	vh := envoy.VirtualHost(rc, req.Host)
-	if vh != nil && !l.https && vh.GetRequireTls() != routev3.VirtualHost_NONE {
+	if vh != nil && !https && vh.GetRequireTls() != routev3.VirtualHost_NONE {
 		// Envoy answers before it looks at the routes.
 		location := "https://" + strings.Split(req.Host, ":")[0] + r.URL.RequestURI()
 		log.Printf("%s: %s requires TLS: %s", prefix, vh.GetName(), location)
@@ -304,10 +473,9 @@ func (l *xdsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // routeConfigFor is the route configuration the HTTP connection manager
 // of the listener on port serves for the SNI.
-func routeConfigFor(snap *xds.Snapshot, port uint32, sni string) (*routev3.RouteConfiguration, *hcmv3.HttpConnectionManager, error) {
-	l := envoy.ListenerOnPort(snap.Listeners, port)
+func routeConfigFor(snap *xds.Snapshot, l *listenerv3.Listener, port uint32, sni string) (*routev3.RouteConfiguration, *hcmv3.HttpConnectionManager, error) {
 	if l == nil {
-		return nil, nil, fmt.Errorf("istiod sent no listener on port %d", port)
+		return nil, nil, fmt.Errorf("no listener of istiod's serves port %d", port)
 	}
 	fc := envoy.ChainForSNI(l, sni)
 	hcm := xds.ChainHCM(fc)
@@ -474,20 +642,25 @@ func endpointOf(snap *xds.Snapshot, cluster string) (string, error) {
 	return addrs[rand.IntN(len(addrs))], nil
 }
 
-// runXDSGateway serves the stand-in's listeners from istiod's
-// configuration until ctx ends.
-func runXDSGateway(ctx context.Context, g *xdsGateway, namespace string, refresh time.Duration, plainAddr, secureAddr string) error {
+// closeConnection closes the request's connection without a response.
+func closeConnection(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if c, _, err := hj.Hijack(); err == nil {
+			_ = c.Close()
+			return
+		}
+	}
+	http.Error(w, "no filter chain", http.StatusBadRequest)
+}
+
+// runXDSGateway serves istiod's listeners, and the status listener on
+// statusAddr, until ctx ends.
+func runXDSGateway(ctx context.Context, g *xdsGateway, namespace string, refresh time.Duration, statusAddr string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make(chan error, 3)
+	defer g.closeAll()
+	errs := make(chan error, 2)
 	go func() { errs <- g.xds.Run(ctx) }()
-	// Wait for a first configuration before listening: the readiness
-	// probe then passes once istiod has programmed the stand-in.
-	wait, stop := context.WithTimeout(ctx, 2*time.Minute)
-	if err := g.xds.WaitFor(wait, func(s *xds.Snapshot) bool { return envoy.ListenerOnPort(s.Listeners, g.httpPort) != nil }); err != nil {
-		log.Printf("xds: no listener on port %d yet (%v); listening anyway", g.httpPort, err)
-	}
-	stop()
 	go func() {
 		t := time.NewTicker(refresh)
 		defer t.Stop()
@@ -500,12 +673,18 @@ func runXDSGateway(ctx context.Context, g *xdsGateway, namespace string, refresh
 			}
 		}
 	}()
-	plain := &http.Server{Addr: plainAddr, Handler: &xdsListener{g: g}, ReadHeaderTimeout: 10 * time.Second}
-	secure := &http.Server{Addr: secureAddr, Handler: &xdsListener{g: g, https: true}, ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: g.configForClient}}
-	go func() { errs <- run(ctx, plain, false) }()
-	go func() { errs <- run(ctx, secure, true) }()
-	first := <-errs
-	cancel()
-	return first
+	status := &http.Server{Addr: statusAddr, Handler: &g.listeners, ReadHeaderTimeout: 10 * time.Second}
+	go func() { errs <- run(ctx, status, false) }()
+	for {
+		changed := g.xds.Changed()
+		g.refreshSecrets(ctx, namespace)
+		g.syncListeners(ctx, g.xds.Current())
+		select {
+		case err := <-errs:
+			return err
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+	}
 }

@@ -106,7 +106,8 @@ func TestGatewayRateLimitsAsTheControlPlaneSaid(t *testing.T) {
 	rt := &router{}
 	rt.limiter = &limiter{rt: rt, conns: map[string]*grpc.ClientConn{}}
 	node := xds.Node{Type: xds.Router, IP: "10.0.0.9", PodName: "rl-1", Namespace: "rl", Labels: map[string]string{"app": "rl-gateway"}}
-	g := &xdsGateway{xds: &xds.Client{Addr: addr, Node: node, Logf: t.Logf}, rt: rt, httpPort: 8080}
+	g := &xdsGateway{xds: &xds.Client{Addr: addr, Node: node, Logf: t.Logf}, rt: rt}
+	g.init()
 	rt.limiter.resolve = g.resolveFromXDS
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -117,7 +118,8 @@ func TestGatewayRateLimitsAsTheControlPlaneSaid(t *testing.T) {
 	if err := g.xds.WaitFor(ctx, func(s *xds.Snapshot) bool { return len(s.Routes) == 1 && len(s.Clusters) == 2 }); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(&xdsListener{g: g})
+	g.refreshSecrets(ctx, "rl") // activates istiod's listener
+	srv := httptest.NewServer(&xdsListener{g: g, port: 8080})
 	defer srv.Close()
 	for _, c := range []struct {
 		path, client string

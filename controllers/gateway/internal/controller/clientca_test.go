@@ -98,7 +98,7 @@ func TestClientCertificates(t *testing.T) {
 		g.Expect(st.Message).To(ContainSubstring("clients must present a certificate of the CAs in ConfigMap istio-system/portico-gateway-client-ca"))
 		tls := httpsTLS(t)
 		g.Expect(tls.Mode).To(Equal(networkingapi.ServerTLSSettings_MUTUAL))
-		g.Expect(tls.CaCertCredentialName).To(Equal(ClientCAConfigMap))
+		g.Expect(tls.CaCertCredentialName).To(Equal("configmap://" + ns + "/" + ClientCAConfigMap))
 		g.Expect(tls.CredentialName).To(Equal(SelfSignedSecret))
 		cp := clientCACopy(t)
 		g.Expect(cp.Data["ca.crt"]).To(Equal(string(clients.CertPEM)), "the checked certificates only")
@@ -140,7 +140,7 @@ func TestClientCertificates(t *testing.T) {
 		g.Expect(liveGateway(t).ResourceVersion).To(Equal(rv), "no write that would be dropped again")
 
 		live = liveGateway(t)
-		live.Spec.Servers[0].Tls.CaCertCredentialName = ClientCAConfigMap // Istio upgraded
+		live.Spec.Servers[0].Tls.CaCertCredentialName = ClientCACredentialName(ns) // Istio upgraded
 		g.Expect(k8sClient.Update(ctx, live)).To(Succeed())
 	})
 

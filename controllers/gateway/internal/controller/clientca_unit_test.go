@@ -25,6 +25,13 @@ func TestCACredentialDropped(t *testing.T) {
 		g.Spec.Servers[0].Tls.CaCertCredentialName = ""
 		return g
 	}
+	// bareName is the Gateway as Portico wrote it before the configmap://
+	// form: Istio reads that name as a Secret, so it must be rewritten.
+	bareName := func(mode operatorv1alpha1.ClientCertificateMode) *networkingv1.Gateway {
+		g := desired(mode)
+		g.Spec.Servers[0].Tls.CaCertCredentialName = operatorv1alpha1.DefaultGatewayClientCAConfigMap
+		return g
+	}
 	const (
 		required = operatorv1alpha1.ClientCertificateRequired
 		optional = operatorv1alpha1.ClientCertificateOptional
@@ -41,6 +48,7 @@ func TestCACredentialDropped(t *testing.T) {
 		{name: "SIMPLE stored, MUTUAL wanted: not written yet", live: desired(""), desired: required},
 		{name: "MUTUAL stored without it, OPTIONAL_MUTUAL wanted: the change of mode is written", live: dropped(required), desired: optional},
 		{name: "MUTUAL stored without it, SIMPLE wanted", live: dropped(required), desired: ""},
+		{name: "stored with an older Portico's bare ConfigMap name: rewritten", live: bareName(required), desired: required},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,4 +57,17 @@ func TestCACredentialDropped(t *testing.T) {
 		})
 	}
 	NewWithT(t).Expect(dropped(required).Spec.Servers[0].Tls.Mode).To(Equal(networkingapi.ServerTLSSettings_MUTUAL))
+}
+
+// Istio's SDS serves a ConfigMap's CAs only for configmap://NAMESPACE/NAME
+// (test/istio, TestDefaultGatewayCredentialsResolve, with istiod's code);
+// a bare name is a Secret.
+func TestClientCACredentialName(t *testing.T) {
+	g := NewWithT(t)
+	for _, mode := range []operatorv1alpha1.ClientCertificateMode{operatorv1alpha1.ClientCertificateRequired, operatorv1alpha1.ClientCertificateOptional} {
+		c := ConfigFor(&operatorv1alpha1.GatewaySpec{Domain: "example.com"})
+		c.Namespace = "gateways"
+		tls := DesiredGateway(&operatorv1alpha1.APIGateway{}, c, SelfSignedSecret, mode).Spec.Servers[0].Tls
+		g.Expect(tls.CaCertCredentialName).To(Equal("configmap://gateways/portico-gateway-client-ca"), string(mode))
+	}
 }

@@ -151,19 +151,30 @@ func objectMeta(gw *operatorv1alpha1.APIGateway, namespace, name string) metav1.
 	}
 }
 
+// ClientCACredentialName is the Istio Gateway's caCertCredentialName for
+// the ConfigMap portico-gateway-client-ca of namespace ns:
+// configmap://NS/NAME. Istio reads a bare name as a Secret (its SDS name
+// kubernetes://NAME), never as a ConfigMap: only the configmap:// form
+// makes istiod serve the ConfigMap's ca.crt as the client CAs, the form
+// its own Gateway API conversion writes for a ConfigMap reference.
+func ClientCACredentialName(ns string) string {
+	return "configmap://" + ns + "/" + operatorv1alpha1.DefaultGatewayClientCAConfigMap
+}
+
 // DesiredGateway is the Istio Gateway: HTTPS on 443 with the credential,
 // HTTP on 80 redirected to HTTPS, both for *.<domain>. With a client mode
 // (Required or Optional), HTTPS is mutual TLS (MUTUAL or OPTIONAL_MUTUAL)
 // and the client CAs are the ConfigMap portico-gateway-client-ca
-// (caCertCredentialName, which takes precedence over a ca.crt in the
-// credential: the selfSigned Secret has the gateway's own CA there).
+// (caCertCredentialName ClientCACredentialName, which takes precedence
+// over a ca.crt in the credential: the selfSigned Secret has the gateway's
+// own CA there).
 func DesiredGateway(gw *operatorv1alpha1.APIGateway, c Config, credential string, clientMode operatorv1alpha1.ClientCertificateMode) *networkingv1.Gateway {
 	tls := &networkingapi.ServerTLSSettings{Mode: networkingapi.ServerTLSSettings_SIMPLE, CredentialName: credential}
 	switch clientMode {
 	case operatorv1alpha1.ClientCertificateRequired:
-		tls.Mode, tls.CaCertCredentialName = networkingapi.ServerTLSSettings_MUTUAL, operatorv1alpha1.DefaultGatewayClientCAConfigMap
+		tls.Mode, tls.CaCertCredentialName = networkingapi.ServerTLSSettings_MUTUAL, ClientCACredentialName(c.Namespace)
 	case operatorv1alpha1.ClientCertificateOptional:
-		tls.Mode, tls.CaCertCredentialName = networkingapi.ServerTLSSettings_OPTIONAL_MUTUAL, operatorv1alpha1.DefaultGatewayClientCAConfigMap
+		tls.Mode, tls.CaCertCredentialName = networkingapi.ServerTLSSettings_OPTIONAL_MUTUAL, ClientCACredentialName(c.Namespace)
 	}
 	return &networkingv1.Gateway{
 		ObjectMeta: objectMeta(gw, c.Namespace, operatorv1alpha1.DefaultGatewayName),
