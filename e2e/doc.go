@@ -55,6 +55,12 @@
 //     from istiod over ADS (xdsstandins_test.go; e2e/xds, e2e/envoy)
 //     and never read a VirtualService; docs/operations.md lists what
 //     istiod programs and what is imitated.
+//     The backends are programmed by istiod by default: each one the
+//     stories run is `e2e-agent backend --xds`, a sidecar node of its pod
+//     with a ServiceAccount of its own (xdssidecars_test.go;
+//     E2E_SIDECAR_XDS=off for plain backends), so a request Istio's
+//     sidecar would refuse (no token, a bad one, an RBAC denial) is
+//     refused, and explain's verdicts are compared for the backends too.
 //     The suite removes the node with everything it made (hack/node.sh
 //     down) and stops Traefik, istiod and Prometheus.
 //   - kind (`make test-e2e-kind`, needs Docker and kind): a kind cluster, the

@@ -255,10 +255,12 @@ func (b *browser) do(ctx context.Context, target string, headers map[string]stri
 	return resp.StatusCode, resp.Header.Get("Location"), string(body), err
 }
 
-// get is do that must get an answer.
+// get is do that must get an answer; `kubectl portico explain` of a
+// request to the tenant's host must agree with it (explain_test.go).
 func (b *browser) get(ctx context.Context, target string, headers map[string]string) (int, string, string) {
 	status, location, body, err := b.do(ctx, target, headers)
 	Expect(err).NotTo(HaveOccurred())
+	compareAuthorized(ctx, "login", target, headers, status)
 	return status, location, body
 }
 
@@ -686,6 +688,7 @@ func apiKeyStory(ctx context.Context, keys map[string]apiKey) {
 			requests++
 			status, body, err := send(ns, tc.user, tc.secret, nil)
 			Expect(err).NotTo(HaveOccurred())
+			compareAuthorized(ctx, "API keys", "http://"+ns+".keys.example.com/orders", map[string]string{"X-Echo-Headers": "1"}, status)
 			Expect(status).To(Equal(http.StatusUnauthorized), "%s on %s: %s", tc.what, ns, body)
 			Expect(body).NotTo(ContainSubstring("echo GET"))
 			reportTo(keysReport, "attack: %s on %s's API: %d, the backend not reached", tc.what, ns, status)
@@ -693,6 +696,7 @@ func apiKeyStory(ctx context.Context, keys map[string]apiKey) {
 		requests++
 		status, body, err := send(ns, own.client, own.secret, map[string]string{"X-Auth-Request-User": other.client})
 		Expect(err).NotTo(HaveOccurred())
+		compareAuthorized(ctx, "API keys", "http://"+ns+".keys.example.com/orders", map[string]string{"X-Echo-Headers": "1", "X-Auth-Request-User": other.client}, status)
 		Expect(status).To(Equal(http.StatusOK), body)
 		Expect(echoedHeader(body, "X-Auth-Request-User")).To(Equal(own.client))
 		reportTo(keysReport, "attack: %s's own key with X-Auth-Request-User forged as %s: the backend saw %q", ns, other.client, echoedHeader(body, "X-Auth-Request-User"))

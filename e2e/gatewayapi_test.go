@@ -93,7 +93,8 @@ func expectRouteAcceptedByTraefik(g Gomega, key client.ObjectKey) {
 }
 
 // throughTraefik sends method path to Traefik's entrypoint addr with Host
-// host and returns the status code and the body.
+// host and returns the status code and the body; `kubectl portico explain`
+// of the request in HTTPRoute mode must agree (explain_test.go).
 func throughTraefik(g Gomega, addr, method, host, path string) (int, string) {
 	req, err := http.NewRequest(method, "http://"+addr+path, nil)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -103,6 +104,10 @@ func throughTraefik(g Gomega, addr, method, host, path string) (int, string) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	g.Expect(err).NotTo(HaveOccurred())
+	_, port, err := net.SplitHostPort(addr)
+	g.Expect(err).NotTo(HaveOccurred())
+	compareExplained(context.Background(), g, "HTTPRoute mode through Traefik", resp.StatusCode, false,
+		"--parent", traefikNamespace+"/"+traefikGatewayName, "--port", port, "--host", host, "--path", path, "--method", method)
 	return resp.StatusCode, strings.TrimSpace(string(body))
 }
 

@@ -137,6 +137,9 @@ func startIstiod(ctx context.Context) {
 	httpAddr, monitoringAddr := freeAddr(), freeAddr()
 	_, ctrlzPort, err := net.SplitHostPort(freeAddr())
 	Expect(err).NotTo(HaveOccurred())
+	// istiod fetches the suite's token issuer's key set over HTTPS
+	// trusting its CA (xdssidecars_test.go).
+	issuerTrust := startTokenIssuer(dir, istiodNodeIP)
 	// env -C: istiod's relative paths (./etc/cacerts, ./var/run/...) land
 	// in its own directory of the artifacts.
 	istiod, err = framework.StartProcess("env", []string{"-C", dir, binary, "discovery",
@@ -159,6 +162,7 @@ func startIstiod(ctx context.Context) {
 		"PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER=true",
 		"PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER=false",
 		"VALIDATION_WEBHOOK_CONFIG_NAME=", "INJECTION_WEBHOOK_CONFIG_NAME=",
+		"SSL_CERT_FILE=" + issuerTrust,
 		// Else istiod would prefer an in-cluster client.
 		"KUBECONFIG=", "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=",
 	}, filepath.Join(artifacts, "istiod.log"))
@@ -523,6 +527,7 @@ func istioGatewayAPISpecs(sample *gatewayv1alpha1.APIRule) {
 			Expect(f.Manager).To(Equal("apirule-controller"), "only Portico writes the HTTPRoute itself")
 		}
 		Expect(statusWriters).NotTo(BeEmpty(), "istiod wrote the route's status")
+		expectExplainedByStatus(ctx, string(orders.Spec.Hosts[0]), 80, true) // explain_test.go
 		istiodReport("APIRule %s: Applied from istiod's route status %s after it was created (Gateway %s/%s Programmed: %v; status written by %v)",
 			client.ObjectKeyFromObject(orders), time.Since(started).Round(100*time.Millisecond), istiodNamespace, istioGatewayName,
 			apimeta.IsStatusConditionTrue(gw.Status.Conditions, string(gatewayapiv1.GatewayConditionProgrammed)), statusWriters)
@@ -538,6 +543,7 @@ func istioGatewayAPISpecs(sample *gatewayv1alpha1.APIRule) {
 			g.Expect(ready.Message).To(ContainSubstring("controller " + istioControllerName))
 			g.Expect(ready.Message).To(ContainSubstring(string(gatewayapiv1.RouteReasonNotAllowedByListeners)))
 		}, timeout, interval).Should(Succeed())
+		expectExplainedByStatus(ctx, string(internal.Spec.Hosts[0]), 8081, false) // explain_test.go
 		istiodReport("APIRule %s on listener %s: %s", client.ObjectKeyFromObject(internal), istioInternalListener,
 			apiRuleReady(Default, client.ObjectKeyFromObject(internal)).Message)
 	})

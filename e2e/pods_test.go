@@ -89,7 +89,8 @@ func agentDeployment(namespace, name string, labels map[string]string, serviceAc
 		ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}},
 		PeriodSeconds: 1,
 	}
-	return &appsv1.Deployment{
+	// A backend on the node target is programmed by istiod (xdssidecars_test.go).
+	return withXDSSidecar(&appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](1),
@@ -104,7 +105,7 @@ func agentDeployment(namespace, name string, labels map[string]string, serviceAc
 				},
 			},
 		},
-	}
+	})
 }
 
 // enforceRestricted labels an existing namespace so the API server admits
@@ -126,6 +127,7 @@ func enforceRestricted(ctx context.Context, name string) {
 }
 
 func createOrExisting(ctx context.Context, obj client.Object) {
+	ensureSidecarIdentity(ctx, obj)
 	err := k8sClient.Create(ctx, obj)
 	Expect(err == nil || apierrors.IsAlreadyExists(err)).To(BeTrue(), "create %T %s: %v", obj, obj.GetName(), err)
 }
@@ -302,7 +304,7 @@ func requestTrusting(ctx context.Context, caConfigMap string, requests map[strin
 	}
 	wg.Wait()
 	for _, args := range requests {
-		expectExplained(ctx, args)
+		expectExplained(ctx, caConfigMap, args)
 	}
 	return answers
 }

@@ -159,6 +159,7 @@ func backend(ctx context.Context, args []string) error {
 	mesh := fs.String("mesh-config", "istio-system/istio", "namespace/name of the ConfigMap holding the mesh config (key mesh), where the extension providers are")
 	xdsAddr := fs.String("xds", "", "istiod's plaintext xDS address host:port: enforce the RBAC, jwt_authn and ext_authz filters istiod sends the pod's sidecar for --listen's port (a sidecar node of this pod; xdssidecar.go) instead of reading CUSTOM policies")
 	peerIdentity := fs.String("peer-identity", "pods", "with --xds: how a peer's identity is learnt without mutual TLS: pods (the ServiceAccount of the pod with the peer's address, through the API) or none")
+	peerNamespaces := fs.String("peer-namespaces", "", "with --peer-identity pods: the namespaces, ns,ns, where peers' pods are looked for (default all: the token must then list pods cluster-wide)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -177,7 +178,11 @@ func backend(ctx context.Context, args []string) error {
 	})
 	if *xdsAddr != "" {
 		wl.labels = parseLabels(*labels)
-		sc, err := newXDSSidecar(*xdsAddr, wl, *addr, *peerIdentity)
+		var namespaces []string
+		if *peerNamespaces != "" {
+			namespaces = strings.Split(*peerNamespaces, ",")
+		}
+		sc, err := newXDSSidecar(*xdsAddr, wl, *addr, *peerIdentity, namespaces)
 		if err != nil {
 			return err
 		}
@@ -186,6 +191,11 @@ func backend(ctx context.Context, args []string) error {
 				log.Printf("xds: %v", err)
 			}
 		}()
+		// As Envoy, the pod is ready (listens) once istiod configured
+		// its inbound listener.
+		if err := sc.waitForInbound(ctx); err != nil {
+			return err
+		}
 		handler = sc.wrap(handler)
 	} else if *labels != "" {
 		wl.labels = parseLabels(*labels)

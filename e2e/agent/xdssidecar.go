@@ -49,7 +49,10 @@ import (
 // text, so there is no mutual TLS to learn the peer from; with
 // --peer-identity pods the stand-in finds the pod that has the peer's
 // address through the API and takes spiffe://<domain>/ns/<ns>/sa/<sa> of
-// its ServiceAccount, as mutual TLS would have proven it. The client's
+// its ServiceAccount, as mutual TLS would have proven it. With
+// --peer-namespaces it looks only there (its token may list pods there and
+// nowhere else): a peer elsewhere has no identity, as a plain-text client
+// of a permissive sidecar has none. The client's
 // address is the last X-Forwarded-For entry (the inbound HCM trusts no
 // hop), else the peer's.
 
@@ -65,7 +68,7 @@ type xdsSidecar struct {
 
 // newXDSSidecar is the backend's xDS mode: a sidecar node of its pod,
 // enforcing the inbound chain of --listen's port.
-func newXDSSidecar(addr string, w workload, listen, peerIdentity string) (*xdsSidecar, error) {
+func newXDSSidecar(addr string, w workload, listen, peerIdentity string, peerNamespaces []string) (*xdsSidecar, error) {
 	port, err := portOf(listen)
 	if err != nil {
 		return nil, fmt.Errorf("--listen: %w", err)
@@ -82,13 +85,23 @@ func newXDSSidecar(addr string, w workload, listen, peerIdentity string) (*xdsSi
 		if err != nil {
 			return nil, err
 		}
-		s.peer = podIdentity(c)
+		s.peer = podIdentity(c, peerNamespaces)
 	case "none":
 	default:
 		return nil, fmt.Errorf("--peer-identity %q is not pods or none", peerIdentity)
 	}
 	log.Printf("xds: %s as %s, inbound port %d", addr, node.ID(), port)
 	return s, nil
+}
+
+// waitForInbound returns once istiod has sent the inbound listener, or
+// with an error when ctx ends first.
+func (s *xdsSidecar) waitForInbound(ctx context.Context) error {
+	if err := s.xds.WaitFor(ctx, func(snap *xds.Snapshot) bool { return snap.Listeners["virtualInbound"] != nil }); err != nil {
+		return fmt.Errorf("xds: no inbound listener: %w", err)
+	}
+	log.Printf("xds: the inbound listener arrived; serving")
+	return nil
 }
 
 // wrap runs next behind the inbound chain's filters.
@@ -349,16 +362,24 @@ func slicesAny(list []string, f func(string) bool) bool {
 	return false
 }
 
-// podIdentity finds the pod with address ip through the API and names
-// its ServiceAccount's SPIFFE identity.
-func podIdentity(c client.Client) func(ctx context.Context, ip netip.Addr) string {
+// podIdentity finds the pod with address ip through the API (in the
+// namespaces listed, or in all without a list) and names its
+// ServiceAccount's SPIFFE identity.
+func podIdentity(c client.Client, namespaces []string) func(ctx context.Context, ip netip.Addr) string {
+	if len(namespaces) == 0 {
+		namespaces = []string{""}
+	}
 	return func(ctx context.Context, ip netip.Addr) string {
-		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.MatchingFields{"status.podIP": ip.String()}); err != nil {
-			log.Printf("peer %s: %v", ip, err)
-			return ""
+		var pods []corev1.Pod
+		for _, ns := range namespaces {
+			var list corev1.PodList
+			if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{"status.podIP": ip.String()}); err != nil {
+				log.Printf("peer %s in namespace %q: %v", ip, ns, err)
+				continue
+			}
+			pods = append(pods, list.Items...)
 		}
-		for _, p := range pods.Items {
+		for _, p := range pods {
 			if p.Status.Phase == corev1.PodRunning && !p.Spec.HostNetwork {
 				sa := p.Spec.ServiceAccountName
 				if sa == "" {

@@ -36,6 +36,11 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/portico-dev/portico/e2e/envoy"
 	"github.com/portico-dev/portico/e2e/xds"
@@ -215,5 +220,51 @@ func TestSidecarEnforcesWhatTheControlPlaneSent(t *testing.T) {
 		if resp.StatusCode != c.status || c.body != "" && !strings.Contains(string(body), c.body) {
 			t.Errorf("%s: %d %q; want %d %q", c.name, resp.StatusCode, body, c.status, c.body)
 		}
+	}
+}
+
+// TestPodIdentityLooksOnlyWhereItMayRead: the peer's identity is the
+// ServiceAccount of the running pod with its address, found only in the
+// namespaces listed; a peer elsewhere, on the host's network or not
+// running has none.
+func TestPodIdentityLooksOnlyWhereItMayRead(t *testing.T) {
+	pod := func(ns, name, sa, ip string, phase corev1.PodPhase, hostNetwork bool) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec:   corev1.PodSpec{ServiceAccountName: sa, HostNetwork: hostNetwork},
+			Status: corev1.PodStatus{Phase: phase, PodIP: ip}}
+	}
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).
+		WithIndex(&corev1.Pod{}, "status.podIP", func(o client.Object) []string { return []string{o.(*corev1.Pod).Status.PodIP} }).
+		WithObjects(
+			pod("istio-system", "gateway", "public-gateway", "10.0.0.1", corev1.PodRunning, false),
+			pod("shop", "client", "", "10.0.0.2", corev1.PodRunning, false),
+			pod("team-b", "intruder", "admin", "10.0.0.3", corev1.PodRunning, false),
+			pod("shop", "finished", "old", "10.0.0.4", corev1.PodSucceeded, false),
+			pod("shop", "host", "node", "10.0.0.5", corev1.PodRunning, true),
+		).Build()
+	cases := map[string]struct {
+		namespaces []string
+		ip         string
+		want       string
+	}{
+		"the gateway, from its namespace":       {[]string{"istio-system", "shop"}, "10.0.0.1", "spiffe://cluster.local/ns/istio-system/sa/public-gateway"},
+		"a pod of the default ServiceAccount":   {[]string{"istio-system", "shop"}, "10.0.0.2", "spiffe://cluster.local/ns/shop/sa/default"},
+		"a pod of a namespace not listed":       {[]string{"istio-system", "shop"}, "10.0.0.3", ""},
+		"the same pod when every one is read":   {nil, "10.0.0.3", "spiffe://cluster.local/ns/team-b/sa/admin"},
+		"a pod that is not running any more":    {[]string{"shop"}, "10.0.0.4", ""},
+		"a pod on the node's network":           {[]string{"shop"}, "10.0.0.5", ""},
+		"an address of no pod (a host process)": {nil, "10.0.0.9", ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := podIdentity(c, tc.namespaces)(context.Background(), netip.MustParseAddr(tc.ip))
+			if got != tc.want {
+				t.Errorf("identity of %s: %q, want %q", tc.ip, got, tc.want)
+			}
+		})
 	}
 }

@@ -25,17 +25,26 @@ func ruleBehind(w World, vsKey, route string) (finding string, objects []string,
 	if vs == nil {
 		return "", nil, ""
 	}
-	owner := metav1.GetControllerOf(vs)
+	return ruleBehindOwner(w, "VirtualService", vsKey, vs, route, gatewayv1alpha1.RouteName)
+}
+
+// ruleBehindOwner is ruleBehind for a route object obj of a kind (a
+// VirtualService, or an HTTPRoute whose rules the apirule controller names
+// with gatewayv1alpha1.HTTPRouteRuleName): its controller reference names
+// the APIRule by UID, and nameOf names the route of each of its rules.
+func ruleBehindOwner(w World, kind, key string, obj metav1.Object, route string,
+	nameOf func(namespace, apiRule string, rule gatewayv1alpha1.Rule) string) (finding string, objects []string, apiRule string) {
+	owner := metav1.GetControllerOf(obj)
 	if owner == nil || owner.Kind != "APIRule" || !strings.HasPrefix(owner.APIVersion, gatewayv1alpha1.GroupVersion.Group+"/") {
-		return fmt.Sprintf("VirtualService %s is not an APIRule's (no APIRule controller reference)", vsKey), nil, ""
+		return fmt.Sprintf("%s %s is not an APIRule's (no APIRule controller reference)", kind, key), nil, ""
 	}
-	ruleKey := vs.Namespace + "/" + owner.Name
+	ruleKey := obj.GetNamespace() + "/" + owner.Name
 	for _, ar := range w.APIRules {
-		if ar.Namespace != vs.Namespace || ar.Name != owner.Name || ar.UID != owner.UID {
+		if ar.Namespace != obj.GetNamespace() || ar.Name != owner.Name || ar.UID != owner.UID {
 			continue
 		}
 		for i, rule := range ar.Spec.Rules {
-			if gatewayv1alpha1.RouteName(ar.Namespace, ar.Name, rule) == route {
+			if nameOf(ar.Namespace, ar.Name, rule) == route {
 				return fmt.Sprintf("rule %d (path %s%s) of APIRule %s", i, rule.Path, methods(rule), ruleKey),
 					[]string{"APIRule " + ruleKey}, ruleKey
 			}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
@@ -26,8 +27,20 @@ const (
 	// Outcome403: the backend's AuthorizationPolicies deny the request.
 	Outcome403 Outcome = "403"
 	// OutcomeUnknown: the objects the caller may read do not decide it, or
-	// the backends of a weighted route decide differently.
+	// the backends of a weighted route decide differently, or the route is
+	// pending (HTTPRoute mode: no answer from its implementation yet).
 	OutcomeUnknown Outcome = "unknown"
+	// OutcomeRefused: no listener takes the connection (no server or
+	// listener on the port, a TLS host no server covers, a client
+	// certificate the server requires and does not get or trust).
+	OutcomeRefused Outcome = "refused"
+	// OutcomeAuthorizer: a CUSTOM policy hands the request to an external
+	// authorizer, whose answer (a login redirect, 401, or letting it on)
+	// is not configuration.
+	OutcomeAuthorizer Outcome = "authorizer"
+	// Outcome500: the route has no backend to send to (HTTPRoute mode:
+	// no backendRef with a weight).
+	Outcome500 Outcome = "500"
 )
 
 // World is what the caller may read of a cluster: every object here was
@@ -35,9 +48,24 @@ const (
 // not read, so that an explanation never shows, nor guesses from, what the
 // caller's RBAC does not let it read.
 type World struct {
-	// Gateway is the Istio gateway ("namespace/name") the request arrives at.
-	Gateway         string
-	Edge            EdgeGateway
+	// Gateway is the gateway ("namespace/name") the request arrives at: an
+	// Istio Gateway, or with GatewayAPI a Gateway API Gateway (HTTPRoute
+	// mode).
+	Gateway    string
+	GatewayAPI bool
+	Edge       EdgeGateway
+	// IstioGateways and APIGateways are the Gateways the caller may read:
+	// their servers and listeners take requests.
+	IstioGateways []*networkingv1.Gateway
+	APIGateways   []*gwapiv1.Gateway
+	// HTTPRoutes are the HTTPRoutes the caller may read (HTTPRoute mode).
+	HTTPRoutes []*gwapiv1.HTTPRoute
+	// NamespaceLabels are the labels of the namespaces the caller may read,
+	// for listeners that admit routes by a namespace selector.
+	NamespaceLabels map[string]map[string]string
+	// ClientCAs are the client CA bundles (PEM) of MUTUAL servers the
+	// caller may read, by credential name.
+	ClientCAs       map[string][]byte
 	VirtualServices []*networkingv1.VirtualService
 	// APIRules are the APIRules the caller may read, to name the rule
 	// behind a route.
@@ -69,6 +97,16 @@ type Query struct {
 	// client's, or the last proxy's in front of the gateway (which, like
 	// the client, may have written X-Forwarded-For in Headers).
 	Peer netip.Addr
+	// Port is the gateway's port the request arrives on (0: 443 with TLS,
+	// else 80); TLS whether it comes over TLS, presenting ClientCert (PEM,
+	// nil for none).
+	Port       uint32
+	TLS        bool
+	ClientCert []byte
+}
+
+func (q Query) arriving() Arriving {
+	return Arriving{Port: q.Port, TLS: q.TLS, ClientCert: q.ClientCert}
 }
 
 // Step is one stage of an explanation: what was looked at, what it found,
@@ -92,9 +130,13 @@ type Backend struct {
 type Explanation struct {
 	Steps    []Step    `json:"steps"`
 	Backends []Backend `json:"backends,omitempty"`
-	// VirtualService ("namespace/name") and Route name the route taken;
-	// empty for a 404.
+	// Listener names the server or listener that takes the request
+	// ("namespace/gateway/name").
+	Listener string `json:"listener,omitempty"`
+	// VirtualService or HTTPRoute ("namespace/name") and Route name the
+	// route taken (an HTTPRoute rule's name, or rules[i]); empty for a 404.
 	VirtualService string `json:"virtualService,omitempty"`
+	HTTPRoute      string `json:"httpRoute,omitempty"`
 	Route          string `json:"route,omitempty"`
 	// Path is the path the backends receive, after the route's rewrite.
 	Path    string  `json:"path,omitempty"`
@@ -116,7 +158,14 @@ func Explain(w World, q Query) (Explanation, error) {
 	for k, v := range q.Headers {
 		headers[strings.ToLower(k)] = v
 	}
-	route, err := RouteProbe(w.VirtualServices, w.Gateway, Probe{Host: q.Host, Path: q.Path, Method: q.Method, Headers: headers, Query: q.Query})
+	if w.GatewayAPI {
+		return e.explainGatewayAPI(w, q, headers)
+	}
+	vss, done := e.istioListener(w, q)
+	if done {
+		return e, nil
+	}
+	route, err := RouteProbe(vss, w.Gateway, Probe{Host: q.Host, Path: q.Path, Method: q.Method, Headers: headers, Query: q.Query})
 	if err != nil {
 		return Explanation{}, err
 	}
@@ -140,18 +189,49 @@ func Explain(w World, q Query) (Explanation, error) {
 		e.Outcome, e.Reason = OutcomeRouted, "the route answers itself (redirect or direct response)"
 		return e, nil
 	}
+	return e, e.judgeBackends(w, route, q, headers)
+}
+
+// istioListener is the listener step of Istio mode: the server of the
+// Istio Gateway that takes the request, and the VirtualServices it
+// admits; done when the listener decides the request itself. A Gateway
+// the caller may not read is said, and every VirtualService considered.
+func (e *Explanation) istioListener(w World, q Query) ([]*networkingv1.VirtualService, bool) {
+	var gw *networkingv1.Gateway
+	for _, g := range w.IstioGateways {
+		if g.Namespace+"/"+g.Name == w.Gateway {
+			gw = g
+		}
+	}
+	if gw == nil {
+		e.step("listener", fmt.Sprintf("Gateway %s is not visible to you (or not in the cluster): its servers are not checked", w.Gateway))
+		return w.VirtualServices, false
+	}
+	taken := istioServer(gw, q.Host, q.arriving(), w.ClientCAs)
+	e.step("listener", taken.Finding, "Gateway "+w.Gateway)
+	if taken.Outcome != "" {
+		e.Outcome, e.Reason = taken.Outcome, taken.Reason
+		return nil, true
+	}
+	e.Listener = w.Gateway + "/" + taken.server
+	return admitted(w.VirtualServices, gw, taken), false
+}
+
+// judgeBackends judges each destination of the route taken, after the
+// gateway's forwarding, and combines their verdicts.
+func (e *Explanation) judgeBackends(w World, route *Routed, q Query, headers map[string]string) error {
 	peer := q.Peer
 	if !peer.IsValid() {
 		peer = IngressGateway.RemoteIP
 	}
 	fwd, err := w.Edge.Forward(route, Arrival{Peer: peer, Headers: headers})
 	if err != nil {
-		return Explanation{}, err
+		return err
 	}
 	for _, d := range route.Destinations {
 		b, err := judgeBackend(w, d, fwd.At(Workload{}, q.Host, route.Path, q.Method), q.Token)
 		if err != nil {
-			return Explanation{}, err
+			return err
 		}
 		e.Backends = append(e.Backends, b)
 		var objects []string
@@ -161,7 +241,7 @@ func Explain(w World, q Query) (Explanation, error) {
 		e.step("backend", fmt.Sprintf("%s (as the route names it): %s (%s)", d.Host, b.Outcome, b.Reason), objects...)
 	}
 	e.Outcome, e.Reason = combine(e.Backends)
-	return e, nil
+	return nil
 }
 
 func (e *Explanation) step(stage, finding string, objects ...string) {
@@ -208,6 +288,9 @@ func judgeBackend(w World, d Destination, r Request, token *Token) (Backend, err
 		b.Outcome = Outcome401
 	case Forbidden:
 		b.Outcome = Outcome403
+		if v.Authorizer != "" {
+			b.Outcome = OutcomeAuthorizer
+		}
 	default:
 		b.Outcome = OutcomeUnknown
 	}

@@ -81,7 +81,12 @@ func firstMatch(aps []*securityv1.AuthorizationPolicy, r Request, id identity) (
 			return nil, err
 		}
 		if matched >= 0 {
-			return &Verdict{Decision: Forbidden, Reason: fmt.Sprintf("%s policy %s/%s rule %d matches", ap.Spec.Action, ap.Namespace, ap.Name, matched)}, nil
+			v := &Verdict{Decision: Forbidden, Reason: fmt.Sprintf("%s policy %s/%s rule %d matches", ap.Spec.Action, ap.Namespace, ap.Name, matched)}
+			if ap.Spec.Action == securityv1beta1.AuthorizationPolicy_CUSTOM {
+				v.Authorizer = ap.Spec.GetProvider().GetName()
+				v.Reason += fmt.Sprintf(": the external authorizer %s decides", v.Authorizer)
+			}
+			return v, nil
 		}
 	}
 	return nil, nil

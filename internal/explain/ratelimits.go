@@ -25,8 +25,7 @@ func (e *Explanation) rateLimitSteps(w World, ruleKey string, q Query) {
 		switch {
 		case t.Kind == gatewayv1alpha1.TargetAPIRule && rl.Namespace+"/"+t.Name == ruleKey:
 			scope = "the route's own"
-		case t.Kind == gatewayv1alpha1.TargetGateway && rl.Namespace == gwNamespace && t.Name == gwName &&
-			(t.Group == "" || t.Group == gatewayv1alpha1.IstioNetworkingGroup):
+		case rl.Namespace == gwNamespace && t.Name == gwName && (w.GatewayAPI && t.IsGatewayAPIGateway() || !w.GatewayAPI && t.IsIstioGateway()):
 			scope = "the gateway-wide"
 		default:
 			continue

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 
+	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 	"github.com/portico-dev/portico/internal/readable"
@@ -22,6 +24,7 @@ func Scheme() *runtime.Scheme {
 	utilruntime.Must(networkingv1.AddToScheme(s))
 	utilruntime.Must(securityv1.AddToScheme(s))
 	utilruntime.Must(gatewayv1alpha1.AddToScheme(s))
+	utilruntime.Must(gwapiv1.Install(s))
 	return s
 }
 
@@ -47,14 +50,24 @@ func listKind[T any](ctx context.Context, c client.Reader, namespace, kind strin
 // Read reads, with the caller's client c, what the caller may read of the
 // objects an explanation needs: each kind across the cluster if it may,
 // else in its namespace, what it may not read recorded in World.Hidden.
+// The request arrives at the Istio Gateway gateway (Istio mode).
 func Read(ctx context.Context, c client.Reader, namespace, gateway string, edge EdgeGateway) (World, error) {
-	w := World{Gateway: gateway, Edge: edge, Workloads: map[string]map[string]string{}}
+	return ReadMode(ctx, c, namespace, gateway, false, edge)
+}
+
+// ReadMode is Read for a request arriving at an Istio Gateway, or with
+// gatewayAPI at a Gateway API Gateway (HTTPRoute mode: its Gateways,
+// HTTPRoutes and the namespaces' labels are read instead of the
+// VirtualServices).
+func ReadMode(ctx context.Context, c client.Reader, namespace, gateway string, gatewayAPI bool, edge EdgeGateway) (World, error) {
+	w := World{Gateway: gateway, GatewayAPI: gatewayAPI, Edge: edge, Workloads: map[string]map[string]string{}}
 	var err error
-	if w.VirtualServices, err = listKind(ctx, c, namespace, "VirtualServices", &w.Hidden,
-		func() client.ObjectList { return &networkingv1.VirtualServiceList{} },
-		func(l client.ObjectList) []*networkingv1.VirtualService {
-			return l.(*networkingv1.VirtualServiceList).Items
-		}); err != nil {
+	if gatewayAPI {
+		err = readGatewayAPI(ctx, c, namespace, &w)
+	} else {
+		err = readIstioGateways(ctx, c, namespace, &w)
+	}
+	if err != nil {
 		return w, err
 	}
 	if w.Policies.AuthorizationPolicies, err = listKind(ctx, c, namespace, "AuthorizationPolicies", &w.Hidden,
@@ -114,6 +127,91 @@ func occupiedHosts(rules []gatewayv1alpha1.APIRule) []string {
 				}
 			}
 		}
+	}
+	return out
+}
+
+// readIstioGateways reads the Istio Gateways, the VirtualServices, and the
+// client CA bundles of the MUTUAL servers of the request's Gateway.
+func readIstioGateways(ctx context.Context, c client.Reader, namespace string, w *World) error {
+	var err error
+	if w.IstioGateways, err = listKind(ctx, c, namespace, "Gateways", &w.Hidden,
+		func() client.ObjectList { return &networkingv1.GatewayList{} },
+		func(l client.ObjectList) []*networkingv1.Gateway { return l.(*networkingv1.GatewayList).Items }); err != nil {
+		return err
+	}
+	if w.VirtualServices, err = listKind(ctx, c, namespace, "VirtualServices", &w.Hidden,
+		func() client.ObjectList { return &networkingv1.VirtualServiceList{} },
+		func(l client.ObjectList) []*networkingv1.VirtualService {
+			return l.(*networkingv1.VirtualServiceList).Items
+		}); err != nil {
+		return err
+	}
+	w.ClientCAs = map[string][]byte{}
+	for _, gw := range w.IstioGateways {
+		if gw.Namespace+"/"+gw.Name != w.Gateway {
+			continue
+		}
+		for _, s := range gw.Spec.Servers {
+			if tls := s.GetTls(); tls.GetMode() == networkingv1alpha3.ServerTLSSettings_MUTUAL || tls.GetMode() == networkingv1alpha3.ServerTLSSettings_OPTIONAL_MUTUAL {
+				if bundle, ok := clientCABundle(ctx, c, gw.Namespace, caName(tls)); ok {
+					w.ClientCAs[caName(tls)] = bundle
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// clientCABundle reads a client CA credential of the gateway's namespace,
+// as Istio does: a ConfigMap or a Secret with key ca.crt (or cacert);
+// false when the caller may not read it or it is not there.
+func clientCABundle(ctx context.Context, c client.Reader, ns, name string) ([]byte, bool) {
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm); err == nil {
+		if v, ok := cm.Data["ca.crt"]; ok {
+			return []byte(v), true
+		}
+	}
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret); err == nil {
+		for _, key := range []string{"ca.crt", "cacert"} {
+			if v, ok := secret.Data[key]; ok {
+				return v, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// readGatewayAPI reads the Gateway API Gateways and HTTPRoutes, and the
+// labels of the namespaces the caller may list (none if it may not).
+func readGatewayAPI(ctx context.Context, c client.Reader, namespace string, w *World) error {
+	var err error
+	if w.APIGateways, err = listKind(ctx, c, namespace, "Gateways (Gateway API)", &w.Hidden,
+		func() client.ObjectList { return &gwapiv1.GatewayList{} },
+		func(l client.ObjectList) []*gwapiv1.Gateway { return pointers(l.(*gwapiv1.GatewayList).Items) }); err != nil {
+		return err
+	}
+	if w.HTTPRoutes, err = listKind(ctx, c, namespace, "HTTPRoutes", &w.Hidden,
+		func() client.ObjectList { return &gwapiv1.HTTPRouteList{} },
+		func(l client.ObjectList) []*gwapiv1.HTTPRoute { return pointers(l.(*gwapiv1.HTTPRouteList).Items) }); err != nil {
+		return err
+	}
+	w.NamespaceLabels = map[string]map[string]string{}
+	var namespaces corev1.NamespaceList
+	if err := c.List(ctx, &namespaces); err == nil {
+		for _, ns := range namespaces.Items {
+			w.NamespaceLabels[ns.Name] = ns.Labels
+		}
+	}
+	return nil
+}
+
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
 	}
 	return out
 }

@@ -162,6 +162,10 @@ func (d Decision) String() string {
 type Verdict struct {
 	Decision Decision
 	Reason   string
+	// Authorizer is the provider of the CUSTOM policy behind a Forbidden
+	// verdict: the judge takes an external authorizer as denying, and the
+	// authorizer decides in fact.
+	Authorizer string
 }
 
 // Allowed reports whether the request reaches the pod.

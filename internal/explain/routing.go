@@ -80,6 +80,8 @@ type Probe struct {
 	Query url.Values
 	// headersUnknown refuses header and query parameter matches (Route).
 	headersUnknown bool
+	// tls is true for a request over TLS (the scheme of a redirect).
+	tls bool
 }
 
 // RouteProbe is Route for a request with headers and query parameters.

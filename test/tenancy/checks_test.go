@@ -148,8 +148,7 @@ func route(g Gomega, gateway, host, path string) *judge.Routed {
 	// check of the suite is a check of the tool too.
 	w, err := explain.Read(context.Background(), admin, "default", gateway, edge)
 	g.Expect(err).NotTo(HaveOccurred())
-	e, err := explain.Explain(w, explain.Query{Host: host, Path: path, Method: "GET"})
-	g.Expect(err).NotTo(HaveOccurred())
+	e := explainRoute(g, w, host, path)
 	if r == nil {
 		g.Expect(e.Outcome).To(Equal(explain.Outcome404), "explain routes what the judge does not: %+v", e)
 	} else {

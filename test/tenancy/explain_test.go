@@ -26,6 +26,36 @@ func explainedAs(g Gomega, as client.Reader, namespace, host, path string) (expl
 	return e, string(out)
 }
 
+// explainRoute explains a request to host and path over HTTP, and over
+// HTTPS when the gateway's listener redirects HTTP to HTTPS itself (the
+// default gateway's HTTP server): the judge's routing is what the routes
+// behind the listener do.
+func explainRoute(g Gomega, w explain.World, host, path string) explain.Explanation {
+	var e explain.Explanation
+	for _, tls := range []bool{false, true} {
+		var err error
+		e, err = explain.Explain(w, explain.Query{Host: host, Path: path, Method: "GET", TLS: tls})
+		g.Expect(err).NotTo(HaveOccurred())
+		if last := e.Steps[len(e.Steps)-1]; last.Stage != "listener" || e.Outcome != explain.OutcomeRouted {
+			return e // not the listener's redirect
+		}
+	}
+	return e
+}
+
+// explainedOnShared is what `portico explain` tells a caller of a request
+// in HTTPRoute mode on the shared Gateway API Gateway (`--parent`).
+func explainedOnShared(g Gomega, as client.Reader, namespace, host, path string) (explain.Explanation, string) {
+	w, err := explain.ReadMode(context.Background(), as, namespace, rootNamespace+"/"+sharedGatewayAPIGateway, true, edge)
+	g.Expect(err).NotTo(HaveOccurred())
+	w.Policies.RootNamespace = rootNamespace
+	e, err := explain.Explain(w, explain.Query{Host: host, Path: path, Method: "GET"})
+	g.Expect(err).NotTo(HaveOccurred())
+	out, err := json.Marshal(e)
+	g.Expect(err).NotTo(HaveOccurred())
+	return e, string(out)
+}
+
 // Class 5 (information disclosure) through the tool (issue 47): team-a,
 // whose claim on team-b's host was refused, asks `portico explain` about
 // that host with its own RBAC (edit in team-a). It learns that another

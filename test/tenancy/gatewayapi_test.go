@@ -14,6 +14,7 @@ import (
 	gatewayapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	gatewayv1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/internal/explain"
 )
 
 // sharedGatewayAPIGateway is the administrator's Gateway API Gateway in the
@@ -109,6 +110,12 @@ func TestGatewayAPIMode(t *testing.T) {
 		g := NewWithT(t)
 		g.Consistently(func(g Gomega) { g.Expect(writtenFor(g, thief)).To(BeEmpty()) }, "2s", poll).Should(Succeed())
 		g.Expect(readyOf(g, client.ObjectKeyFromObject(owner)).Reason).To(Equal(gatewayv1alpha1.ReasonApplied))
+		// `portico explain` tells team-b, in HTTPRoute mode, that another
+		// namespace owns the host, and nothing of team-a (issue 47).
+		e, out := explainedOnShared(g, bob, teamB, "gw-owner.shared.example", "/health")
+		g.Expect(e.Outcome).To(Equal(explain.Outcome404), out)
+		g.Expect(e.Reason).To(ContainSubstring("a host owned by another namespace"), out)
+		g.Expect(out).NotTo(ContainSubstring(teamA))
 	})
 	t.Run("team-b's own HTTPRoute for team-a's host on the shared Gateway", func(t *testing.T) {
 		t.Parallel()
@@ -137,5 +144,23 @@ func TestGatewayAPIMode(t *testing.T) {
 		}, eventually, poll).Should(Succeed())
 		g.Expect(shared.Message).NotTo(Or(ContainSubstring(teamB), ContainSubstring("hijack")), "names nothing of another namespace")
 		g.Expect(writtenFor(g, rule)).To(ContainElement("HTTPRoute "+teamA+"/gw-shop"), "team-a's route stays")
+		// `portico explain` in HTTPRoute mode (issue 47), with the Gateway
+		// API's precedence over the stored (API-server defaulted) routes:
+		// team-a's exact /health outranks the hijack's default prefix "/",
+		// which takes every other path of the host and, without
+		// backendRefs, answers 500; no implementation runs here, so both
+		// routes are pending and said so. team-a, reading its own namespace
+		// only, is not shown team-b's route.
+		g.Eventually(func(g Gomega) {
+			e, out := explainedOnShared(g, admin, "default", "gw-shop.a.example", "/health")
+			g.Expect([]string{e.HTTPRoute, string(e.Outcome)}).To(Equal([]string{teamA + "/gw-shop", string(explain.OutcomeUnknown)}), out)
+			g.Expect(out).To(ContainSubstring("pending"))
+			g.Expect(out).To(ContainSubstring("rule 0 (path /health"))
+			e, out = explainedOnShared(g, admin, "default", "gw-shop.a.example", "/other")
+			g.Expect([]string{e.HTTPRoute, string(e.Outcome)}).To(Equal([]string{teamB + "/gw-shop-hijack", string(explain.Outcome500)}), out)
+		}, eventually, poll).Should(Succeed())
+		e, out := explainedOnShared(g, alice, teamA, "gw-shop.a.example", "/other")
+		g.Expect(e.Outcome).To(Equal(explain.Outcome404), out)
+		g.Expect(out).NotTo(Or(ContainSubstring(teamB), ContainSubstring("hijack")), "team-a learns nothing of team-b through the tool")
 	})
 }

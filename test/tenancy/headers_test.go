@@ -256,6 +256,11 @@ func agree(g Gomega, r *judge.Routed, w judge.Workload, v judge.Verdict, e expla
 		return
 	}
 	want := map[judge.Decision]explain.Outcome{judge.Allowed: explain.OutcomeRouted, judge.Unauthenticated: explain.Outcome401, judge.Forbidden: explain.Outcome403}[v.Decision]
+	if v.Authorizer != "" {
+		// The judge takes an external authorizer as denying; explain says
+		// the authorizer decides.
+		want = explain.OutcomeAuthorizer
+	}
 	g.Expect(e.Outcome).To(Equal(want), "explain: %+v; judge: %s", e, v)
 	g.Expect(e.Reason).To(Equal(v.Reason))
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -20,9 +21,12 @@ import (
 // options are explain's flags.
 type options struct {
 	host, path, method, query, token, gateway, output, namespace, kubeconfig string
-	headers                                                                  headerFlag
-	trustedProxies                                                           int
-	fetchJWKS                                                                bool
+	// parent names a Gateway API Gateway (HTTPRoute mode) instead of gateway.
+	parent, clientCert string
+	headers            headerFlag
+	trustedProxies     int
+	port               uint
+	https, fetchJWKS   bool
 	// fetch fetches key sets (fetchHTTP unless a test sets it).
 	fetch fetchFunc
 }
@@ -43,7 +47,7 @@ func (h headerFlag) Set(v string) error {
 // Main runs kubectl-portico with args and returns its exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "explain" {
-		_, _ = fmt.Fprintln(stderr, "usage: kubectl portico explain --host HOST [--path /p] [--method GET] [-H 'Name: value'] [--query a=b] [--token JWT] [-o json]")
+		_, _ = fmt.Fprintln(stderr, "usage: kubectl portico explain --host HOST [--path /p] [--method GET] [-H 'Name: value'] [--query a=b] [--token JWT] [--https] [--port N] [--client-cert FILE] [--gateway NS/NAME | --parent NS/NAME] [-o json]")
 		return 2
 	}
 	o, err := parse(args[1:], stderr)
@@ -83,6 +87,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.token, "token", "", "a JWT the request presents")
 	fs.BoolVar(&o.fetchJWKS, "fetch-jwks", true, "fetch the key sets the RequestAuthentications name to check the token's signature (from where kubectl runs)")
 	fs.StringVar(&o.gateway, "gateway", "istio-system/portico-gateway", "the Istio gateway (namespace/name) the request arrives at; default: the default gateway")
+	fs.StringVar(&o.parent, "parent", "", "the Gateway API Gateway (namespace/name) the request arrives at instead (HTTPRoute mode, an APIRule's spec.parentRef)")
+	fs.BoolVar(&o.https, "https", false, "the request comes over TLS (port 443 unless --port)")
+	fs.UintVar(&o.port, "port", 0, "the gateway's port the request arrives on (default 80, or 443 with --https)")
+	fs.StringVar(&o.clientCert, "client-cert", "", "a PEM file: the client certificate the request presents")
 	fs.IntVar(&o.trustedProxies, "trusted-proxies", 0, "the gateway's trusted proxies in front (APIGateway spec.apiRules.trustedProxies)")
 	fs.StringVar(&o.output, "o", "text", "output: text or json")
 	fs.StringVar(&o.namespace, "n", "", "your namespace (default: the kubeconfig context's)")
@@ -104,11 +112,20 @@ func parse(args []string, stderr io.Writer) (options, error) {
 // run reads the caller's view of the cluster with c, explains the request
 // and writes it.
 func run(ctx context.Context, c client.Reader, o options, out io.Writer) error {
-	w, err := explain.Read(ctx, c, o.namespace, o.gateway, explain.EdgeGateway{TrustedProxies: o.trustedProxies})
+	gateway := o.gateway
+	if o.parent != "" {
+		gateway = o.parent
+	}
+	w, err := explain.ReadMode(ctx, c, o.namespace, gateway, o.parent != "", explain.EdgeGateway{TrustedProxies: o.trustedProxies})
 	if err != nil {
 		return err
 	}
-	q := explain.Query{Host: o.host, Path: o.path, Method: o.method, Headers: o.headers}
+	q := explain.Query{Host: o.host, Path: o.path, Method: o.method, Headers: o.headers, Port: uint32(o.port), TLS: o.https}
+	if o.clientCert != "" {
+		if q.ClientCert, err = os.ReadFile(o.clientCert); err != nil {
+			return fmt.Errorf("--client-cert: %w", err)
+		}
+	}
 	if q.Query, err = url.ParseQuery(o.query); err != nil {
 		return fmt.Errorf("--query: %w", err)
 	}

@@ -16,7 +16,8 @@ import (
 
 // readmeRuns is the README's example: team-a, which may read its own
 // namespace only, explains a request with a token of its issuer to its
-// ledger, then a request to a host team-b owns.
+// ledger, then a request to a host team-b owns; then the administrator
+// explains a request in HTTPRoute mode.
 func readmeRuns(t *testing.T) string {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -27,11 +28,21 @@ func readmeRuns(t *testing.T) string {
 	fetch := func(context.Context, string) ([]byte, error) { return jwks, nil }
 	var out bytes.Buffer
 	for _, o := range []options{
-		{host: "ledger.a.example", path: "/admin", method: "GET", token: token, fetch: fetch},
-		{host: "shop.b.example", path: "/", method: "GET"},
+		{host: "ledger.a.example", path: "/admin", method: "GET", token: token, fetch: fetch, namespace: "team-a"},
+		{host: "shop.b.example", path: "/", method: "GET", namespace: "team-a"},
+		{host: "web.a.example", path: "/health", method: "GET", parent: "istio-system/web"},
 	} {
-		o.gateway, o.namespace, o.output = gateway, "team-a", "text"
-		args := "-n team-a --host " + o.host
+		o.gateway, o.output = gateway, "text"
+		args := "--host " + o.host
+		as := o.namespace
+		if as != "" {
+			args = "-n " + as + " " + args
+		} else {
+			o.namespace = "default"
+		}
+		if o.parent != "" {
+			args += " --parent " + o.parent
+		}
 		if o.path != "/" {
 			args += " --path " + o.path
 		}
@@ -39,7 +50,7 @@ func readmeRuns(t *testing.T) string {
 			args += ` --token "$JWT"`
 		}
 		out.WriteString("$ kubectl portico explain " + args + "\n")
-		if err := run(context.Background(), cluster("team-a"), o, &out); err != nil {
+		if err := run(context.Background(), cluster(as), o, &out); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,5 +68,5 @@ func TestTheREADMEShowsWhatTheToolPrints(t *testing.T) {
 	}
 	g.Expect(string(readme)).To(ContainSubstring("```console\n"+got+"```"),
 		"README.md's example of kubectl portico explain is not what it prints; UPDATE_README=1 go test -run README -v ./kubectl-portico/... prints it")
-	g.Expect(strings.Count(got, "verdict:")).To(Equal(2))
+	g.Expect(strings.Count(got, "verdict:")).To(Equal(3))
 }
