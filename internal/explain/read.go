@@ -3,6 +3,7 @@ package explain
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
@@ -163,25 +164,49 @@ func readIstioGateways(ctx context.Context, c client.Reader, namespace string, w
 	return nil
 }
 
-// clientCABundle reads a client CA credential of the gateway's namespace,
-// as Istio does: a ConfigMap or a Secret with key ca.crt (or cacert);
-// false when the caller may not read it or it is not there.
+// clientCABundle reads a client CA credential of the gateway's namespace as
+// istiod's SDS serves it: `configmap://NS/NAME` is a ConfigMap (key
+// ca.crt); any other name (`kubernetes://[NS/]NAME` or plain) is a Secret
+// of the gateway's namespace (key cacert, else ca.crt), never a ConfigMap;
+// a `NAME-cacert` Secret, when it exists, is the only one read, else NAME's.
+// False when the caller may not read it or it is not there.
 func clientCABundle(ctx context.Context, c client.Reader, ns, name string) ([]byte, bool) {
-	cm := &corev1.ConfigMap{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm); err == nil {
-		if v, ok := cm.Data["ca.crt"]; ok {
-			return []byte(v), true
+	if ref, ok := strings.CutPrefix(name, "configmap://"); ok {
+		cmNS, cmName, found := strings.Cut(ref, "/")
+		if !found || cmNS != ns {
+			return nil, false
 		}
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: cmNS, Name: cmName}, cm); err != nil {
+			return nil, false
+		}
+		v, ok := cm.Data["ca.crt"]
+		return []byte(v), ok
 	}
-	secret := &corev1.Secret{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret); err == nil {
-		for _, key := range []string{"ca.crt", "cacert"} {
+	name = strings.TrimPrefix(name, "kubernetes://")
+	if secretNS, secretName, found := strings.Cut(name, "/"); found {
+		if secretNS != ns {
+			return nil, false
+		}
+		name = secretName
+	}
+	read := func(name string) ([]byte, bool, bool) {
+		secret := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret); err != nil {
+			return nil, false, false
+		}
+		for _, key := range []string{"cacert", "ca.crt"} {
 			if v, ok := secret.Data[key]; ok {
-				return v, true
+				return v, true, true
 			}
 		}
+		return nil, false, true
 	}
-	return nil, false
+	bundle, ok, exists := read(name)
+	if base, companion := strings.CutSuffix(name, "-cacert"); companion && !exists {
+		bundle, ok, _ = read(base)
+	}
+	return bundle, ok
 }
 
 // readGatewayAPI reads the Gateway API Gateways and HTTPRoutes, and the
