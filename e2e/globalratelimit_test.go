@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -280,6 +281,13 @@ func globalRateLimitSpecs() {
 			_ = k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rlNamespace}})
 			_ = k8sClient.Delete(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "portico-e2e-rl-gateway"}})
 		})
+		// Registered after the namespace's deletion, so it runs before it.
+		DeferCleanup(func(ctx SpecContext) {
+			if CurrentSpecReport().Failed() {
+				savePodLogs(ctx, rlNamespace, "app=rl-gateway", "global-ratelimit")
+				savePodLogs(ctx, namespace, "app.kubernetes.io/name=portico-ratelimit-service", "global-ratelimit")
+			}
+		})
 		limit := &gatewayv1alpha1.RateLimit{
 			ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: rlNamespace},
 			Spec: gatewayv1alpha1.RateLimitSpec{
@@ -291,6 +299,10 @@ func globalRateLimitSpecs() {
 					{Name: "per-key", Requests: perKeyBudget, Unit: gatewayv1alpha1.UnitDay, Algorithm: gatewayv1alpha1.AlgorithmTokenBucket,
 						Match:      &gatewayv1alpha1.GlobalMatch{Header: &gatewayv1alpha1.HeaderMatch{Name: "x-test", Value: "keyed"}},
 						ClientKeys: []gatewayv1alpha1.ClientKey{{Type: gatewayv1alpha1.ClientKeyHeader, Header: "x-api-key"}}},
+					// One request a day: a replica that answers a probe
+					// with 429 enforces the limits (see below).
+					{Name: "probe", Requests: 1, Unit: gatewayv1alpha1.UnitDay,
+						Match: &gatewayv1alpha1.GlobalMatch{Header: &gatewayv1alpha1.HeaderMatch{Name: "x-test", Value: "probe"}}},
 				}},
 			},
 		}
@@ -300,9 +312,18 @@ func globalRateLimitSpecs() {
 		// service its ConfigMaps on every change.
 		Eventually(func(g Gomega) {
 			t := sendRound(ctx, replicas, 1, map[string]string{"x-test": "probe"})
-			g.Expect(t.total(http.StatusOK)).To(Equal(1))
+			g.Expect(t.total(http.StatusOK) + t.total(http.StatusTooManyRequests)).To(Equal(1))
 		}, timeout, interval).Should(Succeed())
-		time.Sleep(2 * time.Second)
+		// Every replica takes its filters from its own configuration
+		// (istiod pushes to each proxy): the shared budget is counted only
+		// once each one refuses a probe over the probe rule's budget of 1,
+		// i.e. asks the rate-limit service, which has the rules too.
+		for _, ip := range replicas {
+			Eventually(func(g Gomega) {
+				t := sendRound(ctx, []string{ip}, 1, map[string]string{"x-test": "probe"})
+				g.Expect(t.total(http.StatusTooManyRequests)).To(Equal(1), "replica %s does not enforce the probe rule yet: %s", ip, t)
+			}, timeout, interval).Should(Succeed())
+		}
 
 		By("admitting exactly the shared budget across the three replicas")
 		shared := sendRound(ctx, replicas, 3*sharedBudget, map[string]string{"x-test": "shared"})
@@ -397,4 +418,24 @@ func globalRateLimitSpecs() {
 		}, timeout, interval).Should(Succeed())
 		redis.Stop()
 	})
+}
+
+// savePodLogs writes the logs of the pods of namespace matching selector to
+// e2e/_artifacts/<prefix>-<pod>.log, for a failed spec's reader.
+func savePodLogs(ctx context.Context, namespace, selector, prefix string) {
+	pods, err := clientset.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		GinkgoWriter.Printf("logs of %s/%s: %v\n", namespace, selector, err)
+		return
+	}
+	for _, pod := range pods.Items {
+		for _, c := range pod.Spec.Containers {
+			logs, err := clientset.CoreV1().Pods(namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(ctx)
+			if err != nil {
+				logs = []byte(err.Error())
+			}
+			name := filepath.Join(artifacts, fmt.Sprintf("%s-%s-%s.log", prefix, pod.Name, c.Name))
+			_ = os.WriteFile(name, logs, 0o644)
+		}
+	}
 }

@@ -243,8 +243,10 @@ func entryOf(action map[string]any, r *http.Request) (entry *corev3.RateLimitDes
 
 // limiter calls the rate-limit services the filters name.
 type limiter struct {
-	rt    *router
-	mu    sync.Mutex
+	rt *router
+	mu sync.Mutex
+	// conns are the connections by cluster (a Service's cluster IP), or
+	// by endpoint address when resolve is set.
 	conns map[string]*grpc.ClientConn
 	// resolve, when set, gives the host:port of an Envoy cluster (the
 	// xDS mode's endpoints) instead of its Service's cluster IP.
@@ -295,19 +297,26 @@ func (l *limiter) call(ctx context.Context, f globalFilter, ds []*corev3.RateLim
 func (l *limiter) conn(ctx context.Context, cluster string) (*grpc.ClientConn, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if c, ok := l.conns[cluster]; ok {
-		return c, nil
-	}
 	if l.resolve != nil {
+		// The cluster's endpoints are read on every call, as Envoy's load
+		// balancer picks from the endpoints it has now: a connection kept
+		// per cluster would stay on a replaced pod's address and every
+		// call after would fail (open).
 		addr, err := l.resolve(ctx, cluster)
 		if err != nil {
 			return nil, err
+		}
+		if c, ok := l.conns[addr]; ok {
+			return c, nil
 		}
 		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return nil, err
 		}
-		l.conns[cluster] = c
+		l.conns[addr] = c
+		return c, nil
+	}
+	if c, ok := l.conns[cluster]; ok {
 		return c, nil
 	}
 	parts := strings.Split(cluster, "|")

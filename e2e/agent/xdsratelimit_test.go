@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	udpatypev1 "github.com/cncf/xds/go/udpa/type/v1"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -23,7 +24,10 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/portico-dev/portico/e2e/xds"
 )
@@ -62,6 +66,30 @@ func staticCluster(name, addr string) *clusterv3.Cluster {
 // the route's per-filter rate limits istiod sent decide which requests
 // the rate-limit service is asked about, with which descriptors.
 func TestGatewayRateLimitsAsTheControlPlaneSaid(t *testing.T) {
+	// Portico's EnvoyFilters write the filter and its per-route config as
+	// udpa TypedStructs, which istiod passes through unchanged.
+	for name, wrap := range map[string]func(*testing.T, proto.Message) *anypb.Any{
+		"typed": mustAny, "udpa TypedStruct": mustTypedStruct,
+	} {
+		t.Run(name, func(t *testing.T) { testGatewayRateLimits(t, wrap) })
+	}
+}
+
+// mustTypedStruct is m as a udpa TypedStruct, its value m's JSON.
+func mustTypedStruct(t *testing.T, m proto.Message) *anypb.Any {
+	t.Helper()
+	raw, err := protojson.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := &structpb.Struct{}
+	if err := protojson.Unmarshal(raw, value); err != nil {
+		t.Fatal(err)
+	}
+	return mustAny(t, &udpatypev1.TypedStruct{TypeUrl: "type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName()), Value: value})
+}
+
+func testGatewayRateLimits(t *testing.T, wrap func(*testing.T, proto.Message) *anypb.Any) {
 	rls := &fakeRLS{}
 	gs := grpc.NewServer()
 	rlsv3.RegisterRateLimitServiceServer(gs, rls)
@@ -76,13 +104,13 @@ func TestGatewayRateLimitsAsTheControlPlaneSaid(t *testing.T) {
 
 	filterName := "envoy.filters.http.ratelimit"
 	rlCluster := "outbound|8081||portico-ratelimit.portico-system.svc.cluster.local"
-	perRoute := mustAny(t, &ratelimitv3.RateLimitPerRoute{RateLimits: []*routev3.RateLimit{{Actions: []*routev3.RateLimit_Action{
+	perRoute := wrap(t, &ratelimitv3.RateLimitPerRoute{RateLimits: []*routev3.RateLimit{{Actions: []*routev3.RateLimit_Action{
 		{ActionSpecifier: &routev3.RateLimit_Action_GenericKey_{GenericKey: &routev3.RateLimit_Action_GenericKey{DescriptorValue: "team-a"}}},
 		{ActionSpecifier: &routev3.RateLimit_Action_RequestHeaders_{RequestHeaders: &routev3.RateLimit_Action_RequestHeaders{HeaderName: "x-client", DescriptorKey: "client"}}},
 	}}}})
 	hcm := &hcmv3.HttpConnectionManager{StatPrefix: "http", RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{RouteConfigName: "http.8080", ConfigSource: ads()}},
 		HttpFilters: []*hcmv3.HttpFilter{
-			{Name: filterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(t, &ratelimitv3.RateLimit{Domain: "portico", FailureModeDeny: true,
+			{Name: filterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: wrap(t, &ratelimitv3.RateLimit{Domain: "portico", FailureModeDeny: true,
 				RateLimitService: &ratelimitconfv3.RateLimitServiceConfig{TransportApiVersion: corev3.ApiVersion_V3, GrpcService: &corev3.GrpcService{
 					TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: rlCluster}}}}})}},
 			{Name: "envoy.filters.http.router"},
@@ -156,5 +184,55 @@ func TestGatewayRateLimitsAsTheControlPlaneSaid(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusInternalServerError {
 		t.Errorf("the service gone, failure_mode_deny: %d, want 500", resp.StatusCode)
+	}
+
+	// The service's pod is replaced: istiod sends its new endpoint, and
+	// the next call goes there (as Envoy's load balancer would), not to
+	// the address of the first call.
+	rls2 := &fakeRLS{}
+	gs2 := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(gs2, rls2)
+	lis2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs2.Serve(lis2) }()
+	defer gs2.Stop()
+	resources := map[resourcev3.Type][]types.Resource{
+		resourcev3.ClusterType: {staticCluster("backend", backend.Listener.Addr().String()), staticCluster(rlCluster, lis2.Addr().String())},
+	}
+	for _, typ := range []resourcev3.Type{resourcev3.ListenerType, resourcev3.RouteType} {
+		for _, r := range snap.GetResources(typ) {
+			resources[typ] = append(resources[typ], r)
+		}
+	}
+	snap2, err := cachev3.NewSnapshot("2", resources)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cache.SetSnapshot(ctx, node.ID(), snap2); err != nil {
+		t.Fatal(err)
+	}
+	moved := lis2.Addr().String()
+	if err := g.xds.WaitFor(ctx, func(s *xds.Snapshot) bool {
+		a, err := endpointOf(s, rlCluster)
+		return err == nil && a == moved
+	}); err != nil {
+		t.Fatal(err)
+	}
+	req, _ = http.NewRequest(http.MethodGet, srv.URL+"/limited", nil)
+	req.Header.Set("X-Client", "greedy")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("the service's new endpoint: %d, want 429 from it", resp.StatusCode)
+	}
+	rls2.mu.Lock()
+	defer rls2.mu.Unlock()
+	if len(rls2.seen) != 1 {
+		t.Errorf("the service's new endpoint saw %d requests, want 1", len(rls2.seen))
 	}
 }
