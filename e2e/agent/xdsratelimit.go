@@ -5,28 +5,21 @@ import (
 	"fmt"
 	"log"
 	"net/http"
-	"strings"
 	"time"
-
-	udpatypev1 "github.com/cncf/xds/go/udpa/type/v1"
-	xdstypev3 "github.com/cncf/xds/go/xds/type/v3"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	commonratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/portico-dev/portico/e2e/envoy"
 )
 
 // Global rate limits in the xDS mode: the gateway's connection manager's
 // envoy.filters.http.ratelimit filters as istiod sent them (from Portico's
-// EnvoyFilters), each with the rate limits of the route's
+// EnvoyFilters: TypedStructs, which istiod passes through and Envoy
+// converts, read by envoy.UnpackTyped), each with the rate limits of the route's
 // typed_per_filter_config for it (RateLimitPerRoute), else its own
 // rate_limits, else the route action's; descriptors by e2e/envoy; a call
 // to the rate-limit service of the filter's cluster (an endpoint from
@@ -40,7 +33,7 @@ func (g *xdsGateway) xdsRateLimit(r *http.Request, hcm *hcmv3.HttpConnectionMana
 		if f.GetDisabled() {
 			continue
 		}
-		if ok, err := unpackTyped(f.GetTypedConfig(), cfg); err != nil {
+		if ok, err := envoy.UnpackTyped(f.GetTypedConfig(), cfg); err != nil {
 			return 0, "", fmt.Errorf("filter %s: %w", f.GetName(), err)
 		} else if !ok {
 			continue
@@ -78,7 +71,7 @@ func (g *xdsGateway) xdsRateLimit(r *http.Request, hcm *hcmv3.HttpConnectionMana
 func routeLimits(filter string, cfg *ratelimitv3.RateLimit, rt *routev3.Route) ([]*routev3.RateLimit, error) {
 	if per, ok := rt.GetTypedPerFilterConfig()[filter]; ok {
 		pr := &ratelimitv3.RateLimitPerRoute{}
-		if ok, err := unpackTyped(per, pr); err != nil || !ok {
+		if ok, err := envoy.UnpackTyped(per, pr); err != nil || !ok {
 			return nil, fmt.Errorf("route %s: per-filter config of %s is not a RateLimitPerRoute (%s): %v", rt.GetName(), filter, per.GetTypeUrl(), err)
 		}
 		if len(pr.GetRateLimits()) > 0 {
@@ -107,47 +100,4 @@ func rlsDescriptors(ds [][]envoy.Entry) []*commonratelimitv3.RateLimitDescriptor
 // sent.
 func (g *xdsGateway) resolveFromXDS(_ context.Context, cluster string) (string, error) {
 	return endpointOf(g.xds.Current(), cluster)
-}
-
-// unpackTyped reads a typed config into m as Envoy does: the message
-// itself, or a TypedStruct (udpa.type.v1 or xds.type.v3) of m's type, whose
-// value is m in JSON (istiod passes an EnvoyFilter's TypedStruct through
-// unchanged, and Envoy converts it when it loads the filter; an unknown
-// field is an error there as here). It reports false for another type.
-func unpackTyped(a *anypb.Any, m proto.Message) (bool, error) {
-	if a == nil {
-		return false, nil
-	}
-	if a.MessageIs(m) {
-		return true, a.UnmarshalTo(m)
-	}
-	var typeURL string
-	var value *structpb.Struct
-	switch {
-	case a.MessageIs(&udpatypev1.TypedStruct{}):
-		ts := &udpatypev1.TypedStruct{}
-		if err := a.UnmarshalTo(ts); err != nil {
-			return false, err
-		}
-		typeURL, value = ts.GetTypeUrl(), ts.GetValue()
-	case a.MessageIs(&xdstypev3.TypedStruct{}):
-		ts := &xdstypev3.TypedStruct{}
-		if err := a.UnmarshalTo(ts); err != nil {
-			return false, err
-		}
-		typeURL, value = ts.GetTypeUrl(), ts.GetValue()
-	default:
-		return false, nil
-	}
-	if name := string(m.ProtoReflect().Descriptor().FullName()); typeURL[strings.LastIndex(typeURL, "/")+1:] != name {
-		return false, nil
-	}
-	raw, err := protojson.Marshal(value)
-	if err != nil {
-		return false, err
-	}
-	if err := protojson.Unmarshal(raw, m); err != nil {
-		return false, fmt.Errorf("TypedStruct of %s: %w", typeURL, err)
-	}
-	return true, nil
 }

@@ -19,6 +19,10 @@
 //     metadata) and ext_authz's filter_enabled_metadata; the ext_authz call
 //     and the token's signature are the caller's (a function it passes).
 //
+// A filter's typed config is read as Envoy reads it: the message, or a
+// udpa/xds TypedStruct of its type (UnpackTyped), the form an EnvoyFilter
+// patch writes and istiod passes through unchanged.
+//
 // What Envoy can say that is not modelled is an error, never a guess:
 // callers count or report it.
 package envoy
