@@ -206,12 +206,17 @@ func startTokenIssuer(dir, ip string) string {
 // sign is a token of the issuer's (or, with key, of another key's) for
 // subject sub, audiences aud, expiring at exp.
 func (i *tokenIssuer) sign(key *ecdsa.PrivateKey, sub string, aud []string, exp time.Time) string {
+	return i.signAs(i.url, key, sub, aud, exp)
+}
+
+// signAs is sign with another issuer claim.
+func (i *tokenIssuer) signAs(issuer string, key *ecdsa.PrivateKey, sub string, aud []string, exp time.Time) string {
 	if key == nil {
 		key = i.key
 	}
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, (&jose.SignerOptions{}).WithHeader("kid", "e2e-1"))
 	Expect(err).NotTo(HaveOccurred())
-	tok, err := jwt.Signed(signer).Claims(jwt.Claims{Issuer: i.url, Subject: sub, Audience: aud,
+	tok, err := jwt.Signed(signer).Claims(jwt.Claims{Issuer: issuer, Subject: sub, Audience: aud,
 		IssuedAt: jwt.NewNumericDate(time.Now().Add(-time.Minute)), Expiry: jwt.NewNumericDate(exp)}).Serialize()
 	Expect(err).NotTo(HaveOccurred())
 	return tok
@@ -227,11 +232,13 @@ func sidecarReport(format string, args ...any) {
 // RequestAuthentication and AuthorizationPolicy, turned by istiod into
 // jwt_authn and RBAC filters, let a valid token with the right audience
 // through and refuse a missing (403), forged or expired (401) or
-// wrong-audience (403) one. Call it inside the Portico Describe after the
+// wrong-audience (403) one; a token of the orders rule's issuer, whose key
+// set (https://idp.example.com) istiod cannot fetch, is refused (401): istiod
+// fails closed, and explain (comparing every request) says so too. Call it inside the Portico Describe after the
 // routing spec (the orders backend and the gateway stand-in).
 func sidecarTokenSpecs(gatewayIP *string) {
 	const host = "accounts.example.com"
-	It("lets a valid token through the backend's sidecar, programmed by istiod, and refuses a missing, forged, expired or wrong-audience one", func(ctx SpecContext) {
+	It("lets a valid token through the backend's sidecar, programmed by istiod, and refuses a missing, forged, expired or wrong-audience one, and every token of an issuer whose key set istiod cannot fetch", func(ctx SpecContext) {
 		if !sidecarsEnforce() || suiteIssuer == nil {
 			Skip("the backends' sidecars are programmed by the node target's istiod (" + sidecarXDSEnv + " not off)")
 		}
@@ -272,14 +279,21 @@ func sidecarTokenSpecs(gatewayIP *string) {
 			"forged":   request("401", bearer(suiteIssuer.sign(other, "ada", []string{"accounts"}, hour))...),
 			"expired":  request("401", bearer(suiteIssuer.sign(nil, "ada", []string{"accounts"}, time.Now().Add(-time.Hour)))...),
 			"audience": request("403", bearer(suiteIssuer.sign(nil, "ada", []string{"billing"}, hour))...),
+			// The orders rule's key set (https://idp.example.com) cannot be
+			// fetched: istiod programs a public-only one instead (fail
+			// closed), so no token of that issuer passes; explain, unable to
+			// fetch it either, says the same.
+			"unfetchable-keys": {"http://" + *gatewayIP + "/orders/42", "--host", "orders.example.com", "--expect-status", "401",
+				"--header", "Authorization=Bearer " + suiteIssuer.signAs("https://idp.example.com", nil, "ada", nil, hour)},
 		}
 		started := time.Now()
 		answers := requestFromPod(ctx, requests)
 		Expect(answers["token"]).To(ContainSubstring("200 orders GET /accounts/7"))
-		for _, name := range []string{"no-token", "forged", "expired", "audience"} {
+		for _, name := range []string{"no-token", "forged", "expired", "audience", "unfetchable-keys"} {
 			Expect(answers[name]).NotTo(ContainSubstring("orders GET"), "%s: the backend was not reached", name)
 		}
-		sidecarReport("accounts (jwt, issuer %s): valid token 200, no token 403, forged 401, expired 401, wrong audience 403 (%s, pods included)",
+		sidecarReport("accounts (jwt, issuer %s): valid token 200, no token 403, forged 401, expired 401, wrong audience 403; "+
+			"orders (issuer https://idp.example.com, key set unreachable): 401 (%s, pods included)",
 			suiteIssuer.url, time.Since(started).Round(100*time.Millisecond))
 		expectSidecarTokenConfined(ctx, "shop", "orders")
 	})

@@ -85,7 +85,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.query, "query", "", "the request's query string (a=1&b=2)")
 	fs.Var(o.headers, "H", "a header, 'Name: value' (repeatable)")
 	fs.StringVar(&o.token, "token", "", "a JWT the request presents")
-	fs.BoolVar(&o.fetchJWKS, "fetch-jwks", true, "fetch the key sets the RequestAuthentications name to check the token's signature (from where kubectl runs)")
+	fs.BoolVar(&o.fetchJWKS, "fetch-jwks", true, "fetch the key sets the RequestAuthentications name to check the token's signature (from where kubectl runs; one that cannot be fetched refuses the token, as istiod fails closed); false takes every key set as signing it")
 	fs.StringVar(&o.gateway, "gateway", "istio-system/portico-gateway", "the Istio gateway (namespace/name) the request arrives at; default: the default gateway")
 	fs.StringVar(&o.parent, "parent", "", "the Gateway API Gateway (namespace/name) the request arrives at instead (HTTPRoute mode, an APIRule's spec.parentRef)")
 	fs.BoolVar(&o.https, "https", false, "the request comes over TLS (port 443 unless --port)")

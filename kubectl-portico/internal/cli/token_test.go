@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,7 +78,10 @@ func TestExplainChecksTheTokensSignature(t *testing.T) {
 		{"a token the trusted key set verifies", good, serves, explain.OutcomeRouted, "signature checked: key set https://idp.a/jwks"},
 		{"a token signed with another key", forged, serves, explain.Outcome401, "no key set trusted for issuer https://idp.a verifies it"},
 		{"an expired token", expired, serves, explain.Outcome401, "not valid now"},
-		{"a key set that cannot be fetched is assumed, and said", forged, unreachable, explain.OutcomeRouted, "signature NOT checked"},
+		// istiod programs a public-only key set when it cannot fetch one:
+		// Envoy refuses every token (the node e2e's orders rule shows it).
+		{"a key set that cannot be fetched is refused as istiod refuses it, and said", good, unreachable, explain.Outcome401, "could not be fetched from here"},
+		{"a key set not fetched (--fetch-jwks=false) is assumed, and said", forged, nil, explain.OutcomeRouted, "signature NOT checked: the token is taken as signed"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -90,6 +94,48 @@ func TestExplainChecksTheTokensSignature(t *testing.T) {
 			g.Expect(json.Unmarshal(out.Bytes(), &e)).To(Succeed())
 			g.Expect(e.Outcome).To(Equal(c.want), out.String())
 			g.Expect(out.String()).To(ContainSubstring(c.says))
+		})
+	}
+}
+
+// TestKeysOfFetchesAsIstiod: a rule's inline key set, else its jwksUri,
+// else the jwks_uri its issuer's OpenID discovery document names, each
+// under the name explain's model knows the rule's key set by.
+func TestKeysOfFetchesAsIstiod(t *testing.T) {
+	served := map[string]string{
+		"https://idp.a/.well-known/openid-configuration": `{"issuer":"https://idp.a","jwks_uri":"https://idp.a/keys"}`,
+		"https://idp.a/keys":                             `{"keys":[]}`,
+		"https://idp.b/.well-known/openid-configuration": `{"issuer":"https://idp.b"}`,
+	}
+	fetch := func(_ context.Context, uri string) ([]byte, error) {
+		if body, ok := served[uri]; ok {
+			return []byte(body), nil
+		}
+		return nil, errors.New("GET " + uri + ": 404 Not Found")
+	}
+	cases := []struct {
+		name, issuer, uri, inline string
+		fetch                     fetchFunc
+		set, keys                 string
+		err                       string
+	}{
+		{name: "inline", issuer: "https://idp.a", inline: `{"keys":[1]}`, fetch: fetch, set: `{"keys":[1]}`, keys: `{"keys":[1]}`},
+		{name: "jwksUri", issuer: "https://idp.a", uri: "https://idp.a/keys", fetch: fetch, set: "https://idp.a/keys", keys: `{"keys":[]}`},
+		{name: "discovery", issuer: "https://idp.a/", fetch: fetch, set: "discovery:https://idp.a/", keys: `{"keys":[]}`},
+		{name: "discovery naming no key set", issuer: "https://idp.b", fetch: fetch, set: "discovery:https://idp.b", err: "names no jwks_uri"},
+		{name: "no discovery document", issuer: "https://idp.c", fetch: fetch, set: "discovery:https://idp.c", err: "404"},
+		{name: "fetching off", issuer: "https://idp.a", uri: "https://idp.a/keys", set: "https://idp.a/keys", err: "--fetch-jwks=false"},
+		{name: "fetching off, discovery", issuer: "https://idp.a", set: "discovery:https://idp.a", err: "--fetch-jwks=false"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			set, keys, err := keysOf(context.Background(), c.issuer, c.uri, c.inline, c.fetch)
+			if set != c.set || string(keys) != c.keys {
+				t.Errorf("got %q %q, want %q %q", set, keys, c.set, c.keys)
+			}
+			if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
+				t.Errorf("error %v, want %q", err, c.err)
+			}
 		})
 	}
 }
