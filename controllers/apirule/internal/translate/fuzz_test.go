@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	securityv1beta1 "istio.io/api/security/v1beta1"
 	"k8s.io/apimachinery/pkg/types"
@@ -315,6 +316,12 @@ func FuzzTranslate(f *testing.F) {
 		f.Add(a.noService, a.path, a.paths, a.methods, a.services, a.rewrites, a.splits, a.auths, a.authorizers, a.matches, a.headers, a.clients)
 	}
 	f.Fuzz(func(t *testing.T, noService bool, path string, paths, methods, services, rewrites, splits, auths, authorizers, matches, headers, clients []byte) {
+		if !utf8.ValidString(path) {
+			// Never stored: the API server decodes JSON strings into valid
+			// UTF-8 (and the CRD admits URL path characters only); the
+			// oracles' regular expressions cannot even compile such a path.
+			return
+		}
 		r := fuzzArgs{noService, path, paths, methods, services, rewrites, splits, auths, authorizers, matches, headers, clients}.apiRule()
 		in := Input{APIRule: r, Selectors: fuzzSelectors, TrustedProxies: fuzzTrustedProxies}
 		out, err := Translate(in)
