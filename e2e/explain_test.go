@@ -310,7 +310,9 @@ type getRequest struct {
 }
 
 // parseGet reads the arguments of e2e-agent get; false for requests whose
-// answer is not a status (loops, errors other than a refused handshake).
+// answer is not a status (errors other than a refused handshake). A loop's
+// request is explained once (requestFromPod's --loop, startTrafficFromPod,
+// startTraffic): every answer it counts as expected must be the verdict's.
 func parseGet(args []string) (getRequest, bool) {
 	if len(args) == 0 {
 		return getRequest{}, false
@@ -334,7 +336,7 @@ func parseGet(args []string) (getRequest, bool) {
 		}
 		switch flag {
 		case "--loop":
-			return getRequest{}, false
+			// The same request again and again: explained once.
 		case "--expect-error":
 			if value != "tls" {
 				return getRequest{}, false

@@ -206,7 +206,7 @@ func olmSpecs(gatewayIP *string) {
 		Expect(catalogSource).NotTo(BeNil(), "the OLM install spec ran")
 		By("publishing the catalog of " + releaseV1 + " and " + releaseV2 + " and pointing the CatalogSource at it")
 		image := publishCatalog(ctx, o.OPMImage, "e2e-2", releaseV1, releaseV2)
-		traffic := startTraffic("http://"+*gatewayIP+"/health", "orders.example.com")
+		traffic := startTraffic(ctx, "http://"+*gatewayIP+"/health", "orders.example.com")
 		started := time.Now()
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(catalogSource), catalogSource)).To(Succeed())
 		patch := client.MergeFrom(catalogSource.DeepCopy())

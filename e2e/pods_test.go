@@ -345,6 +345,9 @@ func startTrafficFromPod(ctx context.Context, name, caConfigMap string, args ...
 	DeferCleanup(func(ctx SpecContext) { _ = k8sClient.Delete(ctx, pod) })
 	t := &podTraffic{pod: pod}
 	Eventually(func(g Gomega) { t.Tally(g) }, timeout, interval).Should(Succeed())
+	// The loop's one request is explained too (explain_test.go): every
+	// answer the tally counts as expected must be that verdict's.
+	expectExplained(ctx, caConfigMap, args)
 	return t
 }
 

@@ -202,7 +202,10 @@ type trafficCounter struct {
 	done       chan struct{}
 }
 
-func startTraffic(url, host string) *trafficCounter {
+func startTraffic(ctx context.Context, url, host string) *trafficCounter {
+	// The loop's one request is explained too (explain_test.go): every
+	// answer it gets must be that verdict's 200.
+	expectExplained(ctx, "", []string{url, "--host", host})
 	t := &trafficCounter{stop: make(chan struct{}), done: make(chan struct{})}
 	client := &http.Client{Timeout: 2 * time.Second}
 	go func() {
@@ -300,7 +303,7 @@ func rollTo(ctx context.Context, version, gatewayIP string, helmArgs ...string) 
 		}
 	}
 
-	traffic := startTraffic("http://"+gatewayIP+"/health", "orders.example.com")
+	traffic := startTraffic(ctx, "http://"+gatewayIP+"/health", "orders.example.com")
 	started := time.Now()
 	_, err = framework.Run(ctx, root, filepath.Join(testbin, "helm"), append(helmArgs,
 		"--kubeconfig", kubeconfig, "--namespace", namespace, "--wait", "--timeout", "3m")...)
