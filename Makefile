@@ -178,7 +178,7 @@ bundle: ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from the rendere
 ##@ Test
 
 # Every module directory whose dependencies make test downloads.
-MODULE_DIRS := $(GO_MODULES) hack/tools hack/tools/olm
+MODULE_DIRS := $(GO_MODULES) hack/tools hack/tools/olm hack/tools/registry
 
 .PHONY: prefetch
 prefetch: ## Download the modules of every module in MODULE_DIRS in the background, so downloads overlap the first compiles (make test starts with it).

@@ -358,7 +358,7 @@ cmd_up() {
 	echo "$kubeconfig"
 }
 
-registry_bin() { ls "$bin"/registry-v* | sort -V | tail -n 1; }
+registry_bin() { ls "$bin"/registry-fs-v* | sort -V | tail -n 1; }
 
 # push_pause builds the sandbox ("pause") image from hack/pause and pushes it
 # to the registry, where containerd pulls it like every other image.

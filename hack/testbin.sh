@@ -19,7 +19,6 @@
 set -euo pipefail
 
 KUBE_VERSION=v1.36.3
-REGISTRY_VERSION=v3.1.2 # github.com/distribution/distribution/v3: the OCI registry of the node tests
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 script=testbin
@@ -30,6 +29,10 @@ root=$(dirname "$here")
 # Helm SDK version it is: built there, it shares the compiled Kubernetes
 # client packages with Portico's own build and tests.
 HELM_VERSION=$(awk '$1 == "helm.sh/helm/v3" {print $2; exit}' "$root/go.mod")
+# The OCI registry of the node tests: distribution's (the reference
+# implementation) at the version hack/tools/registry pins, built there with
+# its filesystem and in-memory storage drivers only (that module's main.go).
+REGISTRY_VERSION=$(awk '$1 == "github.com/distribution/distribution/v3" {print $2; exit}' "$tools/registry/go.mod")
 cache_root=${PORTICO_TESTBIN:-${XDG_CACHE_HOME:-$HOME/.cache}/portico/testbin}
 key=$( (echo "$KUBE_VERSION $HELM_VERSION"; cat "$tools/go.mod" "$tools/go.sum" "$tools"/cmd/*/*.go) | sha256sum | cut -c1-12)
 dir="$cache_root/$KUBE_VERSION-$key"
@@ -88,7 +91,7 @@ want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kw
 if [[ "${1:-}" == "--node" ]]; then
 	# The registry binary carries its version in its name (not in <key>);
 	# coredns is hack/tools/cmd/coredns (the cluster DNS).
-	want+=(kubelet kube-proxy coredns "registry-$REGISTRY_VERSION")
+	want+=(kubelet kube-proxy coredns "registry-fs-$REGISTRY_VERSION")
 fi
 # find_missing lists the wanted binaries that are missing in $missing; when
 # none is, it prints the directory and exits.
@@ -143,10 +146,9 @@ fi
 
 for b in "${missing[@]}"; do
 	case "$b" in
-	registry-*)
-		log "installing distribution's registry $REGISTRY_VERSION"
-		GOBIN="$dir.partial" CGO_ENABLED=0 go install -trimpath "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION"
-		mv "$dir.partial/registry" "$dir.partial/$b"
+	registry-fs-*)
+		log "building distribution's registry $REGISTRY_VERSION (hack/tools/registry: filesystem and in-memory storage only)"
+		(cd "$tools/registry" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dir.partial/$b" .)
 		;;
 	helm)
 		log "building helm $HELM_VERSION (Portico's module)"
