@@ -32,7 +32,9 @@ HELM_VERSION=$(awk '$1 == "helm.sh/helm/v3" {print $2; exit}' "$root/go.mod")
 # The OCI registry of the node tests: distribution's (the reference
 # implementation) at the version hack/tools/registry pins, built there with
 # its filesystem and in-memory storage drivers only (that module's main.go).
-REGISTRY_VERSION=$(awk '$1 == "github.com/distribution/distribution/v3" {print $2; exit}' "$tools/registry/go.mod")
+REGISTRY_VERSION=$(awk -v m=github.com/distribution/distribution/v3 \
+	'$1 == m {print $2; exit} $1 == "require" && $2 == m {print $3; exit}' "$tools/registry/go.mod")
+[[ "$REGISTRY_VERSION" == v* ]] || die "hack/tools/registry/go.mod does not require github.com/distribution/distribution/v3"
 cache_root=${PORTICO_TESTBIN:-${XDG_CACHE_HOME:-$HOME/.cache}/portico/testbin}
 key=$( (echo "$KUBE_VERSION $HELM_VERSION"; cat "$tools/go.mod" "$tools/go.sum" "$tools"/cmd/*/*.go) | sha256sum | cut -c1-12)
 dir="$cache_root/$KUBE_VERSION-$key"
