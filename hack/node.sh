@@ -5,7 +5,7 @@
 # runc (Debian packages) and a kubelet and kube-proxy built from
 # k8s.io/kubernetes like the rest. Pods really run as containers, pulled
 # by containerd from a local OCI registry (distribution's registry, built
-# from its Go module) that runs beside the node on 127.0.0.1:REGISTRY_PORT:
+# from hack/tools/registry, filesystem storage only) that runs beside the node on 127.0.0.1:REGISTRY_PORT:
 # push images there (make release REGISTRY=127.0.0.1:5001/portico).
 #
 #   hack/node.sh up [NAME]            create the cluster, its registry and

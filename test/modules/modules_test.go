@@ -28,7 +28,7 @@ func requirements(t *testing.T, goMod string) map[string]string {
 	defer f.Close()
 	reqs := map[string]string{}
 	replaced := map[string]bool{}
-	inRequire := false
+	block := "" // "require" or "replace" inside a ( ) block
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line, _, _ := strings.Cut(sc.Text(), "//")
@@ -36,16 +36,20 @@ func requirements(t *testing.T, goMod string) map[string]string {
 		switch {
 		case len(fields) == 0:
 			continue
-		case fields[0] == "require" && len(fields) == 2 && fields[1] == "(":
-			inRequire = true
+		case (fields[0] == "require" || fields[0] == "replace") && len(fields) == 2 && fields[1] == "(":
+			block = fields[0]
 			continue
-		case inRequire && fields[0] == ")":
-			inRequire = false
+		case block != "" && fields[0] == ")":
+			block = ""
 			continue
 		case fields[0] == "replace" && len(fields) >= 2:
 			replaced[fields[1]] = true
 			continue
+		case block == "replace":
+			replaced[fields[0]] = true
+			continue
 		}
+		inRequire := block == "require"
 		if fields[0] == "require" {
 			fields = fields[1:]
 		} else if !inRequire {
@@ -132,9 +136,14 @@ require (
 	example.com/a v1.2.3
 	example.com/b v0.0.0-20260101000000-abcdef123456 // indirect
 	example.com/local v0.0.0
+	example.com/other v0.0.0
 )
 
 replace example.com/local => ../local
+
+replace (
+	example.com/other v0.0.0 => ../other
+)
 `
 	if err := os.WriteFile(goMod, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
