@@ -178,7 +178,7 @@ bundle: ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from the rendere
 ##@ Test
 
 # Every module directory whose dependencies make test downloads.
-MODULE_DIRS := $(GO_MODULES) hack/tools hack/tools/olm hack/tools/registry
+MODULE_DIRS := $(GO_MODULES) hack/tools hack/tools/olm hack/tools/olmv1 hack/tools/registry
 
 .PHONY: prefetch
 prefetch: ## Download the modules of every module in MODULE_DIRS in the background, so downloads overlap the first compiles (make test starts with it).
@@ -198,13 +198,14 @@ helm-lint: ## Lint charts/portico with the helm CLI (go test ./charts/... lints 
 	"$$(hack/testbin.sh)/helm" lint --strict --namespace portico-system charts/portico
 
 .PHONY: test
-test: prefetch generate manifests traefik-background oauth2-proxy-background istiod-background fmt lint build $(PROMTOOL) ## Run unit, envtest and the e2e suite on a real node (builds what it needs; the node needs root).
+test: prefetch generate manifests traefik-background oauth2-proxy-background istiod-background olmv1-background fmt lint build $(PROMTOOL) ## Run unit, envtest and the e2e suite on a real node (builds what it needs; the node needs root).
 	@# traefik-background: Traefik, the node e2e's Gateway API implementation,
 	@# builds from here on, on whatever CPU the rest leaves idle (downloads,
 	@# envtest and benchmark waits); the node e2e raises it to normal
 	@# priority and waits for it (a lock). oauth2-proxy-background likewise
 	@# builds the login story's authorizer, and istiod-background istiod
-	@# (from test/istio's pin: its Istio packages are the offline check's).
+	@# (from test/istio's pin: its Istio packages are the offline check's),
+	@# and olmv1-background OLM v1 (operator-controller, catalogd).
 	@# lint runs go vet's analyzers (govet), so make vet is not repeated here.
 	@# In CI the tree must be exactly what was committed after regeneration.
 	@if [ -n "$$CI" ]; then $(MAKE) --no-print-directory check-clean; fi
@@ -264,7 +265,7 @@ test-e2e-node: $(PROMETHEUS) ## Run the e2e suite on a real node (kubelet, conta
 	@# normal priority: the suite's Gateway API specs wait for it.
 	@# The build may have ended already (its process gone): the recipe's
 	@# shell stops at a failing redirection, so each step may fail.
-	@for f in $(TRAEFIK_BUILD_PID) $(OAUTH2_PROXY_BUILD_PID) $(ISTIOD_BUILD_PID); do if [ -s $$f ]; then pid=$$(cat $$f); rm -f $$f; \
+	@for f in $(TRAEFIK_BUILD_PID) $(OAUTH2_PROXY_BUILD_PID) $(ISTIOD_BUILD_PID) $(OLMV1_BUILD_PID); do if [ -s $$f ]; then pid=$$(cat $$f); rm -f $$f; \
 		{ echo 0 >/proc/$$pid/autogroup; } 2>/dev/null || true; renice -n 0 -g $$pid >/dev/null 2>&1 || true; fi; done
 	@# The suite removes the node when it ends; `node.sh down` again catches
 	@# a suite killed before its AfterSuite (e.g. by go test's -timeout).
@@ -300,6 +301,16 @@ istiod-background: ## Start building istiod (hack/istiod.sh: pilot-discovery fro
 		echo "hack/istiod.sh in the background at nice 19 (log: $(LOCALBIN)/istiod-build.log)"; \
 		setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; renice -n 19 -p $$$$ >/dev/null 2>&1; exec hack/istiod.sh' \
 			</dev/null >$(LOCALBIN)/istiod-build.log 2>&1 & echo $$! >$(ISTIOD_BUILD_PID)
+
+OLMV1_BUILD_PID := $(LOCALBIN)/olmv1-build.pid
+
+.PHONY: olmv1-background
+olmv1-background: ## Start building OLM v1 (hack/olmv1.sh: operator-controller and catalogd from hack/tools/olmv1, cached), the node e2e's OLM v1, in the background on idle CPU only, as traefik-background; its log is bin/olmv1-build.log.
+	@mkdir -p $(LOCALBIN)
+	@if [ -f "$$(hack/olmv1.sh --path)/.complete" ]; then exit 0; fi; \
+		echo "hack/olmv1.sh in the background at nice 19 (log: $(LOCALBIN)/olmv1-build.log)"; \
+		setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; renice -n 19 -p $$$$ >/dev/null 2>&1; exec hack/olmv1.sh' \
+			</dev/null >$(LOCALBIN)/olmv1-build.log 2>&1 & echo $$! >$(OLMV1_BUILD_PID)
 
 .PHONY: test-e2e-kind
 test-e2e-kind: ## Run the e2e suite on kind with real images (needs Docker and kind).

@@ -41,6 +41,10 @@ func publishCatalog(ctx context.Context, opmImage, tag string, versions ...strin
 	return fields[1]
 }
 
+// olmOPMImage is the opm image the OLM v0 specs pushed: the base of every
+// catalog image the suite publishes, OLM v1's too.
+var olmOPMImage string
+
 // objectUIDs records the UID of every user object and every Istio object
 // the controllers wrote.
 func objectUIDs(ctx context.Context) map[string]string {
@@ -130,6 +134,7 @@ func olmSpecs(gatewayIP *string) {
 		Expect(err).NotTo(HaveOccurred())
 		o, err = PushOLMImages(ctx, framework.LastLine(out), registryRepo+"/olm")
 		Expect(err).NotTo(HaveOccurred())
+		olmOPMImage = o.OPMImage
 
 		By("installing OLM " + o.Version + " with its Helm chart")
 		started := time.Now()

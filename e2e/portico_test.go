@@ -538,4 +538,6 @@ var _ = Describe("Portico", Ordered, func() {
 
 	// Then OLM installs Portico again, over what helm left.
 	olmSpecs(&gatewayIP)
+	// And the cluster moves it to OLM v1.
+	olmV1Specs(&gatewayIP)
 })

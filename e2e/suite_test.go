@@ -192,6 +192,8 @@ func setUpNode(ctx context.Context) {
 	startTraefikBuild()
 	// oauth2-proxy, the login story's authorizer (extauth_test.go), too.
 	startOAuth2ProxyBuild()
+	// OLM v1 (olmv1_test.go), too: its story runs last.
+	startOLMv1Build()
 	agentPullPolicy = corev1.PullIfNotPresent
 	nextAPIRuleImage = releaseImage(releaseV2, "apirule-controller")
 
@@ -309,6 +311,7 @@ var _ = AfterSuite(func(ctx SpecContext) {
 	}
 	operator.Stop()
 	olmBuild.Stop() // done unless the OLM specs did not run
+	stopOLMv1()
 	traefikBuild.Stop()
 	oauth2ProxyBuild.Stop()
 	istiodBuild.Stop()
