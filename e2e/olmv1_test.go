@@ -26,6 +26,7 @@ import (
 	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -280,6 +281,20 @@ func expectRunningRelease(g Gomega, version string) {
 	}
 }
 
+// mayListSecrets asks the API server (SubjectAccessReview) whether user
+// may list Secrets in ns ("": in every namespace).
+func mayListSecrets(ctx context.Context, user, ns string) bool {
+	review, err := clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:   user,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: "secrets"},
+		},
+	}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	return review.Status.Allowed
+}
+
 // kubectl runs the node's kubectl with the admin kubeconfig.
 func kubectl(ctx context.Context, args ...string) string {
 	out, err := framework.Run(ctx, root, filepath.Join(testbin, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
@@ -373,8 +388,10 @@ func olmV1Specs(gatewayIP *string) {
 		var op appsv1.Deployment
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "portico-operator"}, &op)).To(Succeed())
 		Expect(op.Labels).To(HaveKeyWithValue("olm.operatorframework.io/owner-name", extName), "OLM v1 owns the operator's Deployment")
-		review := kubectl(ctx, "auth", "can-i", "list", "secrets", "--all-namespaces", "--as=system:serviceaccount:"+namespace+":portico-operator")
-		Expect(strings.TrimSpace(review)).To(Equal("no"), "the operator reads Secrets only in its namespace")
+		operatorUser := "system:serviceaccount:" + namespace + ":portico-operator"
+		Expect(mayListSecrets(ctx, operatorUser, namespace)).To(BeTrue(), "the operator reads Secrets in its namespace (its Role, bound without a subject namespace)")
+		Expect(mayListSecrets(ctx, operatorUser, "")).To(BeFalse(), "the operator reads Secrets only in its namespace, not cluster-wide")
+		Expect(mayListSecrets(ctx, operatorUser, "shop")).To(BeFalse(), "the operator reads no tenant's Secrets")
 
 		after := objectUIDs(ctx)
 		expectKept(uids, after)
