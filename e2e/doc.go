@@ -61,8 +61,17 @@
 //     E2E_SIDECAR_XDS=off for plain backends), so a request Istio's
 //     sidecar would refuse (no token, a bad one, an RBAC denial) is
 //     refused, and explain's verdicts are compared for the backends too.
+//     Both OLMs install and upgrade Portico from its catalog, built from
+//     Go modules: OLM v0 (hack/testbin.sh --olm) as pods with its own
+//     Helm chart (olm_test.go), then OLM v1 — catalogd and
+//     operator-controller (hack/olmv1.sh) as host processes — to which
+//     the cluster moves Portico as docs/releases.md says: a ClusterCatalog
+//     serving the catalog over HTTPS, the sample ClusterExtension applied
+//     by the installer ServiceAccount of config/olmv1, an upgrade through
+//     the catalog with requests counted, and the ClusterExtension deleted
+//     with the CRDs kept (olmv1_test.go).
 //     The suite removes the node with everything it made (hack/node.sh
-//     down) and stops Traefik, istiod and Prometheus.
+//     down) and stops Traefik, istiod, OLM v1 and Prometheus.
 //   - kind (`make test-e2e-kind`, needs Docker and kind): a kind cluster, the
 //     same images loaded as archives, the chart installed, real pods; no
 //     istiod, so the gateway stand-in reads Gateways and VirtualServices
