@@ -111,13 +111,13 @@ func TestOwnNetworkPolicy(t *testing.T) {
 	ctx := context.Background()
 
 	var first *networkingv1.NetworkPolicy
-	Eventually(func(g Gomega) {
+	NewWithT(t).Eventually(func(g Gomega) {
 		first = getOwnPolicy(g, ns)
 		ownedBy(g, first, d)
 	}, eventually).Should(Succeed())
 
 	t.Run("writes nothing once in place", func(t *testing.T) {
-		Consistently(func(g Gomega) {
+		NewWithT(t).Consistently(func(g Gomega) {
 			g.Expect(getOwnPolicy(g, ns).ResourceVersion).To(Equal(first.ResourceVersion))
 		}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
 	})
@@ -128,7 +128,7 @@ func TestOwnNetworkPolicy(t *testing.T) {
 		edited.Spec.Egress = append(edited.Spec.Egress, networkingv1.NetworkPolicyEgressRule{}) // everywhere
 		edited.Spec.Ingress = append(edited.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{})
 		g.Expect(k8sClient.Update(ctx, edited)).To(Succeed())
-		Eventually(func(g Gomega) {
+		NewWithT(t).Eventually(func(g Gomega) {
 			p := getOwnPolicy(g, ns)
 			g.Expect(p.ResourceVersion).NotTo(Equal(edited.ResourceVersion))
 			ownedBy(g, p, d)
@@ -138,7 +138,7 @@ func TestOwnNetworkPolicy(t *testing.T) {
 	t.Run("a deleted policy is written again", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(k8sClient.Delete(ctx, getOwnPolicy(g, ns))).To(Succeed())
-		Eventually(func(g Gomega) {
+		NewWithT(t).Eventually(func(g Gomega) {
 			p := getOwnPolicy(g, ns)
 			g.Expect(p.UID).NotTo(Equal(first.UID))
 			ownedBy(g, p, d)
@@ -206,23 +206,25 @@ func TestOwnNetworkPolicyIsNeverTakenOver(t *testing.T) {
 			g.Expect(k8sClient.Create(ctx, foreign)).To(Succeed())
 			startOwnPolicy(t, ns)
 
-			Eventually(func(g Gomega) {
-				g.Expect(ownPolicyRefusals(g, d)).To(HaveLen(1))
-			}, eventually).Should(Succeed(), "no Warning Event %s on the operator's Deployment", reconciler.ReasonNetworkPolicyNotOwned)
-			Consistently(func(g Gomega) {
+			NewWithT(t).Consistently(func(g Gomega) {
 				p := getOwnPolicy(g, ns)
 				g.Expect(p.UID).To(Equal(foreign.UID))
 				g.Expect(p.ResourceVersion).To(Equal(foreign.ResourceVersion), "the operator changed a policy it did not write")
 				g.Expect(p.Spec).To(Equal(foreign.Spec))
 				g.Expect(p.OwnerReferences).To(Equal(foreign.OwnerReferences))
-				g.Expect(ownPolicyRefusals(g, d)).To(HaveLen(1), "one Event per foreign policy")
 			}, 3*time.Second, 250*time.Millisecond).Should(Succeed())
+			NewWithT(t).Eventually(func(g Gomega) {
+				g.Expect(ownPolicyRefusals(g, d)).To(HaveLen(1), "one Event per foreign policy")
+			}, eventually).Should(Succeed(), "no Warning Event %s on the operator's Deployment", reconciler.ReasonNetworkPolicyNotOwned)
+			NewWithT(t).Consistently(func(g Gomega) {
+				g.Expect(ownPolicyRefusals(g, d)).To(HaveLen(1), "one Event per foreign policy")
+			}, time.Second, 250*time.Millisecond).Should(Succeed())
 			refusal := ownPolicyRefusals(g, d)[0]
 			g.Expect(refusal.Type).To(Equal(corev1.EventTypeWarning))
 			g.Expect(refusal.Note).To(And(ContainSubstring("did not create it"), ContainSubstring("delete it")))
 
 			g.Expect(k8sClient.Delete(ctx, foreign)).To(Succeed())
-			Eventually(func(g Gomega) {
+			NewWithT(t).Eventually(func(g Gomega) {
 				p := getOwnPolicy(g, ns)
 				g.Expect(p.UID).NotTo(Equal(foreign.UID))
 				ownedBy(g, p, d)
@@ -233,7 +235,7 @@ func TestOwnNetworkPolicyIsNeverTakenOver(t *testing.T) {
 		const ns = "own-policy-no-deployment"
 		newNamespace(t, ns)
 		startOwnPolicy(t, ns)
-		Consistently(func() bool {
+		NewWithT(t).Consistently(func() bool {
 			err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: operatorDeploymentName}, &networkingv1.NetworkPolicy{})
 			return apierrors.IsNotFound(err)
 		}, 2*time.Second, 250*time.Millisecond).Should(BeTrue())
