@@ -170,10 +170,10 @@ catalog: ## Publish the OLM catalog image REGISTRY/portico-catalog:VERSION: a fi
 BUNDLE_VERSION ?= $(if $(filter command line environment%,$(origin VERSION)),$(VERSION))
 
 .PHONY: bundle
-bundle: ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from the rendered chart (VERSION=v1.2.3 for a release).
+bundle: ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from the rendered chart (VERSION=v1.2.3 for a release), and its OLM v1 installer (config/olmv1/installer.yaml).
 	$(call release_tool,bundle)
 	$(LOCALBIN)/release-tools/bundle $(if $(BUNDLE_VERSION),--version $(BUNDLE_VERSION)) --registry $(REGISTRY) \
-		--output bundle --dockerfile bundle.Dockerfile
+		--output bundle --dockerfile bundle.Dockerfile --olmv1-installer config/olmv1/installer.yaml
 
 ##@ Test
 

@@ -106,6 +106,21 @@ func TestOperatorNetworkPolicy(t *testing.T) {
 		g.Expect(operatorNetworkPolicy(g, r).Spec.Ingress[0].Ports).To(ConsistOf(containerPorts))
 	})
 
+	t.Run("networkPolicy.byOperator renders none and has the operator write it", func(t *testing.T) {
+		g := NewWithT(t)
+		r := mustRender(t, "networkPolicy: {byOperator: true, metricsNamespaces: [monitoring, observability], apiServer: {cidrs: [10.0.0.10/32]}}")
+		g.Expect(r.ofKind("NetworkPolicy")).To(BeEmpty())
+		// operator/internal/cli's TestOwnNetworkPolicyIsTheCharts proves the
+		// operator makes the chart's policy of these flags.
+		g.Expect(managerContainer(g, operatorDeployment(g, r)).Args).To(ContainElements(
+			"--own-network-policy",
+			"--own-network-policy-metrics-namespaces=monitoring,observability",
+			"--own-network-policy-api-server-cidrs=10.0.0.10/32",
+			"--own-network-policy-api-server-ports=443,6443",
+		))
+		g.Expect(managerContainer(g, operatorDeployment(g, mustRender(t, ""))).Args).NotTo(ContainElement(HavePrefix("--own-network-policy")))
+	})
+
 	t.Run("networkPolicy.enabled=false renders none", func(t *testing.T) {
 		g := NewWithT(t)
 		r := mustRender(t, "networkPolicy: {enabled: false, metricsNamespaces: [monitoring]}")

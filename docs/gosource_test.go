@@ -266,6 +266,7 @@ func (f codeFlag) key() string { return strings.TrimSpace(f.command + " " + f.na
 // pflag's definitions: name and default argument positions.
 var flagDefiners = map[string][2]int{
 	"StringVar": {1, 2}, "BoolVar": {1, 2}, "DurationVar": {1, 2}, "IntVar": {1, 2}, "Float64Var": {1, 2},
+	"StringSliceVar": {1, 2}, "Int32SliceVar": {1, 2},
 	"String": {0, 1}, "Bool": {0, 1}, "Duration": {0, 1}, "Int": {0, 1}, "Float64": {0, 1},
 }
 

@@ -11,18 +11,20 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/operator-framework/api/pkg/operators/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -45,6 +47,7 @@ var k8sClient client.Client
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, testenv.RunInput{
 		CRDs:            olmCRDs,
+		AddToScheme:     []func(*runtime.Scheme) error{authorizationv1.AddToScheme, rbacv1.AddToScheme},
 		FieldValidation: metav1.FieldValidationStrict,
 		Namespaces:      []string{DefaultNamespace, "mirror-system"},
 		Setup: func(_ context.Context, env *testenv.Env) error {
@@ -263,7 +266,7 @@ func TestAPIServerAcceptsBundle(t *testing.T) {
 			var meta metav1.TypeMeta
 			g.Expect(yaml.Unmarshal(files[name], &meta)).To(Succeed())
 			if meta.Kind == "CustomResourceDefinition" {
-				crds++ // installed by envtest from config/crd/bases, the same bytes (TestOwnedCRDs)
+				crds++ // installed by envtest from config/crd/bases, the same but the keep annotation (TestOwnedCRDs)
 				continue
 			}
 			got := create(g, DefaultNamespace, files[name])
@@ -329,8 +332,8 @@ func TestCSVMetadata(t *testing.T) {
 		modes[string(m.Type)] = m.Supported
 	}
 	g.Expect(modes).To(Equal(map[string]bool{
-		"OwnNamespace": true, "SingleNamespace": false, "MultiNamespace": false, "AllNamespaces": false,
-	}))
+		"OwnNamespace": true, "SingleNamespace": false, "MultiNamespace": false, "AllNamespaces": true,
+	}), "OwnNamespace for OLM v0, AllNamespaces for OLM v1 (operator-controller v1.2.0 installs no other mode)")
 
 	// The checked-in bundle is the chart's appVersion.
 	chart, err := os.ReadFile(filepath.Join(root, "charts", "portico", "Chart.yaml"))
@@ -388,7 +391,10 @@ func TestVersions(t *testing.T) {
 }
 
 // (b) Every CRD of config/crd/bases is owned, with every served version,
-// and copied byte for byte into bundle/manifests.
+// and copied into bundle/manifests with the annotation
+// helm.sh/resource-policy: keep and nothing else changed: OLM v1 keeps the
+// CRDs, and so every APIRule and RateLimit, when its ClusterExtension is
+// deleted.
 func TestOwnedCRDs(t *testing.T) {
 	files := readBundle(t, checkedInDir)
 	csv := parseCSV(NewWithT(t), files)
@@ -402,7 +408,15 @@ func TestOwnedCRDs(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			name := "manifests/" + crd.Spec.Group + "_" + crd.Spec.Names.Plural + ".yaml"
 			g.Expect(files).To(HaveKey(name))
-			g.Expect(string(files[name])).To(Equal(string(raw)), "%s is not a copy of config/crd/bases", name)
+			var inBundle, inConfig map[string]any
+			g.Expect(yaml.Unmarshal(files[name], &inBundle)).To(Succeed())
+			g.Expect(yaml.Unmarshal(raw, &inConfig)).To(Succeed())
+			kept := &unstructured.Unstructured{Object: inBundle}
+			g.Expect(kept.GetAnnotations()).To(HaveKeyWithValue("helm.sh/resource-policy", "keep"))
+			annotations := kept.GetAnnotations()
+			delete(annotations, "helm.sh/resource-policy")
+			kept.SetAnnotations(annotations)
+			g.Expect(kept.Object).To(Equal(inConfig), "%s is config/crd/bases's CRD with more than the keep annotation", name)
 
 			for _, v := range crd.Spec.Versions {
 				if !v.Served {
@@ -559,31 +573,47 @@ func TestRelatedImages(t *testing.T) {
 	}
 }
 
-// (d) The CSV grants each ServiceAccount exactly the rules controller-gen
-// generated into config/rbac: ClusterRole rules as clusterPermissions, Role
-// rules as permissions, and the rules of the operator's Role in namespace
-// default (the API server's EndpointSlice) as clusterPermissions too, after
-// the ClusterRole's: OLM creates a bundle's Roles only in the install
-// namespace.
+// (d) Each ServiceAccount gets exactly the rules controller-gen generated
+// into config/rbac, and none wider: ClusterRole rules as clusterPermissions,
+// with the rules of the operator's Role in namespace default (the API
+// server's EndpointSlice) after the ClusterRole's (OLM creates a bundle's
+// namespaced objects in the install namespace only); Role rules as Roles of
+// the bundle, bound by RoleBindings whose ServiceAccount subject names no
+// namespace (the RoleBinding's own). The CSV has no permissions, which
+// OLM v0 in AllNamespaces mode and OLM v1 always would make cluster-wide
+// (strict parsing refuses the field); a ServiceAccount without cluster
+// rules has a clusterPermissions entry without rules, so OLM creates it.
 func TestPermissionsMatchConfigRBAC(t *testing.T) {
-	csv := parseCSV(NewWithT(t), readBundle(t, checkedInDir))
-	byServiceAccount := func(perms []v1alpha1.StrategyDeploymentPermissions) map[string][]rbacv1.PolicyRule {
-		out := map[string][]rbacv1.PolicyRule{}
-		for _, p := range perms {
-			NewWithT(t).Expect(out).NotTo(HaveKey(p.ServiceAccountName), "%s is listed twice", p.ServiceAccountName)
-			out[p.ServiceAccountName] = p.Rules
-		}
-		return out
+	files := readBundle(t, checkedInDir)
+	csv := parseCSV(NewWithT(t), files)
+	gotCluster := map[string][]rbacv1.PolicyRule{}
+	for _, p := range csv.Spec.Install.Spec.ClusterPermissions {
+		NewWithT(t).Expect(gotCluster).NotTo(HaveKey(p.ServiceAccountName), "%s is listed twice", p.ServiceAccountName)
+		gotCluster[p.ServiceAccountName] = p.Rules
 	}
-	gotCluster := byServiceAccount(csv.Spec.Install.Spec.ClusterPermissions)
-	gotNamespaced := byServiceAccount(csv.Spec.Install.Spec.Permissions)
+	gotRoles := map[string]rbacv1.Role{}
+	gotBindings := map[string]rbacv1.RoleBinding{}
+	for name, raw := range files {
+		switch {
+		case strings.HasSuffix(name, "_rbac.authorization.k8s.io_v1_role.yaml"):
+			var role rbacv1.Role
+			NewWithT(t).Expect(yaml.UnmarshalStrict(raw, &role)).To(Succeed())
+			gotRoles[role.Name] = role
+		case strings.HasSuffix(name, "_rbac.authorization.k8s.io_v1_rolebinding.yaml"):
+			var binding rbacv1.RoleBinding
+			NewWithT(t).Expect(yaml.UnmarshalStrict(raw, &binding)).To(Succeed())
+			gotBindings[binding.Name] = binding
+		case strings.Contains(name, "_rbac.authorization.k8s.io_"):
+			t.Errorf("%s: the bundle carries Roles and RoleBindings only; OLM creates the ClusterRoles", name)
+		}
+	}
 
 	paths, err := filepath.Glob(filepath.Join(root, "config", "rbac", "*", "role.yaml"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no config/rbac/*/role.yaml: %v", err)
 	}
 	wantCluster := map[string][]rbacv1.PolicyRule{}
-	wantNamespaced := map[string][]rbacv1.PolicyRule{}
+	wantRoles := map[string][]rbacv1.PolicyRule{}
 	for _, path := range paths {
 		dir := filepath.Base(filepath.Dir(path))
 		t.Run(dir, func(t *testing.T) {
@@ -598,6 +628,9 @@ func TestPermissionsMatchConfigRBAC(t *testing.T) {
 				// The chart binds <name> to the ServiceAccount <name>:
 				// portico-operator, <controller>-controller.
 				sa := role.Name
+				if wantCluster[sa] == nil {
+					wantCluster[sa] = []rbacv1.PolicyRule{}
+				}
 				switch {
 				case role.Kind == "ClusterRole":
 					wantCluster[sa] = append(role.Rules, wantCluster[sa]...)
@@ -605,8 +638,15 @@ func TestPermissionsMatchConfigRBAC(t *testing.T) {
 					g.Expect(sa).To(Equal("portico-operator"), "only the operator reads namespace default")
 					wantCluster[sa] = append(wantCluster[sa], role.Rules...)
 				case role.Kind == "Role":
-					wantNamespaced[sa] = role.Rules
-					g.Expect(gotNamespaced).To(HaveKeyWithValue(sa, role.Rules), "permissions of %s", sa)
+					wantRoles[sa] = role.Rules
+					g.Expect(gotRoles).To(HaveKey(sa), "the bundle has no Role %s", sa)
+					g.Expect(gotRoles[sa].Rules).To(Equal(role.Rules), "the rules of Role %s", sa)
+					g.Expect(gotRoles[sa].Namespace).To(BeEmpty(), "OLM creates it in the install namespace")
+					g.Expect(gotBindings).To(HaveKey(sa), "the bundle has no RoleBinding %s", sa)
+					g.Expect(gotBindings[sa].Namespace).To(BeEmpty(), "OLM creates it in the install namespace")
+					g.Expect(gotBindings[sa].RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa}))
+					g.Expect(gotBindings[sa].Subjects).To(Equal([]rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa}}),
+						"the subject names no namespace: the RoleBinding's own, wherever OLM creates it")
 				default:
 					t.Fatalf("unexpected %s in %s", role.Kind, path)
 				}
@@ -619,17 +659,64 @@ func TestPermissionsMatchConfigRBAC(t *testing.T) {
 		Verbs: []string{"get", "list", "watch"},
 	}), "the operator reads the API server's EndpointSlice (kubernetes, in any namespace: OLM cannot say default), read-only")
 	g.Expect(gotCluster).To(Equal(wantCluster), "clusterPermissions that config/rbac does not grant")
-	g.Expect(gotNamespaced).To(Equal(wantNamespaced), "permissions that config/rbac does not grant")
+	g.Expect(gotRoles).To(HaveLen(len(wantRoles)), "Roles that config/rbac does not have")
+	g.Expect(gotBindings).To(HaveLen(len(wantRoles)), "RoleBindings that config/rbac does not have")
 
 	// The contract's ServiceAccounts, the operator's first; the rate-limit
-	// service has namespaced permissions only.
+	// service has namespaced rules only, and an entry without rules so
+	// that OLM creates its ServiceAccount.
 	wantSAs := []string{"portico-operator"}
 	for _, name := range chartControllerNames(t) {
 		wantSAs = append(wantSAs, controllerBinary(name))
 	}
-	g.Expect(slices.Concat(slices.Collect(maps.Keys(gotCluster)), []string{"portico-ratelimit-service"})).To(ConsistOf(wantSAs))
-	g.Expect(gotNamespaced).To(HaveKey("portico-ratelimit-service"))
+	g.Expect(slices.Collect(maps.Keys(gotCluster))).To(ConsistOf(wantSAs))
+	g.Expect(gotCluster["portico-ratelimit-service"]).To(BeEmpty())
+	g.Expect(gotRoles).To(HaveKey("portico-ratelimit-service"))
 	g.Expect(csv.Spec.Install.Spec.ClusterPermissions[0].ServiceAccountName).To(Equal("portico-operator"))
+	g.Expect(string(files[csvFile])).NotTo(ContainSubstring("permissions:\n      - rules"), "the CSV has no namespaced permissions")
+}
+
+// The operator's namespaced rules reach only the namespace OLM installs
+// the bundle's RoleBindings in: Kubernetes reads a ServiceAccount subject
+// without a namespace as one of the RoleBinding's own namespace (RBAC's
+// appliesToUser). Proven with the API server's own authorizer: the
+// bundle's Role and RoleBinding of the operator, created in one namespace
+// as OLM does, grant the ServiceAccount portico-operator of that namespace
+// its rules there, and nothing to a ServiceAccount of the same name in
+// another namespace, nor anything in another namespace.
+func TestRoleBindingSubjectsAreTheInstallNamespaces(t *testing.T) {
+	ctx := context.Background()
+	files := readBundle(t, checkedInDir)
+	const install, other = "olm-install", "olm-elsewhere"
+	for _, ns := range []string{install, other} {
+		NewWithT(t).Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	}
+	for _, kind := range []string{"role", "rolebinding"} {
+		var object map[string]any
+		NewWithT(t).Expect(yaml.Unmarshal(files["manifests/portico-operator_rbac.authorization.k8s.io_v1_"+kind+".yaml"], &object)).To(Succeed())
+		u := &unstructured.Unstructured{Object: object}
+		u.SetNamespace(install) // as both OLMs do
+		NewWithT(t).Expect(k8sClient.Create(ctx, u)).To(Succeed())
+	}
+	allowed := func(g Gomega, serviceAccountNamespace, namespace string) bool {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:   "system:serviceaccount:" + serviceAccountNamespace + ":portico-operator",
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + serviceAccountNamespace, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: namespace, Verb: "get", Resource: "secrets",
+			},
+		}}
+		g.Expect(k8sClient.Create(ctx, review)).To(Succeed())
+		return review.Status.Allowed
+	}
+	// The authorizer's caches see the new binding in a moment.
+	NewWithT(t).Eventually(func(g Gomega) {
+		g.Expect(allowed(g, install, install)).To(BeTrue(), "the install namespace's ServiceAccount is not granted its Role")
+	}, 10*time.Second).Should(Succeed())
+	g := NewWithT(t)
+	g.Expect(allowed(g, other, install)).To(BeFalse(), "a ServiceAccount of another namespace is granted the operator's Role")
+	g.Expect(allowed(g, install, other)).To(BeFalse(), "the operator's Role reaches another namespace")
+	g.Expect(allowed(g, other, other)).To(BeFalse())
 }
 
 // The install strategy is the chart's operator Deployment.
@@ -660,24 +747,63 @@ func TestOperatorDeployment(t *testing.T) {
 	}}), "the operator bounds its heap by its container's memory limit")
 	g.Expect(manager.SecurityContext).NotTo(BeNil())
 	g.Expect(manager.ReadinessProbe).NotTo(BeNil())
+
+	// The install mode changes nothing the operator does: it reads neither
+	// OLM's olm.targetNamespaces annotation nor a watch namespace.
+	for _, e := range manager.Env {
+		g.Expect(e.Name).NotTo(Equal("WATCH_NAMESPACE"))
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			g.Expect(e.ValueFrom.FieldRef.FieldPath).NotTo(ContainSubstring("olm.targetNamespaces"))
+		}
+	}
+	g.Expect(strings.Join(manager.Args, " ")).NotTo(ContainSubstring("targetNamespaces"))
 }
 
-// The chart's NetworkPolicy of the operator is in the bundle (OLM v0 creates
-// NetworkPolicies of a bundle in the install namespace) and selects the
-// pods of the CSV's Deployment.
-func TestOperatorNetworkPolicy(t *testing.T) {
+// The bundle carries no NetworkPolicy (operator-controller v1.2.0 refuses
+// the kind) and no dashboard ConfigMap (its Grafana legends are template
+// actions to the Helm chart operator-controller makes of a bundle): the
+// operator writes its own NetworkPolicy, with the chart's default values.
+func TestOperatorWritesItsOwnNetworkPolicy(t *testing.T) {
 	g := NewWithT(t)
 	files := readBundle(t, checkedInDir)
-	raw, ok := files["manifests/portico-operator_networking.k8s.io_v1_networkpolicy.yaml"]
-	g.Expect(ok).To(BeTrue(), "the bundle carries no NetworkPolicy portico-operator")
-	var policy networkingv1.NetworkPolicy
-	g.Expect(yaml.UnmarshalStrict(raw, &policy)).To(Succeed())
-	selector, err := metav1.LabelSelectorAsSelector(&policy.Spec.PodSelector)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(selector.Empty()).To(BeFalse())
-	spec := operatorDeploymentSpec(g, parseCSV(g, files))
-	g.Expect(selector.Matches(labels.Set(spec.Template.Labels))).To(BeTrue(), "the NetworkPolicy does not select the operator's pods")
-	g.Expect(policy.Spec.PolicyTypes).To(ConsistOf(networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress))
+	for name := range files {
+		g.Expect(name).NotTo(ContainSubstring("networkpolicy"))
+		g.Expect(name).NotTo(HaveSuffix("_v1_configmap.yaml"))
+	}
+	manager := operatorDeploymentSpec(g, parseCSV(g, files)).Template.Spec.Containers[0]
+	var own []string
+	for _, arg := range manager.Args {
+		if strings.HasPrefix(arg, "--own-network-policy") {
+			own = append(own, arg)
+		}
+	}
+	g.Expect(own).To(Equal([]string{"--own-network-policy", "--own-network-policy-api-server-ports=443,6443"}))
+}
+
+// OLM v1 (operator-controller v1.2.0) installs only what operator-registry
+// v1.50.0's bundle.IsSupported admits, and renders every object as a Helm
+// template: the bundle holds only those kinds, and no "{{" anywhere.
+func TestOLMv1AcceptsTheObjects(t *testing.T) {
+	// operator-registry v1.50.0, pkg/lib/bundle/supported_resources.go.
+	supported := []string{
+		"ClusterServiceVersion", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Service",
+		"ServiceAccount", "Role", "RoleBinding", "PrometheusRule", "ServiceMonitor", "Secret", "ConfigMap",
+		"PodDisruptionBudget", "PriorityClass", "VerticalPodAutoscaler", "ConsoleYAMLSample", "ConsoleQuickStart",
+		"ConsoleCLIDownload", "ConsoleLink",
+	}
+	g := NewWithT(t)
+	for name, raw := range readBundle(t, checkedInDir) {
+		g.Expect(string(raw)).NotTo(ContainSubstring("{{"), "%s would be a Helm template action to OLM v1", name)
+		if !strings.HasPrefix(name, "manifests/") {
+			continue
+		}
+		var meta metav1.TypeMeta
+		g.Expect(yaml.Unmarshal(raw, &meta)).To(Succeed())
+		g.Expect(supported).To(ContainElement(meta.Kind), "%s: OLM v1 refuses a bundle with a %s", name, meta.Kind)
+	}
+
+	err := templateMarkers(map[string][]byte{"manifests/a.yaml": []byte("legend: '{{controller}}'"), "manifests/b.yaml": []byte("x: y")})
+	g.Expect(err).To(MatchError(ContainSubstring("manifests/a.yaml hold")))
 }
 
 // metadata/annotations.yaml and bundle.Dockerfile describe the same bundle.
@@ -736,8 +862,9 @@ func TestUnknownRenderedKindFails(t *testing.T) {
 }
 
 // A Role and RoleBinding in namespace default become clusterPermissions
-// (OLM would create them in the install namespace); in any other namespace
-// but the release one they fail the generation.
+// (OLM would create them in the install namespace); in the release
+// namespace they become manifests; in any other namespace they fail the
+// generation.
 func TestRBACOutsideTheReleaseNamespace(t *testing.T) {
 	object := func(kind, namespace, name string, fields map[string]any) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{
@@ -763,12 +890,22 @@ func TestRBACOutsideTheReleaseNamespace(t *testing.T) {
 	g := NewWithT(t)
 	r, err := sortRendered(rendered("default"), DefaultNamespace)
 	g.Expect(err).NotTo(HaveOccurred())
-	cluster, namespaced, err := r.rulesByServiceAccount(DefaultNamespace, nil)
+	cluster, namespaced, err := r.rbacByServiceAccount(DefaultNamespace, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(namespaced).To(BeEmpty())
 	g.Expect(cluster).To(Equal(map[string][]rbacv1.PolicyRule{
 		"op": {{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get"}}},
 	}))
+
+	// In the release namespace they become manifests, the subject's
+	// namespace dropped, and the ServiceAccount an entry without rules.
+	r, err = sortRendered(rendered(DefaultNamespace), DefaultNamespace)
+	g.Expect(err).NotTo(HaveOccurred())
+	cluster, namespaced, err = r.rbacByServiceAccount(DefaultNamespace, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cluster).To(Equal(map[string][]rbacv1.PolicyRule{"op": {}}))
+	g.Expect(namespaced).To(HaveLen(2))
+	g.Expect(namespaced[1].Object["subjects"]).To(Equal([]any{map[string]any{"kind": "ServiceAccount", "name": "op"}}))
 
 	_, err = sortRendered(rendered("kube-system"), DefaultNamespace)
 	g.Expect(err).To(MatchError(ContainSubstring("the chart renders Role op-endpoints in namespace kube-system")))

@@ -58,9 +58,10 @@ type install struct {
 	Spec     installSpec `json:"spec"`
 }
 
+// installSpec has no permissions: the namespaced rules are Roles of the
+// bundle (installModes).
 type installSpec struct {
-	ClusterPermissions []v1alpha1.StrategyDeploymentPermissions `json:"clusterPermissions,omitempty"`
-	Permissions        []v1alpha1.StrategyDeploymentPermissions `json:"permissions,omitempty"`
+	ClusterPermissions []v1alpha1.StrategyDeploymentPermissions `json:"clusterPermissions"`
 	Deployments        []deployment                             `json:"deployments"`
 }
 
@@ -72,23 +73,27 @@ type deployment struct {
 	Spec  map[string]any    `json:"spec"`
 }
 
-// installModes: the operator ignores the OperatorGroup's target namespaces.
-// It always works on the cluster-scoped APIGateway and the CRDs, runs every
-// controller Deployment in its own namespace (POD_NAMESPACE), and the
-// controllers reconcile APIRules and RateLimits in every namespace through
-// their ClusterRoles. So:
-//   - OwnNamespace: yes, and least privilege: the permissions (Deployments,
-//     pods, Leases) become Roles in the operator's namespace only.
-//   - AllNamespaces: no. It is what the operator does anyway, but OLM would
-//     then grant the namespaced permissions cluster-wide, breaking the
-//     contract's least privilege.
-//   - SingleNamespace, MultiNamespace: no; OLM would put the Roles into the
-//     target namespaces instead of the operator's own, where it needs them.
+// installModes: the operator ignores the OperatorGroup's target namespaces
+// (and OLM's olm.targetNamespaces annotation). It always works on the
+// cluster-scoped APIGateway and the CRDs, runs every controller Deployment
+// in its own namespace (POD_NAMESPACE), and the controllers reconcile
+// APIRules and RateLimits in every namespace through their ClusterRoles.
+// So:
+//   - OwnNamespace: yes (OLM v0's usual install).
+//   - AllNamespaces: yes. It is what the operator does anyway, and the one
+//     mode operator-controller v1.2.0 (OLM v1) installs registry+v1
+//     bundles in. In this mode both OLMs turn a CSV's namespaced
+//     permissions into cluster-wide ones; the CSV has none: the operator's
+//     and the controllers' namespaced rules are Roles of the bundle, which
+//     both OLMs create in the install namespace in every mode
+//     (fromManifests).
+//   - SingleNamespace, MultiNamespace: no; they would say the operator
+//     watches namespaces it does not choose.
 var installModes = []v1alpha1.InstallMode{
 	{Type: v1alpha1.InstallModeTypeOwnNamespace, Supported: true},
 	{Type: v1alpha1.InstallModeTypeSingleNamespace, Supported: false},
 	{Type: v1alpha1.InstallModeTypeMultiNamespace, Supported: false},
-	{Type: v1alpha1.InstallModeTypeAllNamespaces, Supported: false},
+	{Type: v1alpha1.InstallModeTypeAllNamespaces, Supported: true},
 }
 
 // shortDescription is the CSV's description annotation (one line in
@@ -127,8 +132,19 @@ image, resources and scheduling (` + "`kubectl explain apigateway.spec`" + `).
 
 The operator runs the controller Deployments in its own namespace
 (suggested: %s) and watches the cluster-scoped APIGateway whatever the
-OperatorGroup targets. Install it with an OwnNamespace OperatorGroup: its
-namespaced permissions stay in that namespace (least privilege).
+OperatorGroup targets. OwnNamespace and AllNamespaces OperatorGroups give
+the same install, and so does OLM v1 (a ClusterExtension): the namespaced
+permissions are Roles of the bundle, created in the install namespace only
+(least privilege), never cluster-wide rules.
+
+## Network policy and dashboard
+
+The operator writes its own NetworkPolicy (` + "`--own-network-policy`" + `: out only to
+the API server and DNS, nothing in), owned by its Deployment, and one for
+every controller it runs. To let Prometheus scrape it, add a NetworkPolicy
+of your own that selects the operator's pods. The Grafana dashboard is the
+chart's ` + "`files/monitoring/dashboard.json`" + `, in the chart archive attached to
+every release.
 
 ## Images
 
@@ -184,7 +200,6 @@ func clusterServiceVersion(name, bundleVersion string, o Options, in *inputs) cl
 				Strategy: "deployment",
 				Spec: installSpec{
 					ClusterPermissions: m.clusterPermissions,
-					Permissions:        m.permissions,
 					Deployments:        []deployment{m.deployment},
 				},
 			},

@@ -5,16 +5,29 @@
 //
 //   - manifests/portico.clusterserviceversion.yaml: the operator Deployment
 //     as the install strategy, with a RELATED_IMAGE_* variable for every
-//     controller image; the RBAC of the operator and of every controller as
-//     clusterPermissions and permissions of their ServiceAccounts (the
-//     operator's Role in namespace default as clusterPermissions: OLM puts
-//     a bundle's Roles in the install namespace); every
-//     image in relatedImages; the CRDs as owned CRDs; config/samples as the
-//     alm-examples annotation;
-//   - manifests/<group>_<plural>.yaml: the CRDs of config/crd/bases, byte
-//     for byte;
+//     controller image; the cluster-wide RBAC of the operator and of every
+//     controller as clusterPermissions of their ServiceAccounts (with the
+//     rules of the operator's Role in namespace default, the API server's
+//     EndpointSlice, since OLM puts a bundle's namespaced objects in the
+//     install namespace; and an entry without rules for a ServiceAccount with
+//     namespaced rules only, so that OLM creates it); no namespaced
+//     permissions; every image in relatedImages; the CRDs as owned CRDs;
+//     config/samples as the alm-examples annotation; the install modes
+//     OwnNamespace and AllNamespaces;
+//   - manifests/<group>_<plural>.yaml: the CRDs of config/crd/bases, with
+//     the annotation helm.sh/resource-policy: keep added, so that OLM v1
+//     keeps them (and every APIRule) when its ClusterExtension is deleted;
+//   - manifests/<name>_rbac.authorization.k8s.io_v1_<role|rolebinding>.yaml:
+//     the chart's Roles and RoleBindings of the release namespace, whose
+//     subjects name no namespace (the RoleBinding's own): both OLMs create
+//     them in the install namespace in every install mode, where
+//     permissions would become cluster-wide rules in AllNamespaces mode;
 //   - manifests/<name>_<group>_<version>_<kind>.yaml: the other objects the
-//     chart renders that a bundle carries (the metrics Service);
+//     chart renders that a bundle carries (the metrics Service). The chart
+//     is rendered with networkPolicy.byOperator (the operator writes its own
+//     NetworkPolicy; operator-controller v1.2.0 refuses a bundle holding one)
+//     and without the dashboard ConfigMap (operator-controller renders every
+//     object as a Helm template; no file of the bundle may hold "{{");
 //   - metadata/annotations.yaml, and the bundle's Dockerfile.
 //
 // A bundle owns its manifests/ and metadata/ directories: Write removes

@@ -19,24 +19,27 @@ import (
 type manifests struct {
 	deployment         deployment
 	clusterPermissions []v1alpha1.StrategyDeploymentPermissions
-	permissions        []v1alpha1.StrategyDeploymentPermissions
 	relatedImages      []v1alpha1.RelatedImage
-	// extra are other objects a bundle carries as they are (Services).
+	// extra are other objects a bundle carries as they are (Services, and
+	// the Roles and RoleBindings of the release namespace).
 	extra []*unstructured.Unstructured
 }
 
 // extraKinds are the kinds of rendered objects the bundle carries as plain
-// manifests (OLM creates them in the install namespace).
-var extraKinds = map[string]bool{"Service": true, "ServiceMonitor": true, "ConfigMap": true, "NetworkPolicy": true}
+// manifests (both OLMs create them in the install namespace). Every one is
+// a kind operator-registry v1.50.0's bundle.IsSupported admits, which
+// operator-controller v1.2.0 requires of a bundle's objects: NetworkPolicy
+// is not (the operator writes its own, --own-network-policy).
+var extraKinds = map[string]bool{"Service": true, "ServiceMonitor": true, "ConfigMap": true}
 
 // apiServerNamespace holds Service kubernetes, the API server's: the chart
 // renders the operator's Role and RoleBinding there to read its
-// EndpointSlice. OLM v0 creates every namespaced object of a bundle, and the
-// Roles of a CSV's permissions, in the install namespace (the catalog
-// operator sets the InstallPlan's namespace on each step), so a Role in
-// default cannot be expressed: its rules become clusterPermissions, read
-// access to those objects in every namespace. That is wider than the chart's
-// and config/'s, and the one place it is.
+// EndpointSlice. Both OLMs create every namespaced object of a bundle in the
+// install namespace (OLM v0's catalog operator sets the InstallPlan's
+// namespace on each step, operator-controller the ClusterExtension's), so a
+// Role in default cannot be expressed: its rules become clusterPermissions,
+// read access to the EndpointSlices named kubernetes in every namespace.
+// That is wider than the chart's and config/'s, and the one place it is.
 const apiServerNamespace = "default"
 
 // rendered sorts the objects the chart renders by what the bundle makes of
@@ -50,12 +53,27 @@ type rendered struct {
 	// fields), bindingKinds their kinds.
 	bindings     []rbacv1.RoleBinding
 	bindingKinds []string
-	crds         map[string]bool
-	extra        []*unstructured.Unstructured
+	// namespaced are the Roles and RoleBindings of the release namespace,
+	// as rendered.
+	namespaced []*unstructured.Unstructured
+	crds       map[string]bool
+	extra      []*unstructured.Unstructured
 }
 
-// fromManifests turns the rendered chart into the CSV's install strategy:
-// the Deployment, the RBAC by ServiceAccount, the related images.
+// fromManifests turns the rendered chart into the CSV's install strategy
+// (the Deployment, the cluster-wide RBAC by ServiceAccount, the related
+// images) and the other objects of the bundle (the Services, the Roles and
+// RoleBindings of the release namespace).
+//
+// The CSV has no namespaced permissions: OLM v0 with an AllNamespaces
+// OperatorGroup, and operator-controller v1.2.0 always (it installs
+// registry+v1 bundles in AllNamespaces mode only), turn a CSV's permissions
+// into ClusterRoles and ClusterRoleBindings, which would let the operator
+// read every Secret and write every Deployment of the cluster. The chart's
+// Roles and RoleBindings go into the bundle as manifests instead, which
+// both OLMs create in the install namespace whatever the install mode; their
+// ServiceAccount subjects name no namespace, which Kubernetes reads as the
+// RoleBinding's own.
 func fromManifests(objects []*unstructured.Unstructured, namespace string, img images, controllers []string, crds []crd) (*manifests, error) {
 	if namespace == apiServerNamespace {
 		return nil, fmt.Errorf("render the chart for another namespace than %s: the operator's Role there becomes clusterPermissions", apiServerNamespace)
@@ -74,14 +92,14 @@ func fromManifests(objects []*unstructured.Unstructured, namespace string, img i
 	for name := range r.crds {
 		return nil, fmt.Errorf("the chart renders the CRD %s, which is not in config/crd/bases: run make chart", name)
 	}
-	clusterRules, namespacedRules, err := r.rulesByServiceAccount(namespace, controllers)
+	clusterRules, namespacedRBAC, err := r.rbacByServiceAccount(namespace, controllers)
 	if err != nil {
 		return nil, err
 	}
 	if len(r.deployments) != 1 {
 		return nil, fmt.Errorf("want one Deployment, the operator's, in the chart; got %d", len(r.deployments))
 	}
-	m := &manifests{extra: r.extra}
+	m := &manifests{extra: append(r.extra, namespacedRBAC...)}
 	if m.deployment, err = operatorDeployment(r.deployments[0], img, controllers); err != nil {
 		return nil, err
 	}
@@ -90,7 +108,6 @@ func fromManifests(objects []*unstructured.Unstructured, namespace string, img i
 		return nil, fmt.Errorf("the operator Deployment runs as %q, not a ServiceAccount of the chart", operatorSA)
 	}
 	m.clusterPermissions = permissionsOf(clusterRules, operatorSA)
-	m.permissions = permissionsOf(namespacedRules, operatorSA)
 	if m.relatedImages, err = relatedImagesOf(m.deployment); err != nil {
 		return nil, err
 	}
@@ -122,6 +139,9 @@ func sortRendered(objects []*unstructured.Unstructured, namespace string) (*rend
 				return nil, fmt.Errorf("the ClusterRole %s aggregates; a CSV has plain rules", role.Name)
 			}
 			r.roles[roleKey(u.GetKind(), u.GetNamespace(), u.GetName())] = role.Rules
+			if u.GetKind() == "Role" && u.GetNamespace() == namespace {
+				r.namespaced = append(r.namespaced, u)
+			}
 		case "ClusterRoleBinding", "RoleBinding":
 			var binding rbacv1.RoleBinding
 			if err := convert(u, &binding); err != nil {
@@ -129,6 +149,9 @@ func sortRendered(objects []*unstructured.Unstructured, namespace string) (*rend
 			}
 			r.bindings = append(r.bindings, binding)
 			r.bindingKinds = append(r.bindingKinds, u.GetKind())
+			if u.GetKind() == "RoleBinding" && u.GetNamespace() == namespace {
+				r.namespaced = append(r.namespaced, u)
+			}
 		case "CustomResourceDefinition":
 			r.crds[u.GetName()] = true
 		default:
@@ -141,13 +164,18 @@ func sortRendered(objects []*unstructured.Unstructured, namespace string) (*rend
 	return r, nil
 }
 
-// rulesByServiceAccount are the rules the bindings grant each
-// ServiceAccount, cluster-wide and in the namespace. OLM creates the
-// ServiceAccounts of clusterPermissions and permissions, binds the rules to
-// them and creates the (Cluster)Roles itself.
-func (r *rendered) rulesByServiceAccount(namespace string, controllers []string) (cluster, namespaced map[string][]rbacv1.PolicyRule, err error) {
-	cluster, namespaced = map[string][]rbacv1.PolicyRule{}, map[string][]rbacv1.PolicyRule{}
+// rbacByServiceAccount sorts the chart's RBAC by what OLM makes of it: the
+// rules the ClusterRoleBindings (and the RoleBindings of namespace default)
+// grant each ServiceAccount, which become clusterPermissions (OLM creates
+// the ClusterRoles and their bindings itself), and the Roles and
+// RoleBindings of the release namespace, which become bundle manifests,
+// their subjects without a namespace. Every ServiceAccount of the chart
+// has an entry in cluster, empty when it has namespaced rules only: OLM
+// creates the ServiceAccounts its CSV's permissions name, and only those.
+func (r *rendered) rbacByServiceAccount(namespace string, controllers []string) (map[string][]rbacv1.PolicyRule, []*unstructured.Unstructured, error) {
+	cluster := map[string][]rbacv1.PolicyRule{}
 	boundRoles := map[string]bool{}
+	bound := map[string]bool{}
 	for i, binding := range r.bindings {
 		kind := r.bindingKinds[i]
 		ruleKey := roleKey(binding.RoleRef.Kind, binding.Namespace, binding.RoleRef.Name)
@@ -158,15 +186,19 @@ func (r *rendered) rulesByServiceAccount(namespace string, controllers []string)
 		if kind == "ClusterRoleBinding" && binding.RoleRef.Kind != "ClusterRole" {
 			return nil, nil, fmt.Errorf("the ClusterRoleBinding %s refers to a %s", binding.Name, binding.RoleRef.Kind)
 		}
+		if kind == "RoleBinding" && binding.RoleRef.Kind != "Role" {
+			// OLM creates a bundle's ClusterRoles, but the bundle's RoleBindings
+			// would not say which; the chart binds Roles only.
+			return nil, nil, fmt.Errorf("the RoleBinding %s refers to a %s; the bundle carries Roles only", binding.Name, binding.RoleRef.Kind)
+		}
 		boundRoles[ruleKey] = true
 		for _, s := range binding.Subjects {
 			if s.Kind != rbacv1.ServiceAccountKind || s.Namespace != namespace || !r.serviceAccounts[s.Name] {
 				return nil, nil, fmt.Errorf("the %s %s binds %s %s/%s, not a ServiceAccount of the chart", kind, binding.Name, s.Kind, s.Namespace, s.Name)
 			}
+			bound[s.Name] = true
 			if kind == "ClusterRoleBinding" || binding.Namespace == apiServerNamespace {
 				cluster[s.Name] = append(cluster[s.Name], rules...)
-			} else {
-				namespaced[s.Name] = append(namespaced[s.Name], rules...)
 			}
 		}
 	}
@@ -176,15 +208,39 @@ func (r *rendered) rulesByServiceAccount(namespace string, controllers []string)
 		}
 	}
 	for sa := range r.serviceAccounts {
-		// OLM creates only the ServiceAccounts the CSV has permissions for.
-		if cluster[sa] == nil && namespaced[sa] == nil {
+		if !bound[sa] {
 			return nil, nil, fmt.Errorf("the chart's ServiceAccount %s has no RBAC; OLM would not create it", sa)
+		}
+		if cluster[sa] == nil {
+			// Namespaced rules only: an entry without rules still has OLM
+			// create the ServiceAccount, with a ClusterRole that grants
+			// nothing.
+			cluster[sa] = []rbacv1.PolicyRule{}
 		}
 	}
 	for _, name := range controllers {
 		if !r.serviceAccounts[controllerBinary(name)] {
 			return nil, nil, fmt.Errorf("the chart renders no ServiceAccount %s for the controller %s", controllerBinary(name), name)
 		}
+	}
+	namespaced := make([]*unstructured.Unstructured, 0, len(r.namespaced))
+	for _, u := range r.namespaced {
+		u = u.DeepCopy()
+		if u.GetKind() == "RoleBinding" {
+			subjects, _, err := unstructured.NestedSlice(u.Object, "subjects")
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, s := range subjects {
+				if subject, ok := s.(map[string]any); ok {
+					delete(subject, "namespace") // the RoleBinding's own, wherever OLM creates it
+				}
+			}
+			if err := unstructured.SetNestedSlice(u.Object, subjects, "subjects"); err != nil {
+				return nil, nil, err
+			}
+		}
+		namespaced = append(namespaced, u)
 	}
 	return cluster, namespaced, nil
 }

@@ -50,7 +50,11 @@ func relatedImageEnv(name string) string {
 
 // chartValues are the values the chart is rendered with: every image at the
 // bundle's registry and tag, and every controller image spelt out so that
-// the chart passes it to the operator as RELATED_IMAGE_*.
+// the chart passes it to the operator as RELATED_IMAGE_*; the operator
+// writing its own NetworkPolicy (operator-controller v1.2.0 refuses a
+// bundle with one), and no dashboard ConfigMap (operator-controller renders
+// every bundle object as a Helm template, and the dashboard's legends are
+// Go templates of Grafana's).
 func chartValues(img images, controllers []string) map[string]any {
 	perController := map[string]any{}
 	for _, name := range controllers {
@@ -66,7 +70,9 @@ func chartValues(img images, controllers []string) map[string]any {
 			"registry": img.registry,
 			"tag":      img.tag,
 		},
-		"controllers": perController,
+		"controllers":   perController,
+		"networkPolicy": map[string]any{"byOperator": true},
+		"metrics":       map[string]any{"dashboard": map[string]any{"enabled": false}},
 	}
 }
 
@@ -89,7 +95,7 @@ func renderChart(chrt *chart.Chart, namespace string, values map[string]any) ([]
 	return out, nil
 }
 
-// crd is one CRD of config/crd/bases.
+// crd is one CRD of config/crd/bases, as controller-gen wrote it.
 type crd struct {
 	*apiextensionsv1.CustomResourceDefinition
 	// fileName in the bundle, <group>_<plural>.yaml.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -48,8 +51,23 @@ type runOptions struct {
 	progressDeadline time.Duration
 	// apiBounds bound the operator's requests to the API server.
 	apiBounds apiclient.Bounds
-	zap       zap.Options
+	// ownNetworkPolicy makes the operator write its own NetworkPolicy,
+	// allowing what ownPolicy says (the chart's networkPolicy values).
+	ownNetworkPolicy bool
+	ownPolicy        struct {
+		metricsNamespaces, apiServerCIDRs []string
+		apiServerPorts                    []int32
+	}
+	zap zap.Options
 }
+
+// Flags of the operator's own NetworkPolicy.
+const (
+	FlagOwnNetworkPolicy                  = "own-network-policy"
+	FlagOwnNetworkPolicyMetricsNamespaces = "own-network-policy-metrics-namespaces"
+	FlagOwnNetworkPolicyAPIServerCIDRs    = "own-network-policy-api-server-cidrs"
+	FlagOwnNetworkPolicyAPIServerPorts    = "own-network-policy-api-server-ports"
+)
 
 func (o *runOptions) bindFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
@@ -63,6 +81,10 @@ func (o *runOptions) bindFlags(cmd *cobra.Command) {
 	fs.Float64Var(&o.apiBounds.QPS, contract.FlagKubeAPIQPS, contract.DefaultKubeAPIQPS, "API requests per second the operator sends at most; 0 or less: no client-side limit")
 	fs.IntVar(&o.apiBounds.Burst, contract.FlagKubeAPIBurst, contract.DefaultKubeAPIBurst, "API requests the operator may send at once above --"+contract.FlagKubeAPIQPS)
 	fs.DurationVar(&o.apiBounds.Timeout, contract.FlagKubeAPITimeout, contract.DefaultKubeAPITimeout, "how long one API request other than a watch may take; 0: unbounded")
+	fs.BoolVar(&o.ownNetworkPolicy, FlagOwnNetworkPolicy, false, "write and repair the operator's own NetworkPolicy, named like and owned by its Deployment (for installs that cannot carry one, such as the OLM bundle)")
+	fs.StringSliceVar(&o.ownPolicy.metricsNamespaces, FlagOwnNetworkPolicyMetricsNamespaces, nil, "namespaces whose pods may reach the operator's metrics and health ports under its own NetworkPolicy (none: no pod may)")
+	fs.StringSliceVar(&o.ownPolicy.apiServerCIDRs, FlagOwnNetworkPolicyAPIServerCIDRs, nil, "CIDRs the operator's own NetworkPolicy lets it reach the API server at (none: any address on the API server ports)")
+	fs.Int32SliceVar(&o.ownPolicy.apiServerPorts, FlagOwnNetworkPolicyAPIServerPorts, []int32{443, 6443}, "ports the operator's own NetworkPolicy lets it reach the API server on")
 	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.zap.BindFlags(goFlags)
 	fs.AddGoFlagSet(goFlags)
@@ -118,6 +140,10 @@ func run(ctx context.Context, o *runOptions) error {
 	if err := o.apiBounds.Validate(); err != nil {
 		return err
 	}
+	policy, err := o.operatorPolicy()
+	if err != nil {
+		return err
+	}
 
 	leaderCfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -161,6 +187,15 @@ func run(ctx context.Context, o *runOptions) error {
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up reconciler: %w", err)
 	}
+	if o.ownNetworkPolicy {
+		own := &reconciler.OwnNetworkPolicy{
+			Client: mgr.GetClient(), Namespace: o.namespace, Deployment: contract.OperatorName, Policy: policy,
+			Recorder: mgr.GetEventRecorder(operatorv1alpha1.FieldManager),
+		}
+		if err := own.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up the operator's own NetworkPolicy: %w", err)
+		}
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
@@ -178,4 +213,57 @@ func run(ctx context.Context, o *runOptions) error {
 	log.Info("Starting portico-operator", "version", contract.Version(), "namespace", o.namespace,
 		"registry", o.imageRegistry, "tag", o.imageTag, "controllers", len(ordered))
 	return mgr.Start(ctx)
+}
+
+// operatorPolicy is what the operator's own NetworkPolicy allows: the
+// --own-network-policy-* flags and the ports the operator serves.
+func (o *runOptions) operatorPolicy() (render.OperatorPolicy, error) {
+	p := render.OperatorPolicy{
+		MetricsNamespaces: o.ownPolicy.metricsNamespaces,
+		APIServerCIDRs:    o.ownPolicy.apiServerCIDRs,
+		APIServerPorts:    o.ownPolicy.apiServerPorts,
+	}
+	for _, ns := range p.MetricsNamespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return p, fmt.Errorf("--%s: %q is not a namespace name: %s", FlagOwnNetworkPolicyMetricsNamespaces, ns, strings.Join(errs, "; "))
+		}
+	}
+	for _, cidr := range p.APIServerCIDRs {
+		if _, err := netip.ParsePrefix(cidr); err != nil {
+			return p, fmt.Errorf("--%s: %w", FlagOwnNetworkPolicyAPIServerCIDRs, err)
+		}
+	}
+	if len(p.APIServerPorts) == 0 {
+		return p, fmt.Errorf("--%s: name at least one port, or the operator cannot reach the API server", FlagOwnNetworkPolicyAPIServerPorts)
+	}
+	for _, port := range p.APIServerPorts {
+		if port < 1 || port > 65535 {
+			return p, fmt.Errorf("--%s: %d is not a port", FlagOwnNetworkPolicyAPIServerPorts, port)
+		}
+	}
+	var err error
+	if p.MetricsPort, err = servedPort(contract.FlagMetricsAddress, o.metricsAddr); err != nil {
+		return p, err
+	}
+	if p.HealthPort, err = servedPort(contract.FlagHealthAddress, o.probeAddr); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// servedPort is the port of a bind address such as :8080; 0 for "0" or
+// "", which serve nothing.
+func servedPort(flagName, addr string) (int32, error) {
+	if addr == "" || addr == "0" {
+		return 0, nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, fmt.Errorf("--%s: %w", flagName, err)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return 0, fmt.Errorf("--%s: port %q: %w", flagName, port, err)
+	}
+	return int32(n), nil
 }

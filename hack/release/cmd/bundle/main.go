@@ -3,6 +3,10 @@
 //
 //	bin/release-tools/bundle --version v1.2.3 --registry ghcr.io/portico-dev --output bundle
 //
+// --olmv1-installer also writes the installer OLM v1 needs for the bundle
+// (package hack/release/olmv1); make bundle writes
+// config/olmv1/installer.yaml.
+//
 // --version is the operator's version as the images are tagged; without it,
 // the chart's appVersion is used, as for the bundle checked in under bundle/.
 package main
@@ -14,6 +18,8 @@ import (
 	"strings"
 
 	"github.com/portico-dev/portico/hack/release/bundle"
+	"github.com/portico-dev/portico/hack/release/olmv1"
+	"github.com/portico-dev/portico/internal/manifest"
 )
 
 func main() {
@@ -46,6 +52,7 @@ func run() error {
 	})
 	output := flag.String("output", "bundle", "bundle directory to write (manifests/ and metadata/)")
 	dockerfile := flag.String("dockerfile", "bundle.Dockerfile", "bundle Dockerfile to write; its directory is the build context")
+	installer := flag.String("olmv1-installer", "", "also write the OLM v1 installer (ServiceAccount and least RBAC) of the bundle to this file, e.g. config/olmv1/installer.yaml")
 	flag.Parse()
 	o.Channels = strings.Split(*channels, ",")
 
@@ -64,5 +71,15 @@ func run() error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "bundle: wrote %s (CSV portico.v%s) and %s\n", *output, b.Version, *dockerfile)
+	if *installer != "" {
+		raw, err := olmv1.InstallerYAML(b.Files, o.Namespace, olmv1.ExtensionName)
+		if err != nil {
+			return fmt.Errorf("OLM v1 installer: %w", err)
+		}
+		if _, err := manifest.WriteFile(*installer, raw); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "bundle: wrote %s\n", *installer)
+	}
 	return nil
 }
