@@ -130,6 +130,7 @@ func (r *OwnNetworkPolicy) SetupWithManager(mgr ctrl.Manager) error {
 func (r *OwnNetworkPolicy) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	key := client.ObjectKey{Namespace: r.Namespace, Name: r.Deployment}
 	log := ctrl.LoggerFrom(ctx).WithValues("networkpolicy", klog.KRef(r.Namespace, r.Deployment))
+	ctx = ctrl.LoggerInto(ctx, log)
 	deployment := &appsv1.Deployment{}
 	if err := r.Reader.Get(ctx, key, deployment); err != nil {
 		if apierrors.IsNotFound(err) {
