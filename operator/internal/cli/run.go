@@ -122,25 +122,36 @@ func relatedImages(environ []string) map[string]string {
 	return out
 }
 
+// validated checks the options and the built-in catalog before anything
+// starts, and returns the catalog in rollout order and the operator's own
+// NetworkPolicy.
+func (o *runOptions) validated() (catalog.Catalog, render.OperatorPolicy, error) {
+	if err := catalog.Builtin.Validate(); err != nil {
+		return nil, render.OperatorPolicy{}, fmt.Errorf("invalid catalog: %w", err)
+	}
+	ordered, err := catalog.Builtin.Ordered()
+	if err != nil {
+		return nil, render.OperatorPolicy{}, err
+	}
+	if o.progressDeadline < 0 {
+		return nil, render.OperatorPolicy{}, fmt.Errorf("--controller-progress-deadline must not be negative")
+	}
+	ordered = ordered.WithProgressDeadline(o.progressDeadline)
+	if err := o.apiBounds.Validate(); err != nil {
+		return nil, render.OperatorPolicy{}, err
+	}
+	policy, err := o.operatorPolicy()
+	if err != nil {
+		return nil, render.OperatorPolicy{}, err
+	}
+	return ordered, policy, nil
+}
+
 func run(ctx context.Context, o *runOptions) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("setup")
 	memlimit.Apply(log, os.LookupEnv)
-	if err := catalog.Builtin.Validate(); err != nil {
-		return fmt.Errorf("invalid catalog: %w", err)
-	}
-	ordered, err := catalog.Builtin.Ordered()
-	if err != nil {
-		return err
-	}
-	if o.progressDeadline < 0 {
-		return fmt.Errorf("--controller-progress-deadline must not be negative")
-	}
-	ordered = ordered.WithProgressDeadline(o.progressDeadline)
-	if err := o.apiBounds.Validate(); err != nil {
-		return err
-	}
-	policy, err := o.operatorPolicy()
+	ordered, policy, err := o.validated()
 	if err != nil {
 		return err
 	}
