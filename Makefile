@@ -269,7 +269,7 @@ test-e2e-node: $(PROMETHEUS) ## Run the e2e suite on a real node (kubelet, conta
 		{ echo 0 >/proc/$$pid/autogroup; } 2>/dev/null || true; renice -n 0 -g $$pid >/dev/null 2>&1 || true; fi; done
 	@# The suite removes the node when it ends; `node.sh down` again catches
 	@# a suite killed before its AfterSuite (e.g. by go test's -timeout).
-	status=0; (cd e2e && E2E_TARGET=node PROMETHEUS=$(PROMETHEUS) go test -tags e2e . -count=1 -timeout 30m -v -ginkgo.v -ginkgo.timeout 25m) || status=$$?; \
+	status=0; (cd e2e && E2E_TARGET=node PROMETHEUS=$(PROMETHEUS) go test -tags e2e . -count=1 -timeout 40m -v -ginkgo.v -ginkgo.timeout 35m) || status=$$?; \
 		hack/node.sh down $(E2E_NODE_CLUSTER) || true; exit $$status
 
 TRAEFIK_BUILD_PID := $(LOCALBIN)/traefik-build.pid

@@ -90,7 +90,7 @@ var porticoCRDs = []string{"apigateways.operator.portico.dev", "apirules.gateway
 //     CA (--catalogd-cas-dir);
 //   - both pull images (the catalog, the bundles) from the node's registry
 //     on 127.0.0.1, plain HTTP, which a registries.conf of the suite allows
-//     (CONTAINERS_REGISTRIES_CONF), as upstream's e2e configures its own
+//     (in a HOME of their own), as upstream's e2e configures its own
 //     registry;
 //   - their logs are e2e/_artifacts/olmv1/{catalogd,operator-controller}.log.
 func startOLMv1(ctx context.Context) {
@@ -123,11 +123,16 @@ func startOLMv1(ctx context.Context) {
 	ca := olmV1ServingCertificate(dir, catalogAddr)
 	Expect(os.WriteFile(filepath.Join(dir, "ca", "ca.crt"), ca, 0o600)).To(Succeed())
 	registry, _, _ := strings.Cut(registryRepo, "/")
-	registriesConf := filepath.Join(dir, "registries.conf")
-	Expect(os.WriteFile(registriesConf, []byte(fmt.Sprintf("[[registry]]\nlocation = %q\ninsecure = true\n", registry)), 0o600)).To(Succeed())
+	// containers/image reads $HOME/.config/containers/registries.conf
+	// before /etc's (the library does not read CONTAINERS_REGISTRIES_CONF,
+	// only its command-line tools do): a home of OLM v1's own.
+	home := filepath.Join(dir, "home")
+	Expect(os.MkdirAll(filepath.Join(home, ".config", "containers"), 0o700)).To(Succeed())
+	Expect(os.WriteFile(filepath.Join(home, ".config", "containers", "registries.conf"),
+		[]byte(fmt.Sprintf("[[registry]]\nlocation = %q\ninsecure = true\n", registry)), 0o600)).To(Succeed())
 	env := []string{
 		"KUBECONFIG=" + kubeconfig, "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=",
-		"CONTAINERS_REGISTRIES_CONF=" + registriesConf, "TMPDIR=" + dir,
+		"HOME=" + home, "TMPDIR=" + dir,
 	}
 	_, webhookPort, err := net.SplitHostPort(freeAddr())
 	Expect(err).NotTo(HaveOccurred())
