@@ -344,6 +344,11 @@ func olmV1Specs(gatewayIP *string) {
 		// they are gone, or OLM v1's release would meet them.
 		Eventually(isGone(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "portico-operator"}}), 2*timeout, interval).Should(BeTrue())
 		Eventually(isGone(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "portico-operator"}}), 2*timeout, interval).Should(BeTrue())
+		// The bundle's Roles and RoleBindings OLM v0 created stay behind
+		// (no owner: OLM v0 marks them olm.managed only), and OLM v1 refuses
+		// to take over objects of another: docs/releases.md's step deletes
+		// them, by OLM v0's label.
+		kubectl(ctx, "delete", "role,rolebinding", "-n", namespace, "-l", "olm.managed=true")
 
 		By("handing the CRDs to the ClusterExtension's release, as docs/releases.md's migration says (kubectl label and annotate)")
 		samples := olmV1Samples()
