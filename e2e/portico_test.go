@@ -538,6 +538,9 @@ var _ = Describe("Portico", Ordered, func() {
 
 	// Then OLM installs Portico again, over what helm left.
 	olmSpecs(&gatewayIP)
-	// And the cluster moves it to OLM v1.
-	olmV1Specs(&gatewayIP)
+	// And the cluster moves it to OLM v1 — opt-in (E2E_OLMV1=1) until the
+	// story has passed on the node (docs/dev/olm-v1-status.md).
+	if olmV1Enabled() {
+		olmV1Specs(&gatewayIP)
+	}
 })

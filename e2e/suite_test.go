@@ -192,8 +192,10 @@ func setUpNode(ctx context.Context) {
 	startTraefikBuild()
 	// oauth2-proxy, the login story's authorizer (extauth_test.go), too.
 	startOAuth2ProxyBuild()
-	// OLM v1 (olmv1_test.go), too: its story runs last.
-	startOLMv1Build()
+	// OLM v1 (olmv1_test.go), too, when its story runs (last).
+	if olmV1Enabled() {
+		startOLMv1Build()
+	}
 	agentPullPolicy = corev1.PullIfNotPresent
 	nextAPIRuleImage = releaseImage(releaseV2, "apirule-controller")
 
