@@ -198,14 +198,14 @@ helm-lint: ## Lint charts/portico with the helm CLI (go test ./charts/... lints 
 	"$$(hack/testbin.sh)/helm" lint --strict --namespace portico-system charts/portico
 
 .PHONY: test
-test: prefetch generate manifests traefik-background oauth2-proxy-background istiod-background fmt lint build $(PROMTOOL) ## Run unit, envtest and the e2e suite on a real node (builds what it needs; the node needs root).
+test: prefetch generate manifests traefik-background oauth2-proxy-background istiod-background olmv1-background fmt lint build $(PROMTOOL) ## Run unit, envtest and the e2e suite on a real node (builds what it needs; the node needs root).
 	@# traefik-background: Traefik, the node e2e's Gateway API implementation,
 	@# builds from here on, on whatever CPU the rest leaves idle (downloads,
 	@# envtest and benchmark waits); the node e2e raises it to normal
 	@# priority and waits for it (a lock). oauth2-proxy-background likewise
 	@# builds the login story's authorizer, and istiod-background istiod
 	@# (from test/istio's pin: its Istio packages are the offline check's).
-	@# (OLM v1's story is opt-in, E2E_OLMV1=1: run make olmv1-background first.)
+	@# olmv1-background likewise OLM v1 (operator-controller, catalogd).
 	@# lint runs go vet's analyzers (govet), so make vet is not repeated here.
 	@# In CI the tree must be exactly what was committed after regeneration.
 	@if [ -n "$$CI" ]; then $(MAKE) --no-print-directory check-clean; fi

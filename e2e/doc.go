@@ -63,8 +63,7 @@
 //     refused, and explain's verdicts are compared for the backends too.
 //     Both OLMs install and upgrade Portico from its catalog, built from
 //     Go modules: OLM v0 (hack/testbin.sh --olm) as pods with its own
-//     Helm chart (olm_test.go), then (opt-in, E2E_OLMV1=1, until it has
-//     passed on the node: docs/dev/olm-v1-status.md) OLM v1 — catalogd and
+//     Helm chart (olm_test.go), then OLM v1 — catalogd and
 //     operator-controller (hack/olmv1.sh) as host processes — to which
 //     the cluster moves Portico as docs/releases.md says: a ClusterCatalog
 //     serving the catalog over HTTPS, the sample ClusterExtension applied

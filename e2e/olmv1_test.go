@@ -56,9 +56,9 @@ var (
 	olmV1Build, olmV1Catalogd, olmV1Controller *framework.Process
 )
 
-// olmV1Enabled reports whether the OLM v1 story runs: E2E_OLMV1=1 (opt-in
-// until it has passed on the node; docs/dev/olm-v1-status.md).
-func olmV1Enabled() bool { return os.Getenv("E2E_OLMV1") == "1" }
+// olmV1Enabled reports whether the OLM v1 story runs: always, unless
+// E2E_OLMV1=0 (a quicker run of everything else).
+func olmV1Enabled() bool { return os.Getenv("E2E_OLMV1") != "0" }
 
 // startOLMv1Build starts hack/olmv1.sh in the background; startOLMv1's own
 // hack/olmv1.sh waits for it (a lock) and then finds it built.

@@ -538,8 +538,7 @@ var _ = Describe("Portico", Ordered, func() {
 
 	// Then OLM installs Portico again, over what helm left.
 	olmSpecs(&gatewayIP)
-	// And the cluster moves it to OLM v1 — opt-in (E2E_OLMV1=1) until the
-	// story has passed on the node (docs/dev/olm-v1-status.md).
+	// And the cluster moves it to OLM v1 (E2E_OLMV1=0 leaves it out).
 	if olmV1Enabled() {
 		olmV1Specs(&gatewayIP)
 	}
