@@ -26,7 +26,15 @@ type Fill func(ctx context.Context, w *Workers, set func(value float64, labelVal
 type Workers struct {
 	Cache  cache.Cache
 	Scheme *runtime.Scheme
+	// fill replaces the gauge's Fill while these workers serve it (Track).
+	fill Fill
 }
+
+// Track starts keeping a gauge's state for one workers' cache, once that
+// cache has synced: it returns the Fill that reads the kept state (in
+// place of the gauge's own) and what stops keeping it. An error leaves the
+// gauge's own Fill in use for those workers.
+type Track func(ctx context.Context, w *Workers) (Fill, func(), error)
 
 // CacheGauge is a gauge vector computed from the workers' informer cache at
 // every scrape. It exports series only while a manager it serves runs
@@ -36,6 +44,9 @@ type Workers struct {
 type CacheGauge struct {
 	vec  *prometheus.GaugeVec
 	fill Fill
+	// track, when set, keeps the state fill would compute, from the
+	// cache's events, for each workers the gauge serves.
+	track Track
 	// live is the workers running now, nil while none run; compared by
 	// pointer, so that a manager that stops late never clears its
 	// successor's.
@@ -61,7 +72,11 @@ func (g *CacheGauge) Collect(ch chan<- prometheus.Metric) {
 	if live := g.live.Load(); live != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 		defer cancel()
-		if err := g.fill(ctx, live, func(v float64, lvs ...string) { g.vec.WithLabelValues(lvs...).Set(v) }); err != nil {
+		fill := g.fill
+		if live.fill != nil {
+			fill = live.fill
+		}
+		if err := fill(ctx, live, func(v float64, lvs ...string) { g.vec.WithLabelValues(lvs...).Set(v) }); err != nil {
 			g.vec.Reset()
 		}
 	}
@@ -92,6 +107,15 @@ func (s *serving) Start(ctx context.Context) error {
 		return nil
 	}
 	live := &Workers{Cache: s.mgr.GetCache(), Scheme: s.mgr.GetScheme()}
+	if s.gauge.track != nil {
+		fill, stop, err := s.gauge.track(ctx, live)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Info("A gauge is computed at every scrape: its state cannot be kept from the cache's events", "error", err.Error())
+		} else {
+			live.fill = fill
+			defer stop()
+		}
+	}
 	s.gauge.live.Store(live)
 	<-ctx.Done()
 	s.gauge.live.CompareAndSwap(live, nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,26 +80,88 @@ func (m *fakeManager) GetScheme() *runtime.Scheme   { return m.scheme }
 // a client's list, as a cache of several namespaces does.
 type fakeCache struct {
 	cache.Cache
-	store toolscache.Store
-	list  client.Reader
+	store    toolscache.Store
+	handlers *handlers // nil: the informer takes no handler
+	list     client.Reader
 }
 
-// storeInformer is an informer that exposes its store, as client-go's do.
+// storeInformer is an informer that exposes its store, as client-go's do,
+// and takes event handlers: each is handed the store's objects as added,
+// then whatever the test sends it.
 type storeInformer struct {
 	cache.Informer
-	store toolscache.Store
+	store    toolscache.Store
+	handlers *handlers
+}
+
+// handlers are a storeInformer's event handlers, and whether each has
+// synced (been handed the store's objects).
+type handlers struct {
+	mu      sync.Mutex
+	added   []toolscache.ResourceEventHandler
+	removed int
+	synced  bool
+}
+
+type registration struct {
+	toolscache.ResourceEventHandlerRegistration
+	h *handlers
+}
+
+func (r registration) HasSynced() bool {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	return r.h.synced
 }
 
 func (i storeInformer) GetStore() toolscache.Store { return i.store }
+
+func (i storeInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	if i.handlers == nil {
+		return nil, fmt.Errorf("this informer takes no handler")
+	}
+	for _, o := range i.store.List() {
+		h.OnAdd(o, true)
+	}
+	i.handlers.mu.Lock()
+	defer i.handlers.mu.Unlock()
+	i.handlers.added = append(i.handlers.added, h)
+	return registration{h: i.handlers}, nil
+}
+
+func (i storeInformer) RemoveEventHandler(toolscache.ResourceEventHandlerRegistration) error {
+	i.handlers.mu.Lock()
+	defer i.handlers.mu.Unlock()
+	i.handlers.removed++
+	return nil
+}
+
+// handler is the last handler added, once there is one.
+func (h *handlers) handler() toolscache.ResourceEventHandler {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.added) == 0 {
+		return nil
+	}
+	return h.added[len(h.added)-1]
+}
 
 func (c *fakeCache) GetInformerForKind(_ context.Context, gvk schema.GroupVersionKind, _ ...cache.InformerGetOption) (cache.Informer, error) {
 	if gvk.Kind != "APIRule" {
 		return nil, fmt.Errorf("no informer of %s", gvk.Kind)
 	}
 	if c.store != nil {
-		return storeInformer{store: c.store}, nil
+		return storeInformer{store: c.store, handlers: c.handlers}, nil
 	}
-	return struct{ cache.Informer }{}, nil
+	return listOnlyInformer{}, nil
+}
+
+// listOnlyInformer is an informer that neither exposes a store nor takes
+// handlers: the gauge reads the cache's list at every scrape.
+type listOnlyInformer struct{ cache.Informer }
+
+func (listOnlyInformer) AddEventHandler(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	return nil, fmt.Errorf("this informer takes no handler")
 }
 
 func (c *fakeCache) WaitForCacheSync(context.Context) bool { return true }
@@ -157,8 +220,9 @@ test_apirules{ready="Unknown",reason=""} 1
 		builder = builder.WithObjects(r.DeepCopy())
 	}
 	caches := map[string]cache.Cache{
-		"informer store":            &fakeCache{store: store},
-		"list (several namespaces)": &fakeCache{list: builder.Build()},
+		"counted from the informer's events":              &fakeCache{store: store, handlers: &handlers{synced: true}},
+		"informer store, read at every scrape":            &fakeCache{store: store},
+		"list (several namespaces), read at every scrape": &fakeCache{list: builder.Build()},
 	}
 	for name, c := range caches {
 		t.Run(name, func(t *testing.T) {
@@ -225,6 +289,58 @@ func TestCacheGaugeFillError(t *testing.T) {
 		return context.DeadlineExceeded
 	})
 	gauge.live.Store(&Workers{})
+	g.Expect(testutil.CollectAndCount(gauge)).To(BeZero())
+}
+
+// The counts kept from the informer's events follow every add, update and
+// delete (a tombstone too), export nothing until the handler has counted
+// what the informer held, and stop with the workers.
+func TestReadyGaugeCountsEvents(t *testing.T) {
+	g := NewWithT(t)
+	scheme := testScheme(t)
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	a, b := apiRule("a", metav1.ConditionTrue, "Applied"), apiRule("b", metav1.ConditionFalse, "HostOccupied")
+	g.Expect(store.Add(a)).To(Succeed())
+	g.Expect(store.Add(b)).To(Succeed())
+	h := &handlers{}
+	gauge := newTestReadyGauge()
+	elected := make(chan struct{})
+	close(elected)
+	mgr := &fakeManager{elected: elected, cache: &fakeCache{store: store, handlers: h}, scheme: scheme}
+	g.Expect(gauge.Serve(mgr)).To(Succeed())
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- mgr.runnables[0].Start(ctx) }()
+	g.Eventually(h.handler).ShouldNot(BeNil())
+	g.Eventually(func() bool { return gauge.live.Load() != nil }).Should(BeTrue())
+	g.Expect(testutil.CollectAndCount(gauge)).To(BeZero(), "the handler has not synced: no partial count")
+
+	h.mu.Lock()
+	h.synced = true
+	h.mu.Unlock()
+	g.Expect(testutil.CollectAndCompare(gauge, strings.NewReader(readyHelp+`test_apirules{ready="False",reason="HostOccupied"} 1
+test_apirules{ready="True",reason="Applied"} 1
+`))).To(Succeed())
+
+	handler := h.handler()
+	c := apiRule("c", "", "")
+	handler.OnAdd(c, false)
+	fixed := apiRule("b", metav1.ConditionTrue, "Applied")
+	handler.OnUpdate(b, fixed)
+	handler.OnUpdate(a, a.DeepCopy()) // same series: no move
+	handler.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "shop/a", Obj: a})
+	forged := apiRule("c", metav1.ConditionFalse, "Anything-a-tenant-wrote")
+	handler.OnUpdate(c, forged)
+	g.Expect(testutil.CollectAndCompare(gauge, strings.NewReader(readyHelp+`test_apirules{ready="False",reason="Other"} 1
+test_apirules{ready="True",reason="Applied"} 1
+`))).To(Succeed(), "a deleted, b fixed, c refused with a reason the controller never writes")
+	handler.OnDelete(fixed)
+	handler.OnDelete(forged)
+	g.Expect(testutil.CollectAndCount(gauge)).To(BeZero(), "every object deleted: no series left at 0")
+
+	stop()
+	g.Expect(<-done).To(Succeed())
+	g.Expect(h.removed).To(Equal(1), "the handler is removed when the workers stop")
 	g.Expect(testutil.CollectAndCount(gauge)).To(BeZero())
 }
 
