@@ -26,6 +26,9 @@ type filter struct {
 	checkItem func(item []byte, gvk schema.GroupVersionKind) error
 	// slim, when set, replaces the object of a good watch event (Options.Slim).
 	slim func(runtime.Object) runtime.Object
+	// withoutManagedFields removes the managed fields of watch events'
+	// objects (Options.WithoutManagedFields).
+	withoutManagedFields bool
 }
 
 func newFilter(scheme *runtime.Scheme) filter {
@@ -207,6 +210,7 @@ type watchFrame struct {
 // becomes DELETED, so that caches forget the last good copy, and a DELETED
 // event carries the object reduced to its metadata.
 func (f filter) event(frame []byte) ([]byte, []Report) {
+	frame = f.trimmed(frame)
 	if typ, obj, ok := f.decodeEvent(frame); ok {
 		return f.slimmed(frame, typ, obj), nil
 	}
@@ -220,6 +224,7 @@ func (f filter) event(frame []byte) ([]byte, []Report) {
 // for the frames it does not accept, a scan. A line that is not whole is
 // passed on by nobody: the stream reads it again with a Decoder.
 func (f filter) line(frame []byte) (out []byte, reports []Report, whole bool) {
+	frame = f.trimmed(frame)
 	if typ, obj, ok := f.decodeEvent(frame); ok {
 		return f.slimmed(frame, typ, obj), nil, true
 	}
@@ -228,6 +233,20 @@ func (f filter) line(frame []byte) (out []byte, reports []Report, whole bool) {
 	}
 	out, reports = f.eventByUnmarshal(frame)
 	return out, reports, true
+}
+
+// trimmed is frame without its object's managed fields when the filter
+// removes them and frame is an object it can walk (withoutMember); else
+// frame. A line that is two values, or part of one, is no object it can
+// walk: it stays as it is, for line to find it not whole.
+func (f filter) trimmed(frame []byte) []byte {
+	if !f.withoutManagedFields {
+		return frame
+	}
+	if out := withoutMember(frame, "object", "metadata", "managedFields"); out != nil {
+		return out
+	}
+	return frame
 }
 
 // slimmed returns frame, or the event of typ with the object slim makes of

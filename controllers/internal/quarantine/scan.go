@@ -144,6 +144,11 @@ func readShape(body []byte) (listShape, bool) {
 // accepted every member. It skips values without validating them: the
 // typed decoders validate what is passed on.
 func members(doc []byte, visit func(key []byte, escaped bool, value span) bool) bool {
+	return memberSpans(doc, func(key []byte, escaped bool, _ int, value span) bool { return visit(key, escaped, value) })
+}
+
+// memberSpans is members that also tells where each member's key starts.
+func memberSpans(doc []byte, visit func(key []byte, escaped bool, keyStart int, value span) bool) bool {
 	i := skipSpace(doc, 0)
 	if i >= len(doc) || doc[i] != '{' {
 		return false
@@ -164,7 +169,7 @@ func members(doc []byte, visit func(key []byte, escaped bool, value span) bool) 
 		}
 		start := skipSpace(doc, i+1)
 		end, ok := skipValue(doc, start)
-		if !ok || !visit(doc[keyStart+1:keyEnd-1], escaped, span{start, end}) {
+		if !ok || !visit(doc[keyStart+1:keyEnd-1], escaped, keyStart, span{start, end}) {
 			return false
 		}
 		i = skipSpace(doc, end)
@@ -276,4 +281,59 @@ func endsLiteral(c byte) bool {
 		return true
 	}
 	return false
+}
+
+// withoutMember returns doc, a JSON object, without the member at path
+// (each element a member's key, the last the one removed, the others the
+// objects on the way): a new document, or nil when doc has no such member
+// or the walk is not sure of it. It is not sure of an object on the path
+// with an escaped key (which could spell a key of the path) or with a key
+// of the path twice; keys are compared exactly, as the case-sensitive
+// decoders of client-go read them.
+func withoutMember(doc []byte, path ...string) []byte {
+	if len(path) == 0 {
+		return nil
+	}
+	var found bool
+	var keyStart, cutFrom int
+	var value span
+	prevEnd := -1 // end of the previous member's value
+	ok := memberSpans(doc, func(key []byte, escaped bool, start int, v span) bool {
+		switch {
+		case escaped:
+			return false
+		case string(key) == path[0]:
+			if found {
+				return false
+			}
+			found, keyStart, value, cutFrom = true, start, v, prevEnd
+		}
+		prevEnd = v.end
+		return true
+	})
+	if !ok || !found {
+		return nil
+	}
+	if len(path) > 1 {
+		inner := withoutMember(doc[value.start:value.end], path[1:]...)
+		if inner == nil {
+			return nil
+		}
+		out := make([]byte, 0, len(doc)-(value.end-value.start)+len(inner))
+		out = append(out, doc[:value.start]...)
+		out = append(out, inner...)
+		return append(out, doc[value.end:]...)
+	}
+	// The member and the comma after it; for the last member, the comma
+	// before it.
+	from, to := keyStart, skipSpace(doc, value.end)
+	switch {
+	case to < len(doc) && doc[to] == ',':
+		to = skipSpace(doc, to+1)
+	case cutFrom >= 0:
+		from = cutFrom
+	}
+	out := make([]byte, 0, len(doc)-(to-from))
+	out = append(out, doc[:from]...)
+	return append(out, doc[to:]...)
 }

@@ -49,6 +49,11 @@ func (q *quarantineEvents) record(r quarantine.Report) {
 // which records Events through q.
 func guardConfig(cfg *rest.Config, scheme *runtime.Scheme, q *quarantineEvents, slim func(runtime.Object) runtime.Object, log logr.Logger) *rest.Config {
 	guarded := rest.CopyConfig(cfg)
-	guarded.Wrap(quarantine.New(scheme, quarantine.Options{Log: log, OnQuarantine: q.record, Slim: slim}).Wrap)
+	guarded.Wrap(quarantine.New(scheme, quarantine.Options{
+		Log: log, OnQuarantine: q.record, Slim: slim,
+		// Every cache of the runner strips them (cache.TransformStripManagedFields
+		// or a transform of its own), and nothing else here watches.
+		WithoutManagedFields: true,
+	}).Wrap)
 	return guarded
 }
