@@ -81,7 +81,7 @@ func TestEventWithoutManagedFields(t *testing.T) {
 	plain := newFilter(testScheme)
 	for _, tc := range []struct {
 		name, frame, want string
-		reports          []string
+		reports           []string
 	}{
 		{"good", frame("ADDED", withFields(goodRule, managedFields)), frame("ADDED", goodRule), nil},
 		{"managed fields that do not decode", frame("MODIFIED", withFields(goodRule, badManagedFields)), frame("MODIFIED", goodRule), nil},
