@@ -6,11 +6,13 @@
 // per-object or per-namespace label, so its cardinality is bounded by the
 // code, not by what tenants create.
 //
-// Gauges of the cluster's state (CacheGauge) are computed at scrape time
-// from the informer cache of the workers that run now, which only the
-// replica holding the leader Lease has (package runner): a scrape makes no
-// API request and starts no reconcile, and every other replica exports
-// none of them, so sums over replicas are not doubled. Counters and the
+// Gauges of the cluster's state (CacheGauge) come from the informer cache
+// of the workers that run now, which only the replica holding the leader
+// Lease has (package runner): computed at scrape time, or, for the Ready
+// gauges, counted from the informer's events as they come (a scrape then
+// reads a few counts, not every cached object). A scrape makes no API
+// request and starts no reconcile, and every other replica exports none of
+// them, so sums over replicas are not doubled. Counters and the
 // histogram are updated where the controllers write, and only successful
 // writes count.
 //
