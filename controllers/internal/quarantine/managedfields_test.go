@@ -135,3 +135,42 @@ func TestEventWithoutManagedFields(t *testing.T) {
 		t.Errorf("decoded\n%+v\nwant\n%+v", got, want)
 	}
 }
+
+// decodeAs accepts exactly the objects client-go's JSON decoder accepts as
+// the kind sniffed, and decodes them to the same object, whether it takes
+// its own path (the kind proved by a walk) or the decoder's (the kind in
+// doubt).
+func TestDecodeAsIsTheDecoders(t *testing.T) {
+	f := newFilter(testScheme)
+	ruleGVK := porticov1alpha1.GroupVersion.WithKind("APIRule")
+	withMember := func(obj, member string) string { return strings.TrimSuffix(obj, "}") + "," + member + "}" }
+	for name, raw := range map[string]string{
+		"good":                                 goodRule,
+		"bad status":                           badStatusRule,
+		"bad spec":                             badSpecRule,
+		"a kind in another case, not a string": withMember(goodRule, `"KIND":5`),
+		"a kind in another case, a string":     withMember(goodRule, `"Kind":"APIRule"`),
+		"the kind twice, the second another":   withMember(goodRule, `"kind":"Gateway"`),
+		"the apiVersion twice":                 withMember(goodRule, `"apiVersion":"gateway.portico.dev/v1"`),
+		"an escaped key that spells kind":      withMember(goodRule, `"kin\u0064":"Gateway"`),
+		"another kind":                         goodGateway,
+		"no object":                            `[1]`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, gotErr := f.decodeAs([]byte(raw), ruleGVK)
+			want, actual, wantErr := f.decoder.Decode([]byte(raw), nil, nil)
+			if wantErr == nil && (actual == nil || *actual != ruleGVK) {
+				wantErr = fmt.Errorf("decoded as %v", actual)
+			}
+			if (gotErr == nil) != (wantErr == nil) {
+				t.Fatalf("decodeAs: %v; the decoder: %v", gotErr, wantErr)
+			}
+			if gotErr == nil {
+				got.GetObjectKind().SetGroupVersionKind(ruleGVK)
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("decodeAs\n%+v\nthe decoder\n%+v", got, want)
+				}
+			}
+		})
+	}
+}

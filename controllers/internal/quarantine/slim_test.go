@@ -33,6 +33,17 @@ func (d countingDecoder) Decode(data []byte, gvk *schema.GroupVersionKind, into 
 	return d.Decoder.Decode(data, gvk, into)
 }
 
+// countDecodes makes n count every decode of the guard's filter: by its
+// decoder, and the typed decodes of objects whose kind it proved.
+func countDecodes(g *Guard, n *atomic.Int64) {
+	g.filter.decoder = countingDecoder{Decoder: g.filter.decoder, n: n}
+	unmarshal := g.filter.unmarshal
+	g.filter.unmarshal = func(data []byte, obj any) error {
+		n.Add(1)
+		return unmarshal(data, obj)
+	}
+}
+
 // slimVirtualService is a Slim that keeps a VirtualService's metadata and
 // the number of its hosts, as a cache transform that digests the spec would.
 func slimVirtualService(obj runtime.Object) runtime.Object {
@@ -62,7 +73,7 @@ func TestSlimDecodesAWatchEventOnce(t *testing.T) {
 		slims.Add(1)
 		return slimVirtualService(obj)
 	}})
-	g.filter.decoder = countingDecoder{Decoder: g.filter.decoder, n: guardDecodes}
+	countDecodes(g, guardDecodes)
 
 	frames := []string{
 		frame("ADDED", virtualService("one", `["a.example","b.example"]`, "2")),
@@ -124,7 +135,7 @@ func TestSlimDecodesAWatchEventOnce(t *testing.T) {
 func TestSlimOneWholeDecodePerEvent(t *testing.T) {
 	guardDecodes := &atomic.Int64{}
 	g := New(testScheme, Options{Slim: slimVirtualService})
-	g.filter.decoder = countingDecoder{Decoder: g.filter.decoder, n: guardDecodes}
+	countDecodes(g, guardDecodes)
 	const events = 50
 	var frames []string
 	for i := range events {
