@@ -291,14 +291,34 @@ func endsLiteral(c byte) bool {
 // of the path twice; keys are compared exactly, as the case-sensitive
 // decoders of client-go read them.
 func withoutMember(doc []byte, path ...string) []byte {
-	if len(path) == 0 {
+	from, to, ok := memberCut(doc, 0, path)
+	if !ok {
 		return nil
+	}
+	out := make([]byte, 0, len(doc)-(to-from))
+	out = append(out, doc[:from]...)
+	return append(out, doc[to:]...)
+}
+
+// memberCut finds what withoutMember removes, doc[from:to], in the object
+// doc[at:]'s own part (the value it walks ends where the object ends).
+func memberCut(doc []byte, at int, path []string) (from, to int, ok bool) {
+	if len(path) == 0 {
+		return 0, 0, false
+	}
+	obj := doc[at:]
+	if at > 0 {
+		end, ok := skipValue(doc, at)
+		if !ok {
+			return 0, 0, false
+		}
+		obj = doc[at:end]
 	}
 	var found bool
 	var keyStart, cutFrom int
 	var value span
 	prevEnd := -1 // end of the previous member's value
-	ok := memberSpans(doc, func(key []byte, escaped bool, start int, v span) bool {
+	ok = memberSpans(obj, func(key []byte, escaped bool, start int, v span) bool {
 		switch {
 		case escaped:
 			return false
@@ -312,28 +332,19 @@ func withoutMember(doc []byte, path ...string) []byte {
 		return true
 	})
 	if !ok || !found {
-		return nil
+		return 0, 0, false
 	}
 	if len(path) > 1 {
-		inner := withoutMember(doc[value.start:value.end], path[1:]...)
-		if inner == nil {
-			return nil
-		}
-		out := make([]byte, 0, len(doc)-(value.end-value.start)+len(inner))
-		out = append(out, doc[:value.start]...)
-		out = append(out, inner...)
-		return append(out, doc[value.end:]...)
+		return memberCut(doc, at+value.start, path[1:])
 	}
 	// The member and the comma after it; for the last member, the comma
 	// before it.
-	from, to := keyStart, skipSpace(doc, value.end)
+	from, to = keyStart, skipSpace(obj, value.end)
 	switch {
-	case to < len(doc) && doc[to] == ',':
-		to = skipSpace(doc, to+1)
+	case to < len(obj) && obj[to] == ',':
+		to = skipSpace(obj, to+1)
 	case cutFrom >= 0:
 		from = cutFrom
 	}
-	out := make([]byte, 0, len(doc)-(to-from))
-	out = append(out, doc[:from]...)
-	return append(out, doc[to:]...)
+	return at + from, at + to, true
 }
