@@ -19,8 +19,8 @@ type applied struct {
 	// sent, completed by the server with its defaults.
 	owned []byte
 	// overRV is the resourceVersion of the live object it was applied
-	// over; while the cache still shows that version, it has not seen the
-	// apply.
+	// over; while the cache still shows that version or an older one (see
+	// Behind), it has not seen the apply.
 	overRV string
 	// response is the object the server returned, without managedFields.
 	response client.Object
@@ -63,7 +63,7 @@ func (w *Writer) ApplyConfiguration(ctx context.Context, kind *Kind, namespace, 
 		last, ok := w.applied[key]
 		w.mu.Unlock()
 		if ok && bytes.Equal(last.sent, sent) {
-			if live.GetResourceVersion() == last.overRV {
+			if Behind(live.GetResourceVersion(), last.overRV, last.response.GetResourceVersion()) {
 				return last.response, false, nil // the cache lags behind the apply
 			}
 			if bytes.Equal(owned, last.owned) {

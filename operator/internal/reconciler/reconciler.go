@@ -51,14 +51,11 @@ type Reconciler struct {
 	// plugins that match before translating it); the zero Addr leaves it out.
 	APIServerClusterIP netip.Addr
 
-	// lastWrite remembers the status this reconciler last wrote and the
-	// resourceVersion it was written over: until the cache catches up with
-	// the write, the next reconcile compares with what was written, so it
-	// neither writes the same status again nor repeats a transition Event.
-	lastWrite struct {
-		overRV string
-		status operatorv1alpha1.APIGatewayStatus
-	}
+	// lastWrite remembers the status this reconciler last wrote; until the
+	// cache catches up with the write, the next reconcile compares with what
+	// was written, so it neither writes the same status again nor repeats a
+	// transition Event (see cachedStatus).
+	lastWrite lastWrite
 	// objects writes and removes the controllers' Deployments and their
 	// companions (see writer); it remembers the last apply of each.
 	objects    *owned.Writer
@@ -82,7 +79,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if gw != nil {
 		log = log.WithValues("apigateway", klog.KObj(gw))
 		ctx = ctrl.LoggerInto(ctx, log)
-		if r.lastWrite.overRV != "" && gw.ResourceVersion == r.lastWrite.overRV {
+		if r.lastWrite.isAhead(gw.ResourceVersion) {
 			gw.Status = *r.lastWrite.status.DeepCopy() // the cache has not seen our write yet
 		}
 	}
@@ -384,8 +381,24 @@ func (r *Reconciler) writeStatus(ctx context.Context, gw *operatorv1alpha1.APIGa
 		r.Metrics.Errors.WithLabelValues("", "status").Inc()
 		return fmt.Errorf("write APIGateway status: %w", err)
 	}
-	r.lastWrite.overRV, r.lastWrite.status = gw.ResourceVersion, *newStatus.DeepCopy()
+	r.lastWrite = lastWrite{overRV: gw.ResourceVersion, rv: patched.ResourceVersion, status: *newStatus.DeepCopy()}
 	return nil
+}
+
+// lastWrite is the status a reconciler last wrote, the resourceVersion it
+// was written over and the one the write produced.
+type lastWrite struct {
+	overRV, rv string
+	status     operatorv1alpha1.APIGatewayStatus
+}
+
+// isAhead reports whether the write is newer than the cached APIGateway of
+// resourceVersion cached (owned.Behind). The cache may be behind by more
+// than one write of ours: were only the version written over recognised,
+// the status of an earlier write would be compared with again and its
+// transitions repeated as Events.
+func (w lastWrite) isAhead(cached string) bool {
+	return owned.Behind(cached, w.overRV, w.rv)
 }
 
 func (r *Reconciler) recordPreconditions(entry catalog.Entry, spec *operatorv1alpha1.APIGatewaySpec, snap *snapshot, gate gating.Result) {
