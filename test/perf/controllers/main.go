@@ -112,8 +112,12 @@
 // controller_runtime_reconcile_total and rest_client_requests_total from
 // its /metrics, counted from the phase's start. Peak RSS is the kernel's high-water mark of the process
 // (VmHWM, exact); peak heap is the largest go_memstats_heap_inuse_bytes
-// sampled from /metrics every --sample (it can miss short spikes); both are
-// the process's since it started, so (1h)'s cover (1) too.
+// sampled from /metrics every --sample (2 s; it can miss short spikes); both
+// are the process's since it started, so (1h)'s cover (1) too. A scrape is
+// not free for the process measured (the Go collector reads the runtime's
+// memory statistics, the process collector reads /proc): every 250 ms it
+// was 5–11 % of the CPU a phase reported (profiles of issue #45), a cost of
+// the measurement that Prometheus, scraping every 15–60 s, does not add.
 //
 // The controllers run as their ServiceAccounts (config/rbac's accounts and
 // roles, installed in portico-system; a kubeconfig that impersonates them),

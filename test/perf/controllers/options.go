@@ -36,7 +36,7 @@ func defaultOptions() options {
 			Exempt: exemptions,
 		},
 		sizes:   sizes{apiRules: 1000, rateLimits: 1000, gateways: 50, namespaces: 50},
-		workers: 16, flood: 500, edits: 100, sample: 250 * time.Millisecond, binDir: "bin", logLevel: "info",
+		workers: 16, flood: 500, edits: 100, sample: 2 * time.Second, binDir: "bin", logLevel: "info",
 	}
 }
 

@@ -38,6 +38,7 @@ import (
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
 	"github.com/portico-dev/portico/controllers/apirule/internal/hosts"
 	"github.com/portico-dev/portico/controllers/apirule/internal/plan"
+	"github.com/portico-dev/portico/controllers/internal/clusterindex"
 	"github.com/portico-dev/portico/controllers/internal/fairqueue"
 	"github.com/portico-dev/portico/controllers/internal/kinds"
 	"github.com/portico-dev/portico/controllers/internal/metrics"
@@ -234,9 +235,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if r.Reader == nil {
 		r.Reader = mgr.GetAPIReader()
 	}
+	// Every lookup of these indexes is across namespaces (which APIRules,
+	// in any namespace, use this Service, host, Gateway; which objects an
+	// APIRule wrote, wherever): only that half of each is kept.
 	for _, index := range r.indexes() {
-		if err := mgr.GetFieldIndexer().IndexField(ctx, index.obj, index.name, index.keys); err != nil {
-			return fmt.Errorf("index %s: %w", index.name, err)
+		if err := clusterindex.Field(ctx, mgr.GetCache(), index.obj, index.name, index.keys); err != nil {
+			return err
 		}
 	}
 	r.cache = mgr.GetCache()
