@@ -216,3 +216,60 @@ func TestStripServiceKeepsWhatTheChecksRead(t *testing.T) {
 func aliasOfSpec(svc *corev1.Service) string {
 	return string(svc.Spec.Type) + "/" + svc.Spec.ExternalName
 }
+
+// The cached EndpointSlice gives the alias check the verdict the whole
+// slice gives, whatever its endpoints, and keeps no endpoint of a slice of
+// its namespace's pods.
+func TestStripEndpointSliceKeepsTheVerdict(t *testing.T) {
+	pod := func(ns string) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, TargetRef: &corev1.ObjectReference{
+			Kind: "Pod", Namespace: ns, Name: "web-1", UID: "u", ResourceVersion: "3"}}
+	}
+	node := discoveryv1.Endpoint{TargetRef: &corev1.ObjectReference{Kind: "Node", Name: "n1"}}
+	noTarget := discoveryv1.Endpoint{Addresses: []string{"192.0.2.1"}}
+	tests := map[string]struct {
+		endpoints []discoveryv1.Endpoint
+		refused   bool
+		kept      int
+	}{
+		"pods of its namespace":             {[]discoveryv1.Endpoint{pod("shop"), pod("shop"), pod("")}, false, 0},
+		"no endpoint":                       {nil, false, 0},
+		"a pod of another namespace":        {[]discoveryv1.Endpoint{pod("shop"), pod("team-b")}, true, 1},
+		"another kind":                      {[]discoveryv1.Endpoint{node, pod("shop")}, true, 1},
+		"no target (an address anyone set)": {[]discoveryv1.Endpoint{pod("shop"), noTarget}, true, 1},
+		"every kind of refusal":             {[]discoveryv1.Endpoint{noTarget, node, pod("team-b"), pod("shop")}, true, 3},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			full := &discoveryv1.EndpointSlice{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-abcde", ResourceVersion: "9", UID: "s",
+					Labels: map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+				Endpoints: tt.endpoints,
+			}
+			got, err := stripEndpointSlice(full.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			slice := got.(*discoveryv1.EndpointSlice)
+			name, refused := sliceNotOfPods([]discoveryv1.EndpointSlice{*slice}, "shop")
+			wantName, wantRefused := sliceNotOfPods([]discoveryv1.EndpointSlice{*full}, "shop")
+			if refused != wantRefused || name != wantName || refused != tt.refused {
+				t.Errorf("verdict on the cached slice %q %v, on the whole slice %q %v, want refused=%v", name, refused, wantName, wantRefused, tt.refused)
+			}
+			if len(slice.Endpoints) != tt.kept {
+				t.Errorf("kept %d endpoints, want %d: %+v", len(slice.Endpoints), tt.kept, slice.Endpoints)
+			}
+			if got := endpointSliceKey(slice); !slices.Equal(got, []string{"shop/web"}) {
+				t.Errorf("index key of the cached slice %q, want [shop/web]", got)
+			}
+			if len(slice.Labels) != 1 || slice.UID != "s" || slice.ResourceVersion != "9" || slice.Name != "web-abcde" {
+				t.Errorf("cached slice's metadata: %+v", slice.ObjectMeta)
+			}
+			for _, ep := range slice.Endpoints {
+				if ep.TargetRef != nil && (ep.TargetRef.Name != "" || ep.TargetRef.UID != "") || ep.Addresses != nil {
+					t.Errorf("kept more of an endpoint than its target's kind and namespace: %+v", ep)
+				}
+			}
+		})
+	}
+}

@@ -167,19 +167,40 @@ func stripReferenceGrant(obj any) (any, error) {
 }
 
 // stripEndpointSlice keeps what the alias check reads: the slice's
-// identity and labels, and each endpoint's target.
+// identity and Service label, and of its endpoints only those the check
+// refuses (notPodOfNamespace), each reduced to its target's kind and
+// namespace. A slice of its own namespace's pods, nearly every one, keeps
+// no endpoint: the check finds nothing to refuse in it, as in the whole
+// slice.
 func stripEndpointSlice(obj any) (any, error) {
 	s, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
 		return obj, nil
 	}
 	out := &discoveryv1.EndpointSlice{TypeMeta: s.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-		Name: s.Name, Namespace: s.Namespace, Labels: s.Labels, ResourceVersion: s.ResourceVersion, UID: s.UID,
+		Name: s.Name, Namespace: s.Namespace, ResourceVersion: s.ResourceVersion, UID: s.UID,
 	}}
+	if svc, ok := s.Labels[discoveryv1.LabelServiceName]; ok {
+		out.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
+	}
 	for _, ep := range s.Endpoints {
-		out.Endpoints = append(out.Endpoints, discoveryv1.Endpoint{TargetRef: ep.TargetRef})
+		if !notPodOfNamespace(ep.TargetRef, s.Namespace) {
+			continue
+		}
+		kept := discoveryv1.Endpoint{}
+		if ref := ep.TargetRef; ref != nil {
+			kept.TargetRef = &corev1.ObjectReference{Kind: ref.Kind, Namespace: ref.Namespace}
+		}
+		out.Endpoints = append(out.Endpoints, kept)
 	}
 	return out, nil
+}
+
+// notPodOfNamespace reports whether an endpoint's target is anything but
+// a pod of namespace (no target, another kind, another namespace's pod):
+// what makes a Service an alias for the backend checks.
+func notPodOfNamespace(ref *corev1.ObjectReference, namespace string) bool {
+	return ref == nil || ref.Kind != "Pod" || (ref.Namespace != "" && ref.Namespace != namespace)
 }
 
 // stripService keeps what the backend checks read of a Service, of which

@@ -242,12 +242,8 @@ func (r *Reconciler) aliasOf(ctx context.Context, svc *corev1.Service) (string, 
 	if err := r.Client.List(ctx, &slices, client.MatchingFields{endpointSliceIndex: svc.Namespace + "/" + svc.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return "", fmt.Errorf("list the endpoints of service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
-	for _, s := range slices.Items {
-		for _, ep := range s.Endpoints {
-			if ref := ep.TargetRef; ref == nil || ref.Kind != "Pod" || (ref.Namespace != "" && ref.Namespace != svc.Namespace) {
-				return "has endpoints that are not pods of its own namespace (EndpointSlice " + s.Name + ")", nil
-			}
-		}
+	if name, found := sliceNotOfPods(slices.Items, svc.Namespace); found {
+		return "has endpoints that are not pods of its own namespace (EndpointSlice " + name + ")", nil
 	}
 	if r.Installed.WorkloadEntries {
 		// Istio also sends a Service's traffic to the WorkloadEntries of its
@@ -411,4 +407,17 @@ func trustedProxies(grants *operatorv1alpha1.APIRulesSpec) *int32 {
 		return nil
 	}
 	return grants.TrustedProxies
+}
+
+// sliceNotOfPods returns the first of a Service's EndpointSlices with an
+// endpoint that is not a pod of the Service's namespace.
+func sliceNotOfPods(slices []discoveryv1.EndpointSlice, namespace string) (string, bool) {
+	for _, s := range slices {
+		for _, ep := range s.Endpoints {
+			if notPodOfNamespace(ep.TargetRef, namespace) {
+				return s.Name, true
+			}
+		}
+	}
+	return "", false
 }
