@@ -35,6 +35,7 @@ func main() {
 			controller.ConfigureCache(opts, controller.InstalledIn(env))
 		},
 		SlimWatched: controller.SlimWatched,
+		HandOff:     controller.HandOff,
 		AddToScheme: []func(*runtime.Scheme) error{
 			porticov1alpha1.AddToScheme, networkingv1.AddToScheme, securityv1.AddToScheme, discoveryv1.AddToScheme,
 			gwapiv1.Install, gwapiv1beta1.Install,

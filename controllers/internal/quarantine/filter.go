@@ -17,7 +17,8 @@ import (
 )
 
 // filter holds the pure filtering of JSON documents: it returns what to pass
-// on and reports what it set aside, with no side effects.
+// on and reports what it set aside, with no side effects but the objects a
+// handoff holds.
 type filter struct {
 	scheme  *runtime.Scheme
 	decoder runtime.Decoder
@@ -30,6 +31,10 @@ type filter struct {
 	unmarshal func(data []byte, obj any) error
 	// slim, when set, replaces the object of a good watch event (Options.Slim).
 	slim func(runtime.Object) runtime.Object
+	// handoff, when set, holds the object of a good watch event of the
+	// kinds it names and passes on a placeholder (Options.Handoff): the
+	// filter's one side effect.
+	handoff *Handoff
 	// withoutManagedFields removes the managed fields of watch events'
 	// objects (Options.WithoutManagedFields).
 	withoutManagedFields bool
@@ -255,15 +260,16 @@ func (f filter) trimmed(frame []byte) []byte {
 }
 
 // slimmed returns frame, or the event of typ with the object slim makes of
-// obj (the frame's decoded object) when it makes one that encodes.
+// obj (the frame's decoded object) when it makes one that encodes, or else
+// with obj's placeholder when the handoff takes obj.
 func (f filter) slimmed(frame []byte, typ watch.EventType, obj runtime.Object) []byte {
-	if f.slim == nil {
-		return frame
-	}
 	gvk := obj.GetObjectKind().GroupVersionKind()
+	if f.slim == nil {
+		return f.handedOff(frame, typ, obj, gvk)
+	}
 	out := f.slim(obj)
 	if out == nil {
-		return frame
+		return f.handedOff(frame, typ, obj, gvk)
 	}
 	out.GetObjectKind().SetGroupVersionKind(gvk)
 	raw, err := json.Marshal(out)
@@ -275,6 +281,18 @@ func (f filter) slimmed(frame []byte, typ watch.EventType, obj runtime.Object) [
 		return frame
 	}
 	return slim
+}
+
+// handedOff returns the event of typ with obj's placeholder when the
+// handoff takes obj (of kind gvk), else frame.
+func (f filter) handedOff(frame []byte, typ watch.EventType, obj runtime.Object, gvk schema.GroupVersionKind) []byte {
+	if !f.handoff.wants(typ, gvk) {
+		return frame
+	}
+	if out := f.handoff.frame(typ, obj, gvk); out != nil {
+		return out
+	}
+	return frame
 }
 
 // goodEvent reports whether frame is certainly an event of a concerned

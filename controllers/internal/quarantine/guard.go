@@ -34,6 +34,12 @@ type Options struct {
 	// watch's goroutine. Lists, single objects and the answers to writes
 	// are never slimmed.
 	Slim func(obj runtime.Object) runtime.Object
+	// Handoff, when set, holds the object of every good ADDED and MODIFIED
+	// watch event of the kinds it names, as the guard decoded it, and
+	// passes on a placeholder that the caches' Handoff.Transform replaces
+	// by it: one decode of the whole object per event, the guard's. An
+	// object Slim slims is not handed off.
+	Handoff *Handoff
 	// WithoutManagedFields, when set, removes metadata.managedFields from
 	// the object of every watch event before the guard checks it and
 	// passes it on, so that neither the guard nor the client decodes them:
@@ -64,6 +70,7 @@ func New(scheme *runtime.Scheme, opts Options) *Guard {
 	}
 	f := newFilter(scheme)
 	f.slim = opts.Slim
+	f.handoff = opts.Handoff
 	f.withoutManagedFields = opts.WithoutManagedFields
 	return &Guard{filter: f, log: log, hook: opts.OnQuarantine}
 }

@@ -31,6 +31,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	operatorv1alpha1 "github.com/portico-dev/portico/api/operator/v1alpha1"
+	"github.com/portico-dev/portico/controllers/internal/quarantine"
 	"github.com/portico-dev/portico/internal/apiclient"
 	"github.com/portico-dev/portico/internal/backoff"
 	"github.com/portico-dev/portico/internal/contract"
@@ -56,6 +57,12 @@ type Controller struct {
 	// SlimWatched, when set, is the quarantine guard's Options.Slim: what
 	// of a watched object its cache keeps, made as the guard decodes it.
 	SlimWatched func(obj runtime.Object) runtime.Object
+	// HandOff names the kinds whose watch events the quarantine guard,
+	// which decodes them whole anyway, hands to the caches decoded
+	// (quarantine.Handoff): client-go decodes a placeholder instead. Every
+	// cache of the process takes them (handOffTo); nothing else of the
+	// process may watch these kinds.
+	HandOff []client.Object
 	// Retire, when set, runs as the process stops if the APIGateway no
 	// longer wants this controller (disabled, or the APIGateway deleted):
 	// it removes what the controller wrote that would otherwise keep acting
@@ -201,16 +208,20 @@ func Run(ctx context.Context, c Controller, o Options) error {
 	// No object the API server accepts may stop the controller: every client
 	// skips (and reports) objects that do not decode into their Go types.
 	undecodable := &quarantineEvents{}
-	leaderCfg := guardConfig(cfg, scheme, undecodable, c.SlimWatched, log.WithName("quarantine"))
+	handoff, err := newHandoff(scheme, c.HandOff)
+	if err != nil {
+		return err
+	}
+	leaderCfg := guardConfig(cfg, scheme, undecodable, c.SlimWatched, handoff, log.WithName("quarantine"))
 	cfg = o.APIBounds.Apply(leaderCfg)
 	apiclient.ReportThrottling()
 
-	outer, err := newOuterManager(cfg, leaderCfg, scheme, c, o)
+	outer, err := newOuterManager(cfg, leaderCfg, scheme, handoff, c, o)
 	if err != nil {
 		return err
 	}
 	undecodable.use(outer.GetEventRecorder(c.Contract.Binary()))
-	if err := addWatchdog(outer, log, workerFactory(ctx, cfg, scheme, outer, c, o, log), c); err != nil {
+	if err := addWatchdog(outer, log, workerFactory(ctx, cfg, scheme, handoff, outer, c, o, log), c); err != nil {
 		return err
 	}
 	log.Info("Starting", "version", contract.Version(), "namespace", o.Namespace, "required", c.Contract.Required)
@@ -233,7 +244,7 @@ func Run(ctx context.Context, c Controller, o Options) error {
 // leader election, probes, metrics and the schema-less CRD cache. Leader
 // election uses leaderCfg, without the request bounds, so that bulk work
 // never makes a renewal wait for the token bucket.
-func newOuterManager(cfg, leaderCfg *rest.Config, scheme *runtime.Scheme, c Controller, o Options) (ctrl.Manager, error) {
+func newOuterManager(cfg, leaderCfg *rest.Config, scheme *runtime.Scheme, handoff *quarantine.Handoff, c Controller, o Options) (ctrl.Manager, error) {
 	leaderNS := o.LeaderElectionNS
 	if leaderNS == "" {
 		leaderNS = os.Getenv(contract.EnvPodNamespace)
@@ -245,17 +256,19 @@ func newOuterManager(cfg, leaderCfg *rest.Config, scheme *runtime.Scheme, c Cont
 	for _, crd := range append(slices.Clone(c.Contract.Required), c.Contract.Optional...) {
 		watched = append(watched, crd.Name)
 	}
-	outer, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		Cache: cache.Options{
-			DefaultTransform: cache.TransformStripManagedFields(),
-			// Informers watch again within a second of the API server's
-			// return, whatever the outage (package backoff).
-			NewInformer: backoff.NewInformer,
-			ByObject: map[client.Object]cache.ByObject{
-				&apiextensionsv1.CustomResourceDefinition{}: {Transform: contract.TransformCRD(watched)},
-			},
+	cacheOpts := cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		// Informers watch again within a second of the API server's
+		// return, whatever the outage (package backoff).
+		NewInformer: backoff.NewInformer,
+		ByObject: map[client.Object]cache.ByObject{
+			&apiextensionsv1.CustomResourceDefinition{}: {Transform: contract.TransformCRD(watched)},
 		},
+	}
+	handOffTo(&cacheOpts, handoff)
+	outer, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         cacheOpts,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		PprofBindAddress:              o.PprofAddr,
@@ -275,7 +288,7 @@ func newOuterManager(cfg, leaderCfg *rest.Config, scheme *runtime.Scheme, c Cont
 // workerFactory returns what the watchdog calls to build the workers'
 // manager each time the required CRDs become usable, with the usable
 // optional CRDs.
-func workerFactory(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, outer ctrl.Manager, c Controller, o Options, log logr.Logger) innerFactory {
+func workerFactory(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, handoff *quarantine.Handoff, outer ctrl.Manager, c Controller, o Options, log logr.Logger) innerFactory {
 	return func(optional []string) (ctrl.Manager, error) {
 		env := Environment{Namespace: o.Namespace, Optional: optional}
 		cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), NewInformer: backoff.NewInformer}
@@ -285,6 +298,7 @@ func workerFactory(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 		if c.Cache != nil {
 			c.Cache(&cacheOpts, env)
 		}
+		handOffTo(&cacheOpts, handoff)
 		inner, err := ctrl.NewManager(cfg, ctrl.Options{
 			Scheme:                  scheme,
 			Cache:                   cacheOpts,

@@ -14,12 +14,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
+	"github.com/portico-dev/portico/controllers/internal/quarantine"
 	"github.com/portico-dev/portico/internal/contract"
 )
 
@@ -59,10 +62,20 @@ func TestRunQuarantinesUndecodableObjects(t *testing.T) {
 	controller := Controller{
 		Contract:    contract.Controller{Name: "quarantinetest", Required: []contract.CRD{contract.APIRules}},
 		AddToScheme: []func(*runtime.Scheme) error{porticov1alpha1.AddToScheme},
+		// The guard hands its decoded APIRules to the workers' cache.
+		HandOff: []client.Object{&porticov1alpha1.APIRule{}},
 		Setup: func(mgr ctrl.Manager, _ Environment) error {
 			return ctrl.NewControllerManagedBy(mgr).Named("quarantinetest").For(&porticov1alpha1.APIRule{}).
-				Complete(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
-					if req.Namespace == ns {
+				Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+					if req.Namespace != ns {
+						return reconcile.Result{}, nil
+					}
+					// What the cache holds is the whole object, not a placeholder.
+					rule := &porticov1alpha1.APIRule{}
+					if err := mgr.GetClient().Get(ctx, req.NamespacedName, rule); err != nil {
+						return reconcile.Result{}, err
+					}
+					if len(rule.Spec.Hosts) == 1 && string(rule.Spec.Hosts[0]) == req.Name+"."+ns+".example.com" {
 						reconciled <- req.Name
 					}
 					return reconcile.Result{}, nil
@@ -79,7 +92,7 @@ func TestRunQuarantinesUndecodableObjects(t *testing.T) {
 		})
 	}()
 
-	// Both are reconciled: the bad one without its status.
+	// Both are reconciled, whole: the bad one without its status.
 	pending := map[string]bool{"good": true, "bad": true}
 	for len(pending) > 0 {
 		select {
@@ -127,5 +140,39 @@ func awaitEvent(t *testing.T, ctx context.Context, ns, name string) *eventsv1.Ev
 		case <-ctx.Done():
 			t.Fatalf("no UndecodableObject Event on %s/%s: %v", ns, name, ctx.Err())
 		}
+	}
+}
+
+// handOffTo puts the handoff's transform in front of every transform of a
+// cache: each kind's own, and the default one, which the kinds without
+// their own get.
+func TestHandOffToEveryTransform(t *testing.T) {
+	h := quarantine.NewHandoff(porticov1alpha1.GroupVersion.WithKind("APIRule"))
+	mark := func(name string) toolscache.TransformFunc {
+		return func(obj any) (any, error) {
+			obj.(client.Object).SetLabels(map[string]string{"transform": name})
+			return obj, nil
+		}
+	}
+	own, none := &porticov1alpha1.APIRule{}, &corev1.Service{}
+	opts := cache.Options{DefaultTransform: mark("default"), ByObject: map[client.Object]cache.ByObject{
+		own: {Transform: mark("own")}, none: {},
+	}}
+	handOffTo(&opts, h)
+	// A placeholder no handoff gave: only the handoff's transform knows it.
+	placeholder := func() any {
+		return &porticov1alpha1.APIRule{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{quarantine.HandedOff: "7"}}}
+	}
+	for name, transform := range map[string]toolscache.TransformFunc{"own": opts.ByObject[own].Transform, "default": opts.DefaultTransform} {
+		if _, err := transform(placeholder()); err == nil {
+			t.Errorf("the %s transform took a placeholder for an object", name)
+		}
+		out, err := transform(&porticov1alpha1.APIRule{})
+		if err != nil || out.(client.Object).GetLabels()["transform"] != name {
+			t.Errorf("the %s transform no longer runs: %v, %v", name, out, err)
+		}
+	}
+	if opts.ByObject[none].Transform != nil {
+		t.Error("a kind without a transform of its own got one: it would no longer get the default")
 	}
 }
