@@ -22,6 +22,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -319,20 +320,7 @@ func (e events) await(t *testing.T, ctx context.Context, want string) {
 // later, and forgets an object whose spec turns undecodable.
 func testCacheSyncsAndFollows(t *testing.T, ctx context.Context, cfg *rest.Config, tn tenant, want map[string]bool) {
 	g := NewWithT(t)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	mgrCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mgrCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Logf("manager stopped: %v", err)
-		}
-	}()
-	g.Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue()) // returns once the cache runs
+	mgr := startManager(t, ctx, cfg, cache.Options{})
 
 	ruleEvents, vsEvents := make(events, 100), make(events, 100)
 	for obj, ev := range map[client.Object]events{&porticov1alpha1.APIRule{}: ruleEvents, &networkingv1.VirtualService{}: vsEvents} {
@@ -354,4 +342,26 @@ func testCacheSyncsAndFollows(t *testing.T, ctx context.Context, cfg *rest.Confi
 	vsEvents.await(t, ctx, "delete good-vs")
 	tn.patch(virtualServiceGVK, "good-vs", goodAttempts, false)
 	vsEvents.await(t, ctx, "add good-vs")
+}
+
+// startManager starts a manager on cfg with the given cache options until
+// the test ends, and returns it once its cache runs.
+func startManager(t *testing.T, ctx context.Context, cfg *rest.Config, cacheOpts cache.Options) ctrl.Manager {
+	t.Helper()
+	g := NewWithT(t)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Cache: cacheOpts,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	mgrCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mgrCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Logf("manager stopped: %v", err)
+		}
+	})
+	g.Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue()) // returns once the cache runs
+	return mgr
 }

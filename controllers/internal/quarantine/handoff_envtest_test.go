@@ -9,10 +9,8 @@ import (
 	. "github.com/onsi/gomega"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	porticov1alpha1 "github.com/portico-dev/portico/api/gateway/v1alpha1"
 )
@@ -44,27 +42,13 @@ func TestHandoffCacheHoldsTheStoredObjects(t *testing.T) {
 	transform, failed := h.Transform(cache.TransformStripManagedFields()), &atomic.Int64{}
 	guarded := rest.CopyConfig(env.Config)
 	guarded.Wrap(New(env.Scheme, Options{Handoff: h, WithoutManagedFields: true}).Wrap)
-	mgr, err := ctrl.NewManager(guarded, ctrl.Options{
-		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Cache: cache.Options{DefaultTransform: func(obj any) (any, error) {
-			out, err := transform(obj)
-			if err != nil {
-				failed.Add(1)
-			}
-			return out, err
-		}},
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	mgrCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mgrCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Logf("manager stopped: %v", err)
+	mgr := startManager(t, ctx, guarded, cache.Options{DefaultTransform: func(obj any) (any, error) {
+		out, err := transform(obj)
+		if err != nil {
+			failed.Add(1)
 		}
-	}()
-	g.Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
+		return out, err
+	}})
 	for _, obj := range []client.Object{&porticov1alpha1.APIRule{}, &networkingv1.VirtualService{}} {
 		_, err := mgr.GetCache().GetInformer(ctx, obj) // returns once synced: the streamed list, handed off
 		g.Expect(err).NotTo(HaveOccurred())
