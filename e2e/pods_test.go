@@ -351,6 +351,21 @@ func startTrafficFromPod(ctx context.Context, name, caConfigMap string, args ...
 	return t
 }
 
+// Await waits until the pod has sent at least n requests after mark (a
+// tally it printed before) and returns its tally since from. A loaded node
+// sends fewer requests a second than a quiet one: what a spec needs is
+// requests after an event, never a time after it.
+func (t *podTraffic) Await(from, mark trafficTally, n int) trafficTally {
+	var since trafficTally
+	Eventually(func(g Gomega) {
+		now := t.Tally(g)
+		after := now.Since(mark)
+		g.Expect(after.OK+after.Failed).To(BeNumerically(">=", n), "%s: requests sent after the mark", t.pod.Name)
+		since = now.Since(from)
+	}, timeout, interval).Should(Succeed())
+	return since
+}
+
 // Tally returns the last tally the pod printed (at most a second old); for
 // Eventually.
 func (t *podTraffic) Tally(g Gomega) trafficTally {
