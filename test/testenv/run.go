@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -130,6 +131,12 @@ func (e *Env) StartAPIServer() error {
 // plane and returns the exit code: 1 (with the reason on stderr) when the
 // environment or Setup failed.
 func Run(m *testing.M, in RunInput) int {
+	if fuzzWorker() {
+		// A fuzz worker only runs the fuzz target's function, which never
+		// uses the control plane; one started in each worker would take the
+		// CPU from the fuzzing and outlive a worker the coordinator kills.
+		return m.Run()
+	}
 	env, err := start(in)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
@@ -154,6 +161,16 @@ func Run(m *testing.M, in RunInput) int {
 	}
 	code = m.Run()
 	return code
+}
+
+// fuzzWorker reports whether this test binary runs as a worker of go test
+// -fuzz (the coordinator starts it with -test.fuzzworker).
+func fuzzWorker() bool {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	f := flag.Lookup("test.fuzzworker")
+	return f != nil && f.Value.String() == "true"
 }
 
 // start starts a control plane as in says, with a client of it; when it

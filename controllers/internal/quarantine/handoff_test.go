@@ -228,3 +228,59 @@ func TestHandoffHoldsAWindow(t *testing.T) {
 		t.Error("the newest object is gone")
 	}
 }
+
+// FuzzHandoff: whatever the watch stream, the cache gets through the
+// handoff exactly the events it gets from the same guard without one —
+// same types, same objects as client-go decodes them — no transform
+// fails, and nothing stays held once the cache took every event. A stream
+// whose objects carry the placeholder's annotation is none the API server
+// sends (it refuses the key: TestHandoffCacheHoldsTheStoredObjects), and
+// the transform refuses such an object as a placeholder it never gave.
+func FuzzHandoff(f *testing.F) {
+	for _, seed := range []string{
+		frame("ADDED", goodRule) + "\n" + frame("MODIFIED", badStatusRule) + "\n" + frame("DELETED", goodRule),
+		frame("ADDED", apiRule("broken", `5`, goodTime)) + "\n" + frame("MODIFIED", goodRule),
+		frame("ADDED", virtualService("vs", `["a.example"]`, "2")) + "\n" + frame("ADDED", istio("Gateway", "gw", `"3"`)),
+		frame("ADDED", ruleWithMetadata(`"name":"a",`+managedFields)),
+		frame("ADDED", strings.Replace(goodRule, `"metadata":{`, `"metadata":{"annotations":{"portico.dev/handed off":"1"},`, 1)),
+		frame("ADDED", goodRule) + "\n" + frame("ADDED", goodRule),
+		`{"type":"ADDED","object":{"kind":"APIRule","apiVersion":"gateway.portico.dev/v1alpha1","metadata":{"name":"x","uid":"u"}}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	const url = "https://api/apis/gateway.portico.dev/v1alpha1/apirules?watch=true"
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		events := func(g *Guard) []watch.Event {
+			resp := get(t, g.Wrap(serve("application/json", http.StatusOK, io.NopCloser(strings.NewReader(string(stream))), nil)), url)
+			defer resp.Body.Close()
+			return clientWatch(t, resp.Body, &atomic.Int64{})
+		}
+		h := NewHandoff(apiRuleGVK, virtualServiceGVK)
+		got, want := events(New(testScheme, Options{Handoff: h})), events(New(testScheme, Options{}))
+		for _, e := range want {
+			if m, err := meta.Accessor(e.Object); err == nil && hasKey(m.GetAnnotations(), HandedOff) {
+				return
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d events through the handoff, %d without it", len(got), len(want))
+		}
+		transform := h.Transform(nil)
+		for i := range got {
+			obj, err := transform(got[i].Object)
+			if err != nil {
+				t.Fatalf("event %d: the transform refused: %v", i, err)
+			}
+			gotJSON, err1 := encjson.Marshal(obj)
+			wantJSON, err2 := encjson.Marshal(want[i].Object)
+			if got[i].Type != want[i].Type || err1 != nil || err2 != nil || string(gotJSON) != string(wantJSON) {
+				t.Fatalf("event %d: the cache gets %s\n%s (%v)\nwithout the handoff %s\n%s (%v)", i, got[i].Type, gotJSON, err1, want[i].Type, wantJSON, err2)
+			}
+		}
+		if n := h.holding(); n != 0 {
+			t.Fatalf("the handoff still holds %d objects after the cache took them", n)
+		}
+	})
+}
+
+func hasKey(m map[string]string, key string) bool { _, ok := m[key]; return ok }
