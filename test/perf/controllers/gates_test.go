@@ -23,9 +23,12 @@ func TestFairnessRatios(t *testing.T) {
 		{"RateLimits: over one world reconcile",
 			fairness{flooded: []time.Duration{ms(900), ms(3000), ms(600)}, worldReconcile: ms(1500)},
 			map[string]float64{ratioWorldReconcile: 2, ratioWorldMedian: 0.6}},
-		{"RateLimits: over their worst alone",
-			fairness{alone: []time.Duration{ms(200), ms(400)}, flooded: []time.Duration{ms(300), ms(1000)}, gateAlone: true},
+		{"over their worst alone",
+			fairness{alone: []time.Duration{ms(200), ms(400)}, flooded: []time.Duration{ms(300), ms(1000)}},
 			map[string]float64{ratioAlone: 2.5}},
+		{"RateLimits: over the flood's convergence, a world reconcile and alone",
+			fairness{alone: []time.Duration{ms(100)}, flooded: []time.Duration{ms(400), ms(200)}, floodConverged: 4 * time.Second, worldReconcile: ms(100)},
+			map[string]float64{ratioFloodConvergence: 0.1, ratioAlone: 4, ratioWorldReconcile: 4, ratioWorldMedian: 4}},
 		{"nothing to divide by", fairness{flooded: []time.Duration{ms(1)}}, map[string]float64{}},
 	}
 	for _, tt := range tests {
@@ -107,6 +110,9 @@ func TestExemptions(t *testing.T) {
 		{map[string]string{"Metric": "EditRequests", "Controller": "apirule"}, framework.UnitRatio, "PerEdit", framework.ClassGated},
 		{map[string]string{"Metric": "CPUUntilConverged", "Controller": "apirule"}, framework.UnitSeconds, "apirule-controller", framework.ClassInfo},
 		{map[string]string{"Metric": "PeakMemory", "Controller": "apirule"}, framework.UnitMiB, "RSS", framework.ClassGated},
+		{map[string]string{"Metric": "PeakMemory", "Controller": "apirule"}, framework.UnitMiB, "Heap", framework.ClassGated},
+		{map[string]string{"Metric": "PeakMemory", "Controller": "ratelimit"}, framework.UnitMiB, "RSS", framework.ClassGated},
+		{map[string]string{"Metric": "PeakMemory", "Controller": "ratelimit"}, framework.UnitMiB, "Heap", framework.ClassInfo},
 	}
 	for _, tt := range tests {
 		if got := framework.Classify(tt.labels, tt.unit, tt.key, exemptions); got != tt.want {
@@ -117,3 +123,26 @@ func TestExemptions(t *testing.T) {
 
 func itoa(n int) string     { return strconv.Itoa(n) }
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// TestFairnessGate: team-a's worst wait under the flood fails the run
+// beyond maxFloodShare of the flood's own convergence, for both kinds,
+// only when gated; its ratio to the wait alone never does.
+func TestFairnessGate(t *testing.T) {
+	tests := []struct {
+		name    string
+		f       fairness
+		gate    bool
+		wantErr bool
+	}{
+		{"RateLimits within the share, 9× alone", fairness{kind: "RateLimit", alone: []time.Duration{ms(80)}, flooded: []time.Duration{ms(720)}, floodConverged: 4 * time.Second}, true, false},
+		{"RateLimits beyond the share", fairness{kind: "RateLimit", alone: []time.Duration{ms(80)}, flooded: []time.Duration{ms(2100)}, floodConverged: 4 * time.Second}, true, true},
+		{"APIRules beyond the share", fairness{kind: "APIRule", alone: []time.Duration{ms(50)}, flooded: []time.Duration{ms(6000)}, floodConverged: 10 * time.Second}, true, true},
+		{"beyond the share, short mode", fairness{kind: "RateLimit", alone: []time.Duration{ms(50)}, flooded: []time.Duration{ms(2100)}, floodConverged: 4 * time.Second}, false, false},
+	}
+	for _, tt := range tests {
+		_, err := fairnessNotes([]fairness{tt.f}, tt.gate)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("%s: error %v, want error %t", tt.name, err, tt.wantErr)
+		}
+	}
+}
