@@ -258,22 +258,22 @@ func (b *bench) rateLimitFairness(ctx context.Context, limiter *controller, quie
 // backlog written), then no world computation of the ratelimit controller
 // (which computes one for APIRule changes) for a second. Team-a's
 // RateLimits measured alone must not share the machine with that backlog:
-// their worst wait alone bounds their wait under the flood.
+// their wait alone is what their wait under the flood is compared with.
 func (b *bench) settle(ctx context.Context, limiter *controller) error {
 	started := time.Now()
 	if err := b.workedOff(ctx, &gatewayv1alpha1.APIRuleList{}, true); err != nil {
 		return err
 	}
 	applied := time.Since(started)
-	last := -1.0
+	last, scraped := uint64(0), false
 	err := wait.PollUntilContextTimeout(ctx, time.Second, b.opts.Timeout, true, func(ctx context.Context) (bool, error) {
 		m, err := limiter.Scrape(ctx)
 		if err != nil {
 			return false, err
 		}
 		count, _ := m.HistogramTotals(worldTime)
-		quiet := float64(count) == last
-		last = float64(count)
+		quiet := scraped && count == last
+		last, scraped = count, true
 		return quiet, nil
 	})
 	if err != nil {
